@@ -1,0 +1,5 @@
+import sys
+
+from cairnbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,53 @@
+"""Base class of the system adapters."""
+
+import os
+
+from cairnbench import util
+
+
+class Unavailable(Exception):
+    """The system cannot be benchmarked on this machine (reason in str)."""
+
+
+class System:
+    key = "base"
+    label = "base"
+    packages = ()        # Debian packages the adapter needs
+    ntargets = 1         # local-x3 does the work three times
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.root = os.path.join(ctx.workdir, "systems", self.key)
+
+    # -- lifecycle ------------------------------------------------------
+    def setup(self):
+        """Bring the system up. Raise Unavailable with a reason if it
+        cannot work here."""
+
+    def teardown(self):
+        """Undo setup completely. Must never raise and must be safe to call
+        more than once and after a partial setup."""
+
+    def reset(self):
+        """Give the next run empty target directories."""
+        for t in self.targets():
+            util.rmtree(t, timeout=self.ctx.prepare_timeout)
+            os.makedirs(t)
+
+    def make_cold(self):
+        """Drop every cache between the workload and the disk."""
+        util.drop_caches()
+
+    # -- what workloads use ----------------------------------------------
+    def targets(self):
+        """Directories the workload operates in (one per replica of the
+        work; all empty after reset())."""
+        raise NotImplementedError
+
+    def prefix(self):
+        """argv prefix for workload commands (e.g. enter a namespace)."""
+        return []
+
+    def describe(self):
+        """Details recorded in the JSON results."""
+        return {"label": self.label}

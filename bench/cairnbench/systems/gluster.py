@@ -1,0 +1,156 @@
+"""GlusterFS 10 (Debian's glusterfs-server): a replica 3 volume, or replica
+3 arbiter 1, with all three bricks on 127.0.0.1 (hence `force`), default
+options, mounted with the GlusterFS FUSE client."""
+
+import os
+import shutil
+import subprocess
+import time
+
+from cairnbench import util
+from cairnbench.systems.base import System, Unavailable
+
+HOST = "127.0.0.1"
+
+
+def _glusterd_pids():
+    out = subprocess.run(["pgrep", "-x", "glusterd"], capture_output=True,
+                         text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+class GlusterSystem(System):
+    packages = ("glusterfs-server", "glusterfs-client")
+
+    def __init__(self, ctx, arbiter=False):
+        self.arbiter = arbiter
+        self.key = "glusterfs-arbiter" if arbiter else "glusterfs"
+        self.label = ("glusterfs replica 3 arbiter 1" if arbiter
+                      else "glusterfs replica 3")
+        self.volume = "cbench_arb" if arbiter else "cbench_r3"
+        super().__init__(ctx)
+        self.mnt = os.path.join(self.root, "mnt")
+        self.started_glusterd = []
+        self.created = False
+        self.version = None
+
+    # -- helpers ---------------------------------------------------------
+    def gluster(self, *args, check=True, timeout=120):
+        return util.run(["gluster", "--mode=script"] + list(args),
+                        timeout=timeout, check=check,
+                        what="gluster " + " ".join(args[:3]))
+
+    def bricks(self):
+        return [os.path.join(self.root, f"brick{i}") for i in (1, 2, 3)]
+
+    def _start_glusterd(self):
+        if shutil.which("glusterd") is None:
+            raise Unavailable("glusterd not installed")
+        if not _glusterd_pids():
+            util.log("starting glusterd")
+            util.run(["glusterd"], timeout=60, what="glusterd")
+            util.wait_for(lambda: bool(_glusterd_pids()), 20,
+                          what="glusterd to start")
+            self.started_glusterd = _glusterd_pids()
+        util.wait_for(
+            lambda: self.gluster("pool", "list", check=False)[0] == 0,
+            30, interval=0.5, what="glusterd to answer")
+        self.version = util.run(["glusterfs", "--version"],
+                                timeout=20)[1].splitlines()[0]
+
+    def _create_volume(self):
+        for b in self.bricks():
+            util.rmtree(b, timeout=self.ctx.prepare_timeout)
+            os.makedirs(b)
+        spec = ["replica", "3"] + (["arbiter", "1"] if self.arbiter else [])
+        self.gluster("volume", "create", self.volume, *spec,
+                     *[f"{HOST}:{b}" for b in self.bricks()], "force")
+        self.created = True
+        self.gluster("volume", "start", self.volume)
+
+    def _delete_volume(self):
+        if not self.created:
+            # A volume of this name left behind by an interrupted run.
+            rc, out, _ = self.gluster("volume", "list", check=False)
+            if rc != 0 or self.volume not in out.split():
+                return
+        self.gluster("volume", "stop", self.volume, "force", check=False)
+        self.gluster("volume", "delete", self.volume, check=False)
+        self.created = False
+
+    def _mount(self):
+        os.makedirs(self.mnt, exist_ok=True)
+        last = None
+        for _ in range(5):
+            rc, out, err = util.run(
+                ["mount", "-t", "glusterfs", f"{HOST}:/{self.volume}",
+                 self.mnt], timeout=60, check=False)
+            if rc == 0 and util.is_mounted(self.mnt):
+                try:
+                    os.stat(self.mnt)
+                    return
+                except OSError as e:
+                    last = str(e)
+                    util.unmount(self.mnt)
+            else:
+                last = (err or out).strip()
+            time.sleep(1)  # bricks may still be coming up
+        raise Unavailable(f"mount failed: {last}")
+
+    # -- System interface ------------------------------------------------
+    def setup(self):
+        os.makedirs(self.root, exist_ok=True)
+        util.unmount(self.mnt)
+        self._start_glusterd()
+        self._delete_volume()
+        try:
+            self._create_volume()
+        except util.BenchFailure as e:
+            raise Unavailable(f"volume create/start failed: {e}")
+        self._mount()
+        for t in self.targets():
+            os.makedirs(t, exist_ok=True)
+
+    def targets(self):
+        return [os.path.join(self.mnt, "t0")]
+
+    def reset(self):
+        # Removing a big tree through GlusterFS takes minutes; a fresh
+        # volume takes seconds and is a cleaner start.
+        util.unmount(self.mnt)
+        self._delete_volume()
+        self._create_volume()
+        self._mount()
+        for t in self.targets():
+            os.makedirs(t)
+
+    def make_cold(self):
+        util.unmount(self.mnt)
+        util.drop_caches()
+        self._mount()
+
+    def teardown(self):
+        try:
+            util.unmount(self.mnt)
+            if _glusterd_pids():
+                self._delete_volume()
+        except Exception as e:  # noqa: BLE001
+            util.log(f"{self.key}: teardown: {e}")
+        # Brick and client processes of this run mention our work dir.
+        util.kill_pids(util.pids_matching([self.root]))
+        if self.started_glusterd:
+            # glusterd also spawned the self-heal daemon; it names our
+            # glusterd's socket/volfile server, so end it with glusterd.
+            shd = util.pids_matching(["glustershd"])
+            util.kill_pids(self.started_glusterd + shd)
+            self.started_glusterd = []
+        try:
+            util.rmtree(self.root, timeout=self.ctx.prepare_timeout)
+        except Exception as e:  # noqa: BLE001
+            util.log(f"{self.key}: teardown rm: {e}")
+
+    def describe(self):
+        info = {"label": self.label, "volume": self.volume,
+                "bricks": [f"{HOST}:{b}" for b in self.bricks()],
+                "version": self.version, "options": "defaults"}
+        return info

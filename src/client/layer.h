@@ -1,0 +1,80 @@
+/* The client stack: layers with one asynchronous operation interface.
+ *
+ * An operation (struct cl_op) carries its arguments as a struct rpc_msg
+ * (args.op is the opcode; fields as docs/protocol.md lists per opcode) and
+ * gets back a status and, on success, the reply frame. A layer's submit()
+ * either answers the operation itself, or passes it (or several derived
+ * operations) to the layers below, and calls cl_op_complete exactly once.
+ * Layers compose top to bottom: FUSE bridge -> (caches, write-back) ->
+ * distribute -> replicate -> protocol client. A layer with nothing to do for
+ * an opcode forwards it unchanged, which costs one indirect call.
+ *
+ * Ownership: the issuer owns the cl_op and everything args points to until
+ * done() runs; after done() the issuer frees the reply with cl_op_release.
+ * done() may run on any thread, including inside submit(). */
+#ifndef CAIRN_CLIENT_LAYER_H
+#define CAIRN_CLIENT_LAYER_H
+
+#include "../rpc/conn.h"
+#include "../lib/options.h"
+#include "../rpc/msg.h"
+
+struct cl_op;
+typedef void (*cl_done_cb)(struct cl_op *op);
+
+struct cl_op {
+    struct rpc_msg args;
+    int status;              /* 0 or -errno, set by cl_op_complete */
+    struct rpc_frame *reply; /* decoded reply (reply->msg) when status == 0; else NULL */
+    cl_done_cb done;
+    void *ctx;               /* the issuer's */
+};
+
+struct cl_layer {
+    const char *name;
+    void (*submit)(struct cl_layer *self, struct cl_op *op);
+    /* Applies changed volume options (live options); may be NULL. */
+    void (*reconfigure)(struct cl_layer *self, const struct opt_set *opts);
+    /* Stops the layer and frees it, after its children. */
+    void (*destroy)(struct cl_layer *self);
+    struct cl_layer **children;
+    int n_children;
+    void *priv;
+};
+
+static inline void cl_submit(struct cl_layer *l, struct cl_op *op)
+{
+    l->submit(l, op);
+}
+
+static inline void cl_op_init(struct cl_op *op, uint16_t opcode, cl_done_cb done, void *ctx)
+{
+    __builtin_memset(op, 0, sizeof(*op));
+    op->args.op = opcode;
+    op->done = done;
+    op->ctx = ctx;
+}
+
+/* Records the result and calls done(). Takes ownership of reply. */
+static inline void cl_op_complete(struct cl_op *op, int status, struct rpc_frame *reply)
+{
+    op->status = status;
+    if (status < 0 && reply) {
+        rpc_frame_free(reply);
+        reply = NULL;
+    }
+    op->reply = reply;
+    op->done(op);
+}
+
+static inline void cl_op_release(struct cl_op *op)
+{
+    rpc_frame_free(op->reply);
+    op->reply = NULL;
+}
+
+/* Runs an operation synchronously (for setup paths and tests; never on a
+ * thread that completes operations). Returns op->status. */
+int cl_op_run(struct cl_layer *l, struct cl_op *op);
+
+#endif

@@ -1,0 +1,28 @@
+/* Leveled logging to stderr or a log file. Thread-safe: one write(2) per line. */
+#ifndef CAIRN_LOG_H
+#define CAIRN_LOG_H
+
+enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3, LOG_TRACE = 4 };
+
+/* Process-wide settings. log_open() replaces stderr with an append-mode file;
+ * returns 0 or -errno. The component name prefixes every line. */
+void log_init(const char *component, enum log_level level);
+int log_open(const char *path);
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+/* Parses "error|warning|info|debug|trace" (also GlusterFS's upper-case names
+ * and "none"); returns the level or -EINVAL. */
+int log_parse_level(const char *s);
+
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)                                                                             \
+    do {                                                                                           \
+        if (log_get_level() >= LOG_DEBUG)                                                          \
+            log_msg(LOG_DEBUG, __VA_ARGS__);                                                       \
+    } while (0)
+
+#endif

@@ -1,0 +1,56 @@
+/* The volume options registry: one table naming every option Cairn knows,
+ * with its type, default, range, whether it applies live, and one line of
+ * help. `cairn volume set help` prints it; `volume set` validates against it;
+ * clients and bricks read typed values through it. GlusterFS's names are used
+ * where the meaning is the same. */
+#ifndef CAIRN_OPTIONS_H
+#define CAIRN_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_TIME, OPT_ENUM, OPT_STRING };
+
+struct opt_def {
+    const char *name;
+    enum opt_type type;
+    const char *def;      /* default, as a string in the option's syntax */
+    int64_t min, max;     /* OPT_INT/OPT_SIZE/OPT_TIME range (bytes, seconds) */
+    const char *choices;  /* OPT_ENUM: '|'-separated */
+    bool live;            /* takes effect on running clients/bricks without restart */
+    const char *help;
+};
+
+/* The table, terminated by a NULL name. */
+extern const struct opt_def opt_table[];
+
+const struct opt_def *opt_find(const char *name);
+/* Validates value for the option; on success writes the normalized form
+ * (e.g. "on" for true) into norm. On failure returns -EINVAL and a one-line
+ * reason in err. Unknown option: -ENOENT. */
+int opt_validate(const char *name, const char *value, char *norm, size_t normlen, char *err,
+                 size_t errlen);
+/* Parsers shared by validation and typed readers; 0 or -EINVAL. */
+int opt_parse_bool(const char *s, bool *out);
+int opt_parse_size(const char *s, int64_t *out); /* 4KB, 1MB, 2GB, plain bytes */
+int opt_parse_time(const char *s, int64_t *out); /* seconds; accepts "42", "42s", "2m" */
+
+/* A set of option values (name=value) as a volume holds them. */
+struct opt_set {
+    size_t n;
+    struct {
+        char *name, *value;
+    } *kv;
+};
+void opt_set_free(struct opt_set *s);
+/* Sets (replacing) or, with value NULL, removes; 0 or -ENOMEM. */
+int opt_set_put(struct opt_set *s, const char *name, const char *value);
+/* The value set, or NULL. */
+const char *opt_set_get(const struct opt_set *s, const char *name);
+/* The effective value: the one set, else the registry default. */
+const char *opt_value(const struct opt_set *s, const char *name);
+bool opt_bool(const struct opt_set *s, const char *name);
+int64_t opt_int(const struct opt_set *s, const char *name); /* INT, SIZE (bytes), TIME (s) */
+
+#endif

@@ -1,0 +1,473 @@
+#include "conn.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/net.h"
+
+#define PENDING_BUCKETS 256
+
+struct pending {
+    struct pending *next;
+    uint64_t reqid;
+    rpc_reply_cb cb;
+    void *arg;
+};
+
+struct rpc_conn {
+    int fd;
+    int refs;
+    int closed;
+    int close_reason;
+    const struct rpc_conn_ops *ops;
+    void *ctx;
+    char peer[128];
+    pthread_t reader;
+    int reader_started;
+    pthread_mutex_t send_lock; /* serializes frames on the socket */
+    pthread_mutex_t lock;      /* pending table, refs, state */
+    struct pending *pending[PENDING_BUCKETS];
+    unsigned n_pending;
+    uint64_t next_reqid;
+    uint64_t last_rx_ms;
+};
+
+void rpc_frame_free(struct rpc_frame *f)
+{
+    if (!f)
+        return;
+    free(f->body);
+    free(f);
+}
+
+struct rpc_conn *rpc_conn_new(int fd, const struct rpc_conn_ops *ops, void *ctx, const char *peer)
+{
+    struct rpc_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    c->refs = 1;
+    c->ops = ops;
+    c->ctx = ctx;
+    c->next_reqid = 1;
+    c->last_rx_ms = net_now_ms();
+    snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "?");
+    pthread_mutex_init(&c->send_lock, NULL);
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
+}
+
+void rpc_conn_get(struct rpc_conn *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->refs++;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void rpc_conn_put(struct rpc_conn *c)
+{
+    pthread_mutex_lock(&c->lock);
+    int last = --c->refs == 0;
+    pthread_mutex_unlock(&c->lock);
+    if (!last)
+        return;
+    close(c->fd);
+    pthread_mutex_destroy(&c->send_lock);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+void rpc_conn_close(struct rpc_conn *c, int reason)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!c->closed) {
+        c->closed = 1;
+        c->close_reason = reason ? reason : -ENOTCONN;
+        shutdown(c->fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+int rpc_conn_is_open(struct rpc_conn *c)
+{
+    pthread_mutex_lock(&c->lock);
+    int open = !c->closed;
+    pthread_mutex_unlock(&c->lock);
+    return open;
+}
+
+const char *rpc_conn_peer(struct rpc_conn *c)
+{
+    return c->peer;
+}
+
+void *rpc_conn_ctx(struct rpc_conn *c)
+{
+    return c->ctx;
+}
+
+static int send_frame(struct rpc_conn *c, uint8_t kind, uint16_t op, uint64_t reqid, int status,
+                      const struct rpc_buf *body)
+{
+    struct rpc_hdr h = {
+        .magic = RPC_MAGIC,
+        .version = RPC_VERSION,
+        .kind = kind,
+        .opcode = op,
+        .reqid = reqid,
+        .body_len = body ? (uint32_t)body->len : 0,
+        .body_crc = body && body->len ? rpc_crc32c(0, body->data, body->len) : 0,
+        .status = status,
+    };
+    if (body && body->err)
+        return body->err;
+    if (body && body->len > RPC_MAX_BODY)
+        return -EMSGSIZE;
+    uint8_t hdr[RPC_HDR_LEN];
+    rpc_hdr_encode(&h, hdr);
+    struct iovec iov[2] = {{hdr, RPC_HDR_LEN}, {body ? body->data : NULL, h.body_len}};
+    struct iovec *v = iov;
+    int niov = h.body_len ? 2 : 1, rc = 0;
+    pthread_mutex_lock(&c->send_lock);
+    while (niov > 0) {
+        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)niov};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        size_t done = (size_t)n;
+        while (niov > 0 && done >= v->iov_len) {
+            done -= v->iov_len;
+            v++;
+            niov--;
+        }
+        if (niov > 0) {
+            v->iov_base = (char *)v->iov_base + done;
+            v->iov_len -= done;
+        }
+    }
+    pthread_mutex_unlock(&c->send_lock);
+    if (rc < 0)
+        rpc_conn_close(c, -ENOTCONN);
+    return rc < 0 ? -ENOTCONN : 0;
+}
+
+int rpc_conn_call(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body, rpc_reply_cb cb,
+                  void *arg)
+{
+    struct pending *p = malloc(sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->cb = cb;
+    p->arg = arg;
+    pthread_mutex_lock(&c->lock);
+    if (c->closed) {
+        pthread_mutex_unlock(&c->lock);
+        free(p);
+        return -ENOTCONN;
+    }
+    p->reqid = c->next_reqid++;
+    if (c->n_pending == 0)
+        c->last_rx_ms = net_now_ms(); /* the timeout counts from the first pending call */
+    struct pending **b = &c->pending[p->reqid % PENDING_BUCKETS];
+    p->next = *b;
+    *b = p;
+    c->n_pending++;
+    uint64_t reqid = p->reqid;
+    pthread_mutex_unlock(&c->lock);
+    /* On a send failure the connection is closed and the reader fails p. */
+    send_frame(c, RPC_KIND_REQUEST, op, reqid, 0, body);
+    return 0;
+}
+
+int rpc_conn_reply(struct rpc_conn *c, uint64_t reqid, uint16_t op, int status,
+                   const struct rpc_buf *body)
+{
+    return send_frame(c, RPC_KIND_REPLY, op, reqid, status, body);
+}
+
+int rpc_conn_notify(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body)
+{
+    return send_frame(c, RPC_KIND_NOTIFY, op, 0, 0, body);
+}
+
+struct sync_call {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, status, abandoned;
+    struct rpc_frame *reply;
+};
+
+static void sync_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    struct sync_call *s = arg;
+    pthread_mutex_lock(&s->lock);
+    if (s->abandoned) {
+        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s);
+        return;
+    }
+    s->status = status;
+    s->reply = reply;
+    if (reply)
+        *take = 1;
+    s->done = 1;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int rpc_conn_call_sync(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body,
+                       struct rpc_frame **reply, int timeout_ms)
+{
+    struct sync_call *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    int rc = rpc_conn_call(c, op, body, sync_cb, s);
+    if (rc < 0) {
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s);
+        return rc;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&s->lock);
+    while (!s->done) {
+        if (timeout_ms <= 0)
+            pthread_cond_wait(&s->cond, &s->lock);
+        else if (pthread_cond_timedwait(&s->cond, &s->lock, &deadline) == ETIMEDOUT)
+            break;
+    }
+    if (!s->done) {
+        /* The callback frees the state when the reply finally comes. */
+        s->abandoned = 1;
+        pthread_mutex_unlock(&s->lock);
+        return -ETIMEDOUT;
+    }
+    pthread_mutex_unlock(&s->lock);
+    rc = s->status;
+    if (reply)
+        *reply = s->reply;
+    else
+        rpc_frame_free(s->reply);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+    return rc;
+}
+
+void rpc_conn_tick(struct rpc_conn *c, uint64_t now_ms, uint64_t idle_ms, uint64_t timeout_ms)
+{
+    pthread_mutex_lock(&c->lock);
+    int closed = c->closed;
+    uint64_t since = now_ms > c->last_rx_ms ? now_ms - c->last_rx_ms : 0;
+    unsigned pending = c->n_pending;
+    pthread_mutex_unlock(&c->lock);
+    if (closed)
+        return;
+    if (pending && timeout_ms && since >= timeout_ms) {
+        log_warn("no answer from %s for %llu ms with %u calls pending: disconnecting", c->peer,
+                 (unsigned long long)since, pending);
+        rpc_conn_close(c, -ETIMEDOUT);
+        return;
+    }
+    if (since >= idle_ms && pending == 0)
+        rpc_conn_call(c, RPC_OP_PING, NULL, NULL, NULL);
+}
+
+long rpc_frame_parse(const uint8_t *buf, size_t len, struct rpc_frame *f, const char **why)
+{
+    int rc = rpc_hdr_decode(buf, len, &f->hdr, why);
+    if (rc == -EPROTO && len < RPC_HDR_LEN)
+        return 0;
+    if (rc < 0)
+        return rc;
+    if (len - RPC_HDR_LEN < f->hdr.body_len)
+        return 0;
+    const uint8_t *body = buf + RPC_HDR_LEN;
+    if (rpc_crc32c(0, body, f->hdr.body_len) != f->hdr.body_crc) {
+        *why = "body checksum mismatch";
+        return -EPROTO;
+    }
+    f->body = malloc(f->hdr.body_len ? f->hdr.body_len : 1);
+    if (!f->body) {
+        *why = "out of memory";
+        return -ENOMEM;
+    }
+    memcpy(f->body, body, f->hdr.body_len);
+    rc = rpc_msg_decode(f->body, f->hdr.body_len, &f->msg, why);
+    if (rc < 0) {
+        free(f->body);
+        f->body = NULL;
+        return rc;
+    }
+    return (long)(RPC_HDR_LEN + f->hdr.body_len);
+}
+
+static struct pending *take_pending(struct rpc_conn *c, uint64_t reqid)
+{
+    pthread_mutex_lock(&c->lock);
+    struct pending **pp = &c->pending[reqid % PENDING_BUCKETS], *p;
+    for (; (p = *pp); pp = &p->next)
+        if (p->reqid == reqid) {
+            *pp = p->next;
+            c->n_pending--;
+            break;
+        }
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}
+
+static void fail_all_pending(struct rpc_conn *c, int reason)
+{
+    for (;;) {
+        struct pending *p = NULL;
+        pthread_mutex_lock(&c->lock);
+        for (int i = 0; i < PENDING_BUCKETS && !p; i++)
+            if ((p = c->pending[i])) {
+                c->pending[i] = p->next;
+                c->n_pending--;
+            }
+        pthread_mutex_unlock(&c->lock);
+        if (!p)
+            return;
+        int take = 0;
+        if (p->cb)
+            p->cb(p->arg, reason, NULL, &take);
+        free(p);
+    }
+}
+
+/* Reads one frame from the socket; returns 0, or -errno / -EPROTO with why. */
+static int read_frame(struct rpc_conn *c, struct rpc_frame *f, const char **why)
+{
+    uint8_t hdr[RPC_HDR_LEN];
+    int rc = net_read_all(c->fd, hdr, sizeof(hdr));
+    if (rc < 0) {
+        *why = NULL;
+        return rc;
+    }
+    rc = rpc_hdr_decode(hdr, sizeof(hdr), &f->hdr, why);
+    if (rc < 0)
+        return rc;
+    f->body = malloc(f->hdr.body_len ? f->hdr.body_len : 1);
+    if (!f->body) {
+        *why = "out of memory";
+        return -ENOMEM;
+    }
+    rc = net_read_all(c->fd, f->body, f->hdr.body_len);
+    if (rc < 0) {
+        *why = "connection lost inside a frame";
+        return rc;
+    }
+    if (rpc_crc32c(0, f->body, f->hdr.body_len) != f->hdr.body_crc) {
+        *why = "body checksum mismatch";
+        return -EPROTO;
+    }
+    return rpc_msg_decode(f->body, f->hdr.body_len, &f->msg, why);
+}
+
+static void *reader_main(void *arg)
+{
+    struct rpc_conn *c = arg;
+    int reason = 0;
+    for (;;) {
+        struct rpc_frame *f = calloc(1, sizeof(*f));
+        const char *why = NULL;
+        int rc = f ? read_frame(c, f, &why) : -ENOMEM;
+        if (rc < 0) {
+            rpc_frame_free(f);
+            pthread_mutex_lock(&c->lock);
+            int was_closed = c->closed;
+            pthread_mutex_unlock(&c->lock);
+            if (why)
+                log_warn("closing connection from %s: %s", c->peer, why);
+            else if (!was_closed && rc != -ECONNRESET)
+                log_info("connection with %s lost: %s", c->peer, strerror(-rc));
+            reason = rc == -ECONNRESET ? 0 : rc;
+            break;
+        }
+        pthread_mutex_lock(&c->lock);
+        c->last_rx_ms = net_now_ms();
+        pthread_mutex_unlock(&c->lock);
+        switch (f->hdr.kind) {
+        case RPC_KIND_REQUEST:
+            if (f->hdr.opcode == RPC_OP_PING) {
+                rpc_conn_reply(c, f->hdr.reqid, RPC_OP_PING, 0, NULL);
+                rpc_frame_free(f);
+            } else if (c->ops && c->ops->request_cb) {
+                c->ops->request_cb(c, f, c->ctx);
+            } else {
+                rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, -ENOSYS, NULL);
+                rpc_frame_free(f);
+            }
+            break;
+        case RPC_KIND_REPLY: {
+            struct pending *p = take_pending(c, f->hdr.reqid);
+            int take = 0;
+            if (!p)
+                log_debug("reply to unknown request %llu from %s",
+                          (unsigned long long)f->hdr.reqid, c->peer);
+            else if (p->cb)
+                p->cb(p->arg, f->hdr.status, f, &take);
+            free(p);
+            if (!take)
+                rpc_frame_free(f);
+            break;
+        }
+        case RPC_KIND_NOTIFY:
+            if (c->ops && c->ops->notify_cb)
+                c->ops->notify_cb(c, f, c->ctx);
+            else
+                rpc_frame_free(f);
+            break;
+        }
+    }
+    rpc_conn_close(c, reason ? reason : -ENOTCONN);
+    pthread_mutex_lock(&c->lock);
+    int close_reason = c->close_reason;
+    pthread_mutex_unlock(&c->lock);
+    fail_all_pending(c, close_reason == -ETIMEDOUT ? -ETIMEDOUT : -ENOTCONN);
+    if (c->ops && c->ops->closed_cb)
+        c->ops->closed_cb(c, reason, c->ctx);
+    rpc_conn_put(c);
+    return NULL;
+}
+
+int rpc_conn_start(struct rpc_conn *c)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rpc_conn_get(c);
+    int rc = pthread_create(&c->reader, &attr, reader_main, c);
+    pthread_attr_destroy(&attr);
+    if (rc) {
+        rpc_conn_put(c);
+        return -rc;
+    }
+    c->reader_started = 1;
+    return 0;
+}

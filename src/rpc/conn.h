@@ -1,0 +1,83 @@
+/* One TCP connection carrying Cairn frames in both directions, multiplexed by
+ * request id. A reader thread per connection decodes frames; requests and
+ * notifications go to the owner's callbacks, replies to the callback given
+ * with the call. Sends may come from any thread.
+ *
+ * Ownership: a connection is reference counted. rpc_conn_new returns one
+ * reference, owned by the caller; the reader thread holds its own while it
+ * runs. rpc_conn_close shuts the socket down: the reader thread then fails
+ * every pending call with the close reason (-ENOTCONN unless given) and calls
+ * closed_cb once. The memory goes away with the last rpc_conn_put. */
+#ifndef CAIRN_RPC_CONN_H
+#define CAIRN_RPC_CONN_H
+
+#include <stdint.h>
+
+#include "msg.h"
+#include "wire.h"
+
+struct rpc_conn;
+
+/* A received frame. The body is heap memory owned by the frame; msg points
+ * into it. Free with rpc_frame_free. */
+struct rpc_frame {
+    struct rpc_hdr hdr;
+    uint8_t *body;
+    struct rpc_msg msg;
+};
+void rpc_frame_free(struct rpc_frame *f);
+
+/* status is the reply's status (0 or -errno from the peer), or a transport
+ * error (-ENOTCONN, -ETIMEDOUT) in which case reply is NULL. The reply frame
+ * is only valid during the call unless the callback takes it by setting
+ * *take to 1 (then it must rpc_frame_free it). */
+typedef void (*rpc_reply_cb)(void *arg, int status, struct rpc_frame *reply, int *take);
+
+struct rpc_conn_ops {
+    /* A request arrived (server side). The callee owns the frame and answers
+     * with rpc_conn_reply, from any thread, exactly once. */
+    void (*request_cb)(struct rpc_conn *c, struct rpc_frame *f, void *ctx);
+    /* A notification arrived (client side); the callee owns the frame. */
+    void (*notify_cb)(struct rpc_conn *c, struct rpc_frame *f, void *ctx);
+    /* The connection is gone; reason is 0 for an orderly EOF or -errno. */
+    void (*closed_cb)(struct rpc_conn *c, int reason, void *ctx);
+};
+
+/* Wraps a connected socket (takes ownership of fd). peer names the other
+ * side in log lines. Returns NULL on ENOMEM (fd is closed). */
+struct rpc_conn *rpc_conn_new(int fd, const struct rpc_conn_ops *ops, void *ctx, const char *peer);
+/* Starts the reader thread; 0 or -errno. */
+int rpc_conn_start(struct rpc_conn *c);
+void rpc_conn_get(struct rpc_conn *c);
+void rpc_conn_put(struct rpc_conn *c);
+void rpc_conn_close(struct rpc_conn *c, int reason);
+int rpc_conn_is_open(struct rpc_conn *c);
+const char *rpc_conn_peer(struct rpc_conn *c);
+void *rpc_conn_ctx(struct rpc_conn *c);
+
+/* Sends a request; cb runs on the reader thread when the reply arrives, or
+ * with a transport error. Returns 0, or -ENOTCONN when closed (cb not
+ * called). body may be NULL for an empty body. */
+int rpc_conn_call(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body, rpc_reply_cb cb,
+                  void *arg);
+/* Blocking call. On success *reply (if not NULL) receives the reply frame,
+ * which the caller frees. Returns the reply status or a transport error;
+ * -ETIMEDOUT after timeout_ms (0 = wait forever) also closes nothing. */
+int rpc_conn_call_sync(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body,
+                       struct rpc_frame **reply, int timeout_ms);
+int rpc_conn_reply(struct rpc_conn *c, uint64_t reqid, uint16_t op, int status,
+                   const struct rpc_buf *body);
+int rpc_conn_notify(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body);
+
+/* Liveness, called periodically by the owner: sends a PING when nothing was
+ * received for idle_ms, and closes the connection with -ETIMEDOUT when calls
+ * are pending and nothing was received for timeout_ms. */
+void rpc_conn_tick(struct rpc_conn *c, uint64_t now_ms, uint64_t idle_ms, uint64_t timeout_ms);
+
+/* Reads and validates one frame from a buffer: the pure decoding step the
+ * reader thread uses, exposed for fuzzing. Returns the number of bytes the
+ * frame occupied, 0 if more input is needed, or -EPROTO/-EMSGSIZE with *why
+ * set. On success *f owns a copy of the body. */
+long rpc_frame_parse(const uint8_t *buf, size_t len, struct rpc_frame *f, const char **why);
+
+#endif

@@ -1,0 +1,216 @@
+/* Cairn messages: opcodes, field tags, and the decoded form of a body.
+ *
+ * One decoder serves every opcode: a body is a set of tagged fields, and each
+ * opcode documents (docs/protocol.md) which fields it needs. Tags and opcode
+ * numbers are wire-visible: never renumber, only append. */
+#ifndef CAIRN_RPC_MSG_H
+#define CAIRN_RPC_MSG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "../lib/gfid.h"
+#include "wire.h"
+
+enum rpc_op {
+    /* connection */
+    RPC_OP_HANDSHAKE = 1,
+    RPC_OP_PING = 2,
+    RPC_OP_COMPOUND = 3, /* SUB fields, each a nested body with an OP field; run in order */
+    /* brick: namespace */
+    RPC_OP_LOOKUP = 10,
+    RPC_OP_GETATTR = 11,
+    RPC_OP_SETATTR = 12,
+    RPC_OP_MKNOD = 13,
+    RPC_OP_MKDIR = 14,
+    RPC_OP_SYMLINK = 15,
+    RPC_OP_LINK = 16,
+    RPC_OP_UNLINK = 17,
+    RPC_OP_RMDIR = 18,
+    RPC_OP_RENAME = 19,
+    RPC_OP_READLINK = 20,
+    /* brick: data */
+    RPC_OP_OPEN = 30,
+    RPC_OP_CREATE = 31,
+    RPC_OP_READ = 32,
+    RPC_OP_WRITE = 33,
+    RPC_OP_FLUSH = 34,
+    RPC_OP_RELEASE = 35,
+    RPC_OP_FSYNC = 36,
+    RPC_OP_FALLOCATE = 37,
+    RPC_OP_LSEEK = 38,
+    /* brick: directories */
+    RPC_OP_OPENDIR = 40,
+    RPC_OP_READDIR = 41,
+    RPC_OP_RELEASEDIR = 42,
+    RPC_OP_STATFS = 43,
+    /* brick: xattrs */
+    RPC_OP_SETXATTR = 50,
+    RPC_OP_GETXATTR = 51,
+    RPC_OP_LISTXATTR = 52,
+    RPC_OP_REMOVEXATTR = 53,
+    /* brick: locks */
+    RPC_OP_GETLK = 60,
+    RPC_OP_SETLK = 61,
+    RPC_OP_FLOCK = 62,
+    /* management (cairnd) */
+    RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
+    RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
+    RPC_OP_MAX = 128,
+};
+
+enum rpc_tag {
+    RPC_T_OP = 1,       /* u: opcode of a compound's sub-request */
+    RPC_T_PATH = 2,     /* s: volume-relative path, starts with '/' */
+    RPC_T_PATH2 = 3,    /* s: second path (rename target, new link) */
+    RPC_T_NAME = 4,     /* s: xattr name, symlink target, volume name */
+    RPC_T_GFID = 5,     /* 16 bytes: object id */
+    RPC_T_FH = 6,       /* u: server handle of an open file or directory */
+    RPC_T_MODE = 7,     /* u */
+    RPC_T_UID = 8,      /* u */
+    RPC_T_GID = 9,      /* u */
+    RPC_T_UMASK = 10,   /* u */
+    RPC_T_FLAGS = 11,   /* u: open flags, rename flags, xattr flags, fsync datasync */
+    RPC_T_RDEV = 12,    /* u */
+    RPC_T_OFFSET = 13,  /* u */
+    RPC_T_SIZE = 14,    /* u: length, byte count, buffer size */
+    RPC_T_DATA = 15,    /* bytes: file data, xattr value, readlink result */
+    RPC_T_ATTR = 16,    /* attr: see rpc_attr encoding */
+    RPC_T_VALID = 17,   /* u: setattr mask (RPC_SET_*) */
+    RPC_T_ATIME = 18,   /* time: 12 bytes (i64 seconds, u32 nanoseconds) */
+    RPC_T_MTIME = 19,   /* time */
+    RPC_T_LOCK = 20,    /* lock: see rpc_lock encoding */
+    RPC_T_OWNER = 21,   /* u: lock owner */
+    RPC_T_DIRENT = 22,  /* nested, repeated: OFFSET, NAME, MODE, and ATTR when plus */
+    RPC_T_STATFS = 23,  /* statfs: 8 x u64 */
+    RPC_T_ARG = 24,     /* s, repeated: CLI argument */
+    RPC_T_TEXT = 25,    /* s: human-readable output */
+    RPC_T_STATUS = 26,  /* u: CLI exit status */
+    RPC_T_SUB = 27,     /* nested, repeated: compound sub-request or sub-reply */
+    RPC_T_ERRNO = 28,   /* u: positive errno of a compound sub-reply */
+    RPC_T_GROUP = 29,   /* u, repeated: supplementary groups of the caller */
+    RPC_T_PID = 30,     /* u */
+    RPC_T_FEATURES = 31, /* u: handshake feature bits */
+    RPC_T_BRICK = 32,   /* nested, repeated: volume layout entries (HOST, PORT, PATH) */
+    RPC_T_HOST = 33,    /* s */
+    RPC_T_PORT = 34,    /* u */
+    RPC_T_OPTION = 35,  /* nested, repeated: NAME and DATA (value) */
+    RPC_T_EOF = 36,     /* u: readdir reached the end */
+    RPC_T_WHENCE = 37,  /* u */
+    RPC_T_ID = 38,      /* s: volume id, brick id */
+    RPC_T_MAX = 64,
+};
+
+/* setattr mask bits (wire-visible) */
+#define RPC_SET_MODE (1u << 0)
+#define RPC_SET_UID (1u << 1)
+#define RPC_SET_GID (1u << 2)
+#define RPC_SET_SIZE (1u << 3)
+#define RPC_SET_ATIME (1u << 4)
+#define RPC_SET_MTIME (1u << 5)
+#define RPC_SET_ATIME_NOW (1u << 6)
+#define RPC_SET_MTIME_NOW (1u << 7)
+#define RPC_SET_CTIME (1u << 8)
+
+/* Attributes of one object as they travel: 16-byte gfid then 13 u64 values. */
+#define RPC_ATTR_LEN (16 + 13 * 8)
+struct rpc_attr {
+    gfid_t gfid;
+    uint64_t mode, nlink, uid, gid, rdev, size, blocks, blksize;
+    int64_t atime, mtime, ctime;
+    uint32_t atime_ns, mtime_ns, ctime_ns;
+};
+
+struct rpc_time {
+    int64_t sec;
+    uint32_t nsec;
+};
+
+/* POSIX lock: type (F_RDLCK/F_WRLCK/F_UNLCK), whence-resolved start, length
+ * (0 = to end), pid; 4 x u64. */
+#define RPC_LOCK_LEN 32
+struct rpc_lock {
+    uint64_t type, start, len, pid;
+};
+
+#define RPC_STATFS_LEN 64
+struct rpc_statfs {
+    uint64_t bsize, frsize, blocks, bfree, bavail, files, ffree, namemax;
+};
+
+struct rpc_bytes {
+    const uint8_t *p;
+    uint32_t len;
+};
+
+/* A decoded body. Pointers point into the decoded buffer and are valid for as
+ * long as it is. Fields that may repeat are counted; iterate over them with
+ * rpc_iter and the *_first bytes. */
+struct rpc_msg {
+    uint64_t present; /* bit (1 << tag) for each field seen */
+    uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
+        err, pid, features, port, eof, whence;
+    struct rpc_bytes path, path2, name, data, text, host, id;
+    gfid_t gfid;
+    struct rpc_attr attr;
+    struct rpc_time atime, mtime;
+    struct rpc_lock lock;
+    struct rpc_statfs statfs;
+    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option;
+    uint32_t groups[32]; /* the first 32 supplementary groups */
+    const uint8_t *body;
+    size_t body_len;
+};
+
+static inline bool rpc_has(const struct rpc_msg *m, enum rpc_tag t)
+{
+    return (m->present >> t) & 1;
+}
+
+/* Decodes a body. Rejects: truncated fields, wrong lengths for fixed-size
+ * fields, duplicated singleton fields, strings containing NUL, unknown tags.
+ * Returns 0 or -EPROTO; *why (may be NULL) names the first problem. Pure. */
+int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char **why);
+
+/* Encodes every present field of m (the inverse of rpc_msg_decode for
+ * singleton fields and GROUP; DIRENT, ARG, SUB, BRICK and OPTION are written
+ * by their producers). Setters below keep m->present in step. */
+void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b);
+
+#define RPC_SET(m, field, tag, value)                                                              \
+    do {                                                                                           \
+        (m)->field = (value);                                                                      \
+        (m)->present |= 1ull << (tag);                                                             \
+    } while (0)
+static inline void rpc_set_str(struct rpc_msg *m, enum rpc_tag tag, struct rpc_bytes *slot,
+                               const char *s)
+{
+    slot->p = (const uint8_t *)s;
+    slot->len = (uint32_t)__builtin_strlen(s);
+    m->present |= 1ull << tag;
+}
+static inline void rpc_set_bytes(struct rpc_msg *m, enum rpc_tag tag, struct rpc_bytes *slot,
+                                 const void *p, size_t len)
+{
+    slot->p = (const uint8_t *)p;
+    slot->len = (uint32_t)len;
+    m->present |= 1ull << tag;
+}
+
+/* Copies a string field into a NUL-terminated buffer; -ENAMETOOLONG if it
+ * does not fit. */
+int rpc_bytes_str(const struct rpc_bytes *b, char *out, size_t outlen);
+
+void rpc_put_attr(struct rpc_buf *b, uint16_t tag, const struct rpc_attr *a);
+int rpc_attr_decode(const uint8_t *p, size_t len, struct rpc_attr *a);
+void rpc_attr_from_stat(struct rpc_attr *a, const struct stat *st, const gfid_t *g);
+void rpc_attr_to_stat(const struct rpc_attr *a, struct stat *st);
+void rpc_put_time(struct rpc_buf *b, uint16_t tag, int64_t sec, uint32_t nsec);
+void rpc_put_lock(struct rpc_buf *b, uint16_t tag, const struct rpc_lock *l);
+void rpc_put_statfs(struct rpc_buf *b, uint16_t tag, const struct rpc_statfs *s);
+void rpc_put_gfid(struct rpc_buf *b, uint16_t tag, const gfid_t *g);
+
+const char *rpc_op_name(unsigned op);
+
+#endif
