@@ -9,16 +9,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_TIME, OPT_ENUM, OPT_STRING };
 
 struct opt_def {
     const char *name;
     enum opt_type type;
-    const char *def;      /* default, as a string in the option's syntax */
-    int64_t min, max;     /* OPT_INT/OPT_SIZE/OPT_TIME range (bytes, seconds) */
-    const char *choices;  /* OPT_ENUM: '|'-separated */
-    bool live;            /* takes effect on running clients/bricks without restart */
+    const char *def;     /* default, as a string in the option's syntax */
+    int64_t min, max;    /* OPT_INT/OPT_SIZE/OPT_TIME range (bytes, seconds) */
+    const char *choices; /* OPT_ENUM: '|'-separated */
+    bool live;           /* takes effect on running clients/bricks without restart */
     const char *help;
 };
 
@@ -41,7 +42,7 @@ struct opt_set {
     size_t n;
     struct {
         char *name, *value;
-    } *kv;
+    } * kv;
 };
 void opt_set_free(struct opt_set *s);
 /* Sets (replacing) or, with value NULL, removes; 0 or -ENOMEM. */
@@ -52,5 +53,16 @@ const char *opt_set_get(const struct opt_set *s, const char *name);
 const char *opt_value(const struct opt_set *s, const char *name);
 bool opt_bool(const struct opt_set *s, const char *name);
 int64_t opt_int(const struct opt_set *s, const char *name); /* INT, SIZE (bytes), TIME (s) */
+
+/* Address check for auth.allow / auth.reject: both are comma-separated lists
+ * of shell globs ("192.168.1.*", "*") or IPv4 CIDR blocks ("10.0.0.0/8").
+ * addr is the peer's numeric address (an IPv4-mapped IPv6 form is treated as
+ * IPv4). A match in reject wins over allow. allow NULL means "*", reject NULL
+ * means "". Pure. */
+bool opt_addr_allowed(const char *allow, const char *reject, const char *addr);
+
+/* Prints every option (name, type, default, range or choices, live or not,
+ * help) as `volume set help` shows it. */
+void opt_print_help(FILE *out);
 
 #endif

@@ -1,0 +1,436 @@
+/* The volume options registry (see options.h): the table, the value parsers,
+ * validation with the messages `volume set` prints, and option sets. */
+#include "options.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define LOG_LEVELS "ERROR|WARNING|INFO|DEBUG|TRACE"
+
+/* Only options something in Cairn reads belong here: a dead entry would be a
+ * promise the code does not keep. Keep the table sorted by name. */
+const struct opt_def opt_table[] = {
+    {"auth.allow", OPT_STRING, "*", 0, 0, NULL, true,
+     "Comma-separated addresses (globs like 192.168.1.*, or IPv4 CIDR blocks) allowed to "
+     "connect to the volume's bricks and fetch its layout."},
+    {"auth.reject", OPT_STRING, "", 0, 0, NULL, true,
+     "Comma-separated addresses (globs or IPv4 CIDR blocks) refused even when auth.allow "
+     "matches them."},
+    {"client.attribute-timeout", OPT_TIME, "1", 0, 3600, NULL, true,
+     "Seconds the kernel may cache file attributes on a FUSE client."},
+    {"client.entry-timeout", OPT_TIME, "1", 0, 3600, NULL, true,
+     "Seconds the kernel may cache name lookups (and negative lookups) on a FUSE client."},
+    {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
+     "Log level of the volume's brick processes."},
+    {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
+     "Log level of the volume's clients (FUSE mounts)."},
+    {"network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
+     "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
+     "fails or reroutes the operations pending on it."},
+    {"performance.io-thread-count", OPT_INT, "16", 1, 64, NULL, false,
+     "Worker threads of each brick process for disk work; applies when the brick starts."},
+    {NULL, 0, NULL, 0, 0, NULL, false, NULL},
+};
+
+static const char *const type_names[] = {
+    [OPT_BOOL] = "bool",    [OPT_INT] = "integer", [OPT_SIZE] = "size",
+    [OPT_TIME] = "seconds", [OPT_ENUM] = "enum",   [OPT_STRING] = "string",
+};
+
+const struct opt_def *opt_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (const struct opt_def *d = opt_table; d->name; d++)
+        if (strcmp(d->name, name) == 0)
+            return d;
+    return NULL;
+}
+
+int opt_parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"on", "yes", "true", "enable", "1"};
+    static const char *const no[] = {"off", "no", "false", "disable", "0"};
+    if (!s)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Parses a decimal number followed by a suffix from the table; the value
+ * times the suffix's multiplier must fit in an int64_t. */
+struct unit {
+    const char *suffix;
+    int64_t mult;
+};
+
+static int parse_scaled(const char *s, const struct unit *units, int64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    while (*end == ' ')
+        end++;
+    for (const struct unit *u = units; u->suffix; u++) {
+        if (strcasecmp(end, u->suffix) != 0)
+            continue;
+        if (v > (unsigned long long)(INT64_MAX / u->mult))
+            return -EINVAL;
+        *out = (int64_t)v * u->mult;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int opt_parse_size(const char *s, int64_t *out)
+{
+    static const struct unit units[] = {
+        {"", 1},          {"B", 1},           {"KB", 1ll << 10},
+        {"K", 1ll << 10}, {"KiB", 1ll << 10}, {"MB", 1ll << 20},
+        {"M", 1ll << 20}, {"MiB", 1ll << 20}, {"GB", 1ll << 30},
+        {"G", 1ll << 30}, {"GiB", 1ll << 30}, {"TB", 1ll << 40},
+        {"T", 1ll << 40}, {"TiB", 1ll << 40}, {NULL, 0},
+    };
+    return parse_scaled(s, units, out);
+}
+
+int opt_parse_time(const char *s, int64_t *out)
+{
+    static const struct unit units[] = {
+        {"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}, {NULL, 0},
+    };
+    return parse_scaled(s, units, out);
+}
+
+/* One entry of an address list: a glob, or an IPv4 CIDR block. */
+static bool addr_entry_valid(const char *e, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)e[i];
+        if (!isalnum(c) && !strchr(".:*?[]-/_", c))
+            return false;
+    }
+    const char *slash = memchr(e, '/', n);
+    if (!slash)
+        return true;
+    char ip[64];
+    size_t iplen = (size_t)(slash - e);
+    if (iplen >= sizeof(ip))
+        return false;
+    memcpy(ip, e, iplen);
+    ip[iplen] = 0;
+    struct in_addr a;
+    char *end;
+    long bits = strtol(slash + 1, &end, 10);
+    return inet_pton(AF_INET, ip, &a) == 1 && end == e + n && end != slash + 1 && bits >= 0 &&
+           bits <= 32;
+}
+
+static int validate_addr_list(const char *name, const char *v, char *err, size_t errlen)
+{
+    if (!*v && strcmp(name, "auth.allow") == 0) {
+        snprintf(err, errlen, "%s needs at least one address; use '*' to allow every address",
+                 name);
+        return -EINVAL;
+    }
+    for (const char *p = v; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (!addr_entry_valid(p, n)) {
+            snprintf(err, errlen, "'%.*s' is not a valid address or address pattern for %s", (int)n,
+                     p, name);
+            return -EINVAL;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static int validate_enum(const struct opt_def *d, const char *value, char *norm, size_t normlen,
+                         char *err, size_t errlen)
+{
+    const char *p = d->choices;
+    while (*p) {
+        size_t n = strcspn(p, "|");
+        if (strlen(value) == n && strncasecmp(value, p, n) == 0) {
+            snprintf(norm, normlen, "%.*s", (int)n, p);
+            return 0;
+        }
+        p += n;
+        if (*p == '|')
+            p++;
+    }
+    snprintf(err, errlen, "'%s' is not valid for %s (choose one of %s)", value, d->name,
+             d->choices);
+    return -EINVAL;
+}
+
+int opt_validate(const char *name, const char *value, char *norm, size_t normlen, char *err,
+                 size_t errlen)
+{
+    const struct opt_def *d = opt_find(name);
+    int64_t v;
+    bool b;
+    if (!d) {
+        snprintf(err, errlen, "option : %s does not exist", name ? name : "(null)");
+        return -ENOENT;
+    }
+    if (!value || strlen(value) >= normlen || strchr(value, '\n')) {
+        snprintf(err, errlen, "invalid value for %s", name);
+        return -EINVAL;
+    }
+    switch (d->type) {
+    case OPT_BOOL:
+        if (opt_parse_bool(value, &b) < 0) {
+            snprintf(err, errlen, "'%s' is not a valid boolean for %s (use on or off)", value,
+                     name);
+            return -EINVAL;
+        }
+        snprintf(norm, normlen, "%s", b ? "on" : "off");
+        return 0;
+    case OPT_INT:
+    case OPT_SIZE:
+    case OPT_TIME: {
+        int rc;
+        const char *what;
+        if (d->type == OPT_INT) {
+            char *end;
+            errno = 0;
+            long long x = strtoll(value, &end, 10);
+            rc = (!*value || *end || errno) ? -EINVAL : 0;
+            v = x;
+            what = "an integer";
+        } else if (d->type == OPT_SIZE) {
+            rc = opt_parse_size(value, &v);
+            what = "a size (like 4KB, 1MB, 2GB or bytes)";
+        } else {
+            rc = opt_parse_time(value, &v);
+            what = "a time in seconds";
+        }
+        if (rc < 0) {
+            snprintf(err, errlen, "'%s' is not %s for %s", value, what, name);
+            return -EINVAL;
+        }
+        if (v < d->min || v > d->max) {
+            snprintf(err, errlen, "'%s' is out of range [%" PRId64 " - %" PRId64 "] for %s", value,
+                     d->min, d->max, name);
+            return -EINVAL;
+        }
+        if (d->type == OPT_SIZE)
+            snprintf(norm, normlen, "%s", value);
+        else
+            snprintf(norm, normlen, "%" PRId64, v);
+        return 0;
+    }
+    case OPT_ENUM:
+        return validate_enum(d, value, norm, normlen, err, errlen);
+    case OPT_STRING:
+        if (strncmp(name, "auth.", 5) == 0 && validate_addr_list(name, value, err, errlen) < 0)
+            return -EINVAL;
+        snprintf(norm, normlen, "%s", value);
+        return 0;
+    }
+    snprintf(err, errlen, "%s has an unknown type", name);
+    return -EINVAL;
+}
+
+void opt_set_free(struct opt_set *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->kv[i].name);
+        free(s->kv[i].value);
+    }
+    free(s->kv);
+    s->kv = NULL;
+    s->n = 0;
+}
+
+int opt_set_put(struct opt_set *s, const char *name, const char *value)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++)
+        if (strcmp(s->kv[i].name, name) == 0)
+            break;
+    if (!value) {
+        if (i == s->n)
+            return 0;
+        free(s->kv[i].name);
+        free(s->kv[i].value);
+        memmove(&s->kv[i], &s->kv[i + 1], (s->n - i - 1) * sizeof(s->kv[0]));
+        s->n--;
+        return 0;
+    }
+    char *v = strdup(value);
+    if (!v)
+        return -ENOMEM;
+    if (i < s->n) {
+        free(s->kv[i].value);
+        s->kv[i].value = v;
+        return 0;
+    }
+    char *n = strdup(name);
+    void *kv = realloc(s->kv, (s->n + 1) * sizeof(s->kv[0]));
+    if (!n || !kv) {
+        free(v);
+        free(n);
+        if (kv)
+            s->kv = kv;
+        return -ENOMEM;
+    }
+    s->kv = kv;
+    s->kv[s->n].name = n;
+    s->kv[s->n].value = v;
+    s->n++;
+    return 0;
+}
+
+const char *opt_set_get(const struct opt_set *s, const char *name)
+{
+    for (size_t i = 0; s && i < s->n; i++)
+        if (strcmp(s->kv[i].name, name) == 0)
+            return s->kv[i].value;
+    return NULL;
+}
+
+const char *opt_value(const struct opt_set *s, const char *name)
+{
+    const char *v = opt_set_get(s, name);
+    if (v)
+        return v;
+    const struct opt_def *d = opt_find(name);
+    return d ? d->def : NULL;
+}
+
+bool opt_bool(const struct opt_set *s, const char *name)
+{
+    bool b = false;
+    const char *v = opt_value(s, name);
+    if (v && opt_parse_bool(v, &b) < 0) {
+        const struct opt_def *d = opt_find(name);
+        if (d)
+            opt_parse_bool(d->def, &b);
+    }
+    return b;
+}
+
+int64_t opt_int(const struct opt_set *s, const char *name)
+{
+    const struct opt_def *d = opt_find(name);
+    const char *v = opt_value(s, name);
+    int64_t x = 0;
+    if (!d || !v)
+        return 0;
+    int rc;
+    if (d->type == OPT_SIZE) {
+        rc = opt_parse_size(v, &x);
+    } else if (d->type == OPT_TIME) {
+        rc = opt_parse_time(v, &x);
+    } else {
+        char *end;
+        x = strtoll(v, &end, 10);
+        rc = (*v && !*end) ? 0 : -EINVAL;
+    }
+    /* A value that does not parse (a hand-edited store) falls back to the
+     * default rather than to 0. */
+    if (rc < 0 || ((d->min || d->max) && (x < d->min || x > d->max))) {
+        if (d->type == OPT_SIZE)
+            opt_parse_size(d->def, &x);
+        else if (d->type == OPT_TIME)
+            opt_parse_time(d->def, &x);
+        else
+            x = strtoll(d->def, NULL, 10);
+    }
+    return x;
+}
+
+static bool cidr_match(const char *pat, size_t n, const char *addr)
+{
+    char ip[64];
+    const char *slash = memchr(pat, '/', n);
+    size_t iplen = (size_t)(slash - pat);
+    if (iplen >= sizeof(ip))
+        return false;
+    memcpy(ip, pat, iplen);
+    ip[iplen] = 0;
+    long bits = strtol(slash + 1, NULL, 10);
+    struct in_addr net, a;
+    if (bits < 0 || bits > 32 || inet_pton(AF_INET, ip, &net) != 1 ||
+        inet_pton(AF_INET, addr, &a) != 1)
+        return false;
+    uint32_t mask = bits == 0 ? 0 : htonl(~0u << (32 - bits));
+    return (net.s_addr & mask) == (a.s_addr & mask);
+}
+
+static bool list_matches(const char *list, const char *addr)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char pat[256];
+        while (n && *p == ' ') {
+            p++;
+            n--;
+        }
+        size_t m = n;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if (m && m < sizeof(pat)) {
+            memcpy(pat, p, m);
+            pat[m] = 0;
+            if (memchr(pat, '/', m) ? cidr_match(pat, m, addr) : fnmatch(pat, addr, 0) == 0)
+                return true;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+bool opt_addr_allowed(const char *allow, const char *reject, const char *addr)
+{
+    if (!addr)
+        return false;
+    if (strncasecmp(addr, "::ffff:", 7) == 0 && strchr(addr + 7, '.'))
+        addr += 7;
+    if (reject && list_matches(reject, addr))
+        return false;
+    return list_matches(allow ? allow : "*", addr);
+}
+
+void opt_print_help(FILE *out)
+{
+    for (const struct opt_def *d = opt_table; d->name; d++) {
+        fprintf(out, "Option: %s\n", d->name);
+        fprintf(out, "Default Value: %s\n", *d->def ? d->def : "(empty)");
+        fprintf(out, "Type: %s\n", type_names[d->type]);
+        if (d->type == OPT_ENUM)
+            fprintf(out, "Choices: %s\n", d->choices);
+        else if (d->type == OPT_INT || d->type == OPT_SIZE || d->type == OPT_TIME)
+            fprintf(out, "Range: %" PRId64 " - %" PRId64 "\n", d->min, d->max);
+        fprintf(out, "Live: %s\n", d->live ? "yes" : "no (applies when the bricks restart)");
+        fprintf(out, "Description: %s\n\n", d->help);
+    }
+}

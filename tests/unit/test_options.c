@@ -1,0 +1,184 @@
+/* The options registry: parsers, validation messages, option sets, address
+ * checks. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/lib/options.h"
+#include "check.h"
+
+static void test_bool(void)
+{
+    const char *yes[] = {"on", "ON", "yes", "true", "enable", "1", "True"};
+    const char *no[] = {"off", "no", "false", "disable", "0", "OFF"};
+    bool b;
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        b = false;
+        CHECK_EQ(opt_parse_bool(yes[i], &b), 0);
+        CHECK(b);
+    }
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        b = true;
+        CHECK_EQ(opt_parse_bool(no[i], &b), 0);
+        CHECK(!b);
+    }
+    CHECK_EQ(opt_parse_bool("maybe", &b), -EINVAL);
+    CHECK_EQ(opt_parse_bool("", &b), -EINVAL);
+    CHECK_EQ(opt_parse_bool("onn", &b), -EINVAL);
+}
+
+static void test_size_time(void)
+{
+    int64_t v;
+    CHECK_EQ(opt_parse_size("4096", &v), 0);
+    CHECK_EQ(v, 4096);
+    CHECK_EQ(opt_parse_size("4KB", &v), 0);
+    CHECK_EQ(v, 4096);
+    CHECK_EQ(opt_parse_size("1mb", &v), 0);
+    CHECK_EQ(v, 1 << 20);
+    CHECK_EQ(opt_parse_size("2GB", &v), 0);
+    CHECK_EQ(v, 2ll << 30);
+    CHECK_EQ(opt_parse_size("1TiB", &v), 0);
+    CHECK_EQ(v, 1ll << 40);
+    CHECK_EQ(opt_parse_size("12XB", &v), -EINVAL);
+    CHECK_EQ(opt_parse_size("-1", &v), -EINVAL);
+    CHECK_EQ(opt_parse_size("", &v), -EINVAL);
+    CHECK_EQ(opt_parse_size("KB", &v), -EINVAL);
+    CHECK_EQ(opt_parse_size("99999999999999999999", &v), -EINVAL);
+    CHECK_EQ(opt_parse_size("9999999999TB", &v), -EINVAL); /* overflow */
+    CHECK_EQ(opt_parse_time("42", &v), 0);
+    CHECK_EQ(v, 42);
+    CHECK_EQ(opt_parse_time("42s", &v), 0);
+    CHECK_EQ(v, 42);
+    CHECK_EQ(opt_parse_time("2m", &v), 0);
+    CHECK_EQ(v, 120);
+    CHECK_EQ(opt_parse_time("1h", &v), 0);
+    CHECK_EQ(v, 3600);
+    CHECK_EQ(opt_parse_time("1.5", &v), -EINVAL);
+    CHECK_EQ(opt_parse_time("ten", &v), -EINVAL);
+}
+
+static void test_validate(void)
+{
+    char norm[256], err[256];
+    CHECK_EQ(opt_validate("network.ping-timeout", "42", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_STR(norm, "42");
+    CHECK_EQ(opt_validate("network.ping-timeout", "2m", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_STR(norm, "120");
+    CHECK_EQ(opt_validate("network.ping-timeout", "5000", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_STR(err, "'5000' is out of range [1 - 1800] for network.ping-timeout");
+    CHECK_EQ(opt_validate("network.ping-timeout", "0", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(opt_validate("network.ping-timeout", "abc", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_STR(err, "'abc' is not a time in seconds for network.ping-timeout");
+    CHECK_EQ(opt_validate("no.such-option", "1", norm, sizeof(norm), err, sizeof(err)), -ENOENT);
+    CHECK_STR(err, "option : no.such-option does not exist");
+    CHECK_EQ(
+        opt_validate("diagnostics.brick-log-level", "debug", norm, sizeof(norm), err, sizeof(err)),
+        0);
+    CHECK_STR(norm, "DEBUG");
+    CHECK_EQ(
+        opt_validate("diagnostics.client-log-level", "LOUD", norm, sizeof(norm), err, sizeof(err)),
+        -EINVAL);
+    CHECK(strstr(err, "ERROR|WARNING|INFO|DEBUG|TRACE") != NULL);
+    CHECK_EQ(
+        opt_validate("performance.io-thread-count", "64", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_EQ(
+        opt_validate("performance.io-thread-count", "65", norm, sizeof(norm), err, sizeof(err)),
+        -EINVAL);
+    CHECK_STR(err, "'65' is out of range [1 - 64] for performance.io-thread-count");
+    CHECK_EQ(
+        opt_validate("performance.io-thread-count", "8x", norm, sizeof(norm), err, sizeof(err)),
+        -EINVAL);
+    CHECK_EQ(
+        opt_validate("auth.allow", "192.168.1.*,10.0.0.0/8", norm, sizeof(norm), err, sizeof(err)),
+        0);
+    CHECK_EQ(opt_validate("auth.allow", "", norm, sizeof(norm), err, sizeof(err)), -EINVAL);
+    CHECK_EQ(opt_validate("auth.allow", "1.2.3.4,,5.6.7.8", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(opt_validate("auth.allow", "10.0.0.0/33", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(opt_validate("auth.reject", "", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_EQ(opt_validate("auth.reject", "a b", norm, sizeof(norm), err, sizeof(err)), -EINVAL);
+    CHECK_EQ(opt_validate("client.entry-timeout", "0", norm, sizeof(norm), err, sizeof(err)), 0);
+    /* a value with a newline would break the store's line format */
+    CHECK_EQ(opt_validate("auth.allow", "1.2.3.4\nx", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    /* every default validates */
+    for (const struct opt_def *d = opt_table; d->name; d++) {
+        int rc = opt_validate(d->name, d->def, norm, sizeof(norm), err, sizeof(err));
+        if (rc)
+            fprintf(stderr, "default of %s: %s\n", d->name, err);
+        CHECK_EQ(rc, 0);
+        CHECK(d->help && *d->help);
+    }
+}
+
+static void test_set(void)
+{
+    struct opt_set s = {0};
+    CHECK(opt_set_get(&s, "network.ping-timeout") == NULL);
+    CHECK_STR(opt_value(&s, "network.ping-timeout"), "10");
+    CHECK_EQ(opt_int(&s, "network.ping-timeout"), 10);
+    CHECK_EQ(opt_int(&s, "performance.io-thread-count"), 16);
+    CHECK_EQ(opt_set_put(&s, "network.ping-timeout", "30"), 0);
+    CHECK_EQ(opt_set_put(&s, "auth.allow", "127.0.0.*"), 0);
+    CHECK_EQ(s.n, 2);
+    CHECK_EQ(opt_int(&s, "network.ping-timeout"), 30);
+    CHECK_EQ(opt_set_put(&s, "network.ping-timeout", "40"), 0);
+    CHECK_EQ(s.n, 2);
+    CHECK_EQ(opt_int(&s, "network.ping-timeout"), 40);
+    CHECK_EQ(opt_set_put(&s, "network.ping-timeout", NULL), 0);
+    CHECK_EQ(s.n, 1);
+    CHECK_STR(opt_set_get(&s, "auth.allow"), "127.0.0.*");
+    CHECK_EQ(opt_set_put(&s, "not.there", NULL), 0);
+    /* a value that no longer parses falls back to the default */
+    CHECK_EQ(opt_set_put(&s, "network.ping-timeout", "garbage"), 0);
+    CHECK_EQ(opt_int(&s, "network.ping-timeout"), 10);
+    CHECK(opt_value(&s, "no.such") == NULL);
+    opt_set_free(&s);
+    CHECK_EQ(s.n, 0);
+}
+
+static void test_addr(void)
+{
+    CHECK(opt_addr_allowed("*", "", "10.1.2.3"));
+    CHECK(opt_addr_allowed(NULL, NULL, "10.1.2.3"));
+    CHECK(!opt_addr_allowed("192.168.1.*", "", "10.1.2.3"));
+    CHECK(opt_addr_allowed("192.168.1.*", "", "192.168.1.77"));
+    CHECK(opt_addr_allowed("1.1.1.1, 192.168.1.*", "", "192.168.1.77"));
+    CHECK(!opt_addr_allowed("*", "192.168.1.77", "192.168.1.77"));
+    CHECK(opt_addr_allowed("*", "192.168.1.77", "192.168.1.78"));
+    CHECK(opt_addr_allowed("10.0.0.0/8", "", "10.200.3.4"));
+    CHECK(!opt_addr_allowed("10.0.0.0/8", "", "11.0.0.1"));
+    CHECK(!opt_addr_allowed("*", "127.0.0.0/24", "127.0.0.5"));
+    CHECK(opt_addr_allowed("127.0.0.5", "", "::ffff:127.0.0.5"));
+    CHECK(opt_addr_allowed("0.0.0.0/0", "", "8.8.8.8"));
+    CHECK(!opt_addr_allowed("*", "", NULL));
+}
+
+static void test_help(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    opt_print_help(f);
+    fclose(f);
+    for (const struct opt_def *d = opt_table; d->name; d++)
+        CHECK(strstr(buf, d->name) != NULL);
+    CHECK(strstr(buf, "Range: 1 - 1800") != NULL);
+    free(buf);
+}
+
+int main(void)
+{
+    test_bool();
+    test_size_time();
+    test_validate();
+    test_set();
+    test_addr();
+    test_help();
+    return check_summary("test_options");
+}
