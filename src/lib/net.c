@@ -38,6 +38,17 @@ int net_parse_addr(const char *s, uint16_t default_port, struct net_addr *out)
     }
     if (hlen == 0 || hlen >= NET_HOST_MAX)
         return -EINVAL;
+    /* host names and IPv4/IPv6 literals only: letters, digits, . - _ and
+     * (inside brackets) : and % */
+    for (size_t i = 0; i < hlen; i++) {
+        char c = host[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '-' || c == '_' || (s[0] == '[' && (c == ':' || c == '%'));
+        if (!ok)
+            return -EINVAL;
+    }
+    if (s[0] == '[' && !memchr(host, ':', hlen))
+        return -EINVAL; /* brackets are for IPv6 literals */
     memcpy(out->host, host, hlen);
     out->host[hlen] = 0;
     out->port = default_port;

@@ -186,7 +186,7 @@ void rpc_put_end(struct rpc_buf *b, size_t mark)
 void rpc_iter_init(struct rpc_iter *it, const uint8_t *p, size_t len)
 {
     it->p = p;
-    it->end = p + len;
+    it->end = len ? p + len : p;
 }
 
 int rpc_iter_next(struct rpc_iter *it, struct rpc_field *f)

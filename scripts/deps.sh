@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian 12 packages Cairn needs to build, run and test.
+# Usage: scripts/deps.sh [--test]   (--test adds the test-only packages)
+set -e
+need="build-essential pkg-config libfuse3-dev fuse3 attr acl"
+if [ "$1" = "--test" ]; then
+    need="$need clang libclang-rt-14-dev python3 python3-pytest xfsprogs rsync"
+fi
+missing=""
+for p in $need; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "Installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q $missing >/dev/null
+fi
+modprobe fuse 2>/dev/null || true

@@ -1,0 +1,166 @@
+/* Connections over a real socket pair: calls, pipelining from several
+ * threads, replies out of order, malformed input, close and timeouts. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../../src/lib/log.h"
+#include "../../src/lib/net.h"
+#include "../../src/rpc/conn.h"
+#include "check.h"
+
+/* Server behaviour: answer LOOKUP with the path echoed as TEXT and status
+ * -ENOENT for "/missing"; hold GETATTR requests unanswered (a hung server). */
+static struct rpc_frame *held[64];
+static int n_held;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static int server_closed;
+
+static void server_request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
+{
+    if (f->hdr.opcode == RPC_OP_GETATTR) {
+        pthread_mutex_lock(&held_lock);
+        held[n_held++] = f;
+        pthread_mutex_unlock(&held_lock);
+        return;
+    }
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    rpc_put_bytes(&b, RPC_T_TEXT, f->msg.path.p, f->msg.path.len);
+    int status = f->msg.path.len == 8 && !memcmp(f->msg.path.p, "/missing", 8) ? -ENOENT : 0;
+    rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, status, &b);
+    rpc_buf_free(&b);
+    rpc_frame_free(f);
+}
+
+static void server_closed_cb(struct rpc_conn *c, int reason, void *ctx)
+{
+    __atomic_store_n(&server_closed, 1, __ATOMIC_SEQ_CST);
+}
+
+static const struct rpc_conn_ops server_ops = {.request_cb = server_request_cb,
+                                               .closed_cb = server_closed_cb};
+
+static int lookup(struct rpc_conn *c, const char *path, char *out, size_t outlen)
+{
+    struct rpc_msg m = {0};
+    struct rpc_buf b;
+    struct rpc_frame *r = NULL;
+    rpc_set_str(&m, RPC_T_PATH, &m.path, path);
+    rpc_buf_init(&b);
+    rpc_msg_encode(&m, &b);
+    int rc = rpc_conn_call_sync(c, RPC_OP_LOOKUP, &b, &r, 5000);
+    rpc_buf_free(&b);
+    if (r) {
+        if (out)
+            rpc_bytes_str(&r->msg.text, out, outlen);
+        rpc_frame_free(r);
+    }
+    return rc;
+}
+
+struct worker {
+    struct rpc_conn *c;
+    int id, ok;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    for (int i = 0; i < 500; i++) {
+        char path[64], got[64];
+        snprintf(path, sizeof(path), "/w%d/%d", w->id, i);
+        if (lookup(w->c, path, got, sizeof(got)) == 0 && strcmp(path, got) == 0)
+            w->ok++;
+    }
+    return NULL;
+}
+
+static void make_pair(struct rpc_conn **client, struct rpc_conn **server)
+{
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+    *server = rpc_conn_new(sv[0], &server_ops, NULL, "test-client");
+    *client = rpc_conn_new(sv[1], NULL, NULL, "test-server");
+    rpc_conn_start(*server);
+    rpc_conn_start(*client);
+}
+
+static void test_calls(void)
+{
+    struct rpc_conn *c, *s;
+    char got[64];
+    make_pair(&c, &s);
+    CHECK_EQ(lookup(c, "/a/b", got, sizeof(got)), 0);
+    CHECK_STR(got, "/a/b");
+    CHECK_EQ(lookup(c, "/missing", NULL, 0), -ENOENT);
+
+    pthread_t t[4];
+    struct worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct worker){.c = c, .id = i};
+        pthread_create(&t[i], NULL, worker_main, &w[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(w[i].ok, 500);
+    }
+    rpc_conn_close(c, 0);
+    CHECK_EQ(lookup(c, "/after-close", NULL, 0), -ENOTCONN);
+    rpc_conn_put(c);
+    rpc_conn_put(s);
+}
+
+static void test_pending_fail_on_close(void)
+{
+    struct rpc_conn *c, *s;
+    make_pair(&c, &s);
+    /* GETATTR is held by the server: the call times out without an answer */
+    CHECK_EQ(rpc_conn_call_sync(c, RPC_OP_GETATTR, NULL, NULL, 200), -ETIMEDOUT);
+    /* tick with pending calls and silence closes the connection */
+    uint64_t now = net_now_ms();
+    rpc_conn_tick(c, now + 10000, 1000, 5000);
+    CHECK(!rpc_conn_is_open(c));
+    /* the server sees the close */
+    for (int i = 0; i < 200 && !__atomic_load_n(&server_closed, __ATOMIC_SEQ_CST); i++)
+        usleep(10000);
+    CHECK(__atomic_load_n(&server_closed, __ATOMIC_SEQ_CST));
+    pthread_mutex_lock(&held_lock);
+    for (int i = 0; i < n_held; i++)
+        rpc_frame_free(held[i]);
+    n_held = 0;
+    pthread_mutex_unlock(&held_lock);
+    rpc_conn_put(c);
+    rpc_conn_put(s);
+}
+
+static void test_malformed_closes(void)
+{
+    int sv[2];
+    server_closed = 0;
+    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+    struct rpc_conn *s = rpc_conn_new(sv[0], &server_ops, NULL, "garbage-sender");
+    rpc_conn_start(s);
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n....";
+    CHECK(write(sv[1], junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+    char buf[16];
+    /* the server closes its end: we read EOF */
+    CHECK_EQ(read(sv[1], buf, sizeof(buf)), 0);
+    close(sv[1]);
+    for (int i = 0; i < 200 && !__atomic_load_n(&server_closed, __ATOMIC_SEQ_CST); i++)
+        usleep(10000);
+    CHECK(__atomic_load_n(&server_closed, __ATOMIC_SEQ_CST));
+    rpc_conn_put(s);
+}
+
+int main(void)
+{
+    log_init("test", LOG_ERROR);
+    test_calls();
+    test_pending_fail_on_close();
+    test_malformed_closes();
+    return check_summary("test_rpc_conn");
+}
