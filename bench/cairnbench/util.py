@@ -201,7 +201,7 @@ def kill_pids(pids, grace=5.0):
     deadline = time.time() + grace
     while time.time() < deadline:
         pids = [p for p in pids if os.path.exists(f"/proc/{p}")
-                and _state(p) != "Z"]
+                and proc_state(p) != "Z"]
         if not pids:
             return
         time.sleep(0.1)
@@ -212,7 +212,7 @@ def kill_pids(pids, grace=5.0):
             pass
 
 
-def _state(pid):
+def proc_state(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0]

@@ -1,6 +1,11 @@
 """GlusterFS 10 (Debian's glusterfs-server): a replica 3 volume, or replica
 3 arbiter 1, with all three bricks on 127.0.0.1 (hence `force`), default
-options, mounted with the GlusterFS FUSE client."""
+options, mounted with the GlusterFS FUSE client.
+
+glusterd refuses bricks on loopback addresses, so glusterd (and with it the
+bricks and the FUSE client) runs in a private network namespace whose veth
+pair carries 10.77.1.1 and 10.77.1.2; the traffic never leaves the machine
+and never touches a real interface."""
 
 import os
 import shutil
@@ -8,15 +13,24 @@ import subprocess
 import time
 
 from cairnbench import util
+from cairnbench.netns import NetNS
 from cairnbench.systems.base import System, Unavailable
 
-HOST = "127.0.0.1"
+NETNS = "cbench-gluster"
+SUBNET = "10.77.1"
 
 
 def _glusterd_pids():
     out = subprocess.run(["pgrep", "-x", "glusterd"], capture_output=True,
                          text=True).stdout
-    return [int(p) for p in out.split()]
+    return [int(p) for p in out.split() if util.proc_state(int(p)) != "Z"]
+
+
+def _in_netns(pid, ns_path):
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(ns_path).st_ino
+    except OSError:
+        return False
 
 
 class GlusterSystem(System):
@@ -33,10 +47,13 @@ class GlusterSystem(System):
         self.started_glusterd = []
         self.created = False
         self.version = None
+        self.ns = NetNS(NETNS, SUBNET)
+        self.host = self.ns.addr1
 
     # -- helpers ---------------------------------------------------------
     def gluster(self, *args, check=True, timeout=120):
-        return util.run(["gluster", "--mode=script"] + list(args),
+        return util.run(self.ns.prefix() + ["gluster", "--mode=script"]
+                        + list(args),
                         timeout=timeout, check=check,
                         what="gluster " + " ".join(args[:3]))
 
@@ -46,9 +63,15 @@ class GlusterSystem(System):
     def _start_glusterd(self):
         if shutil.which("glusterd") is None:
             raise Unavailable("glusterd not installed")
-        if not _glusterd_pids():
+        running = _glusterd_pids()
+        if running and not all(_in_netns(p, self.ns.path) for p in running):
+            raise Unavailable("a glusterd outside the benchmark's network "
+                              "namespace is running (pids %s); stop it first"
+                              % running)
+        if not running:
             util.log("starting glusterd")
-            util.run(["glusterd"], timeout=60, what="glusterd")
+            util.run(self.ns.prefix() + ["glusterd"], timeout=60,
+                     what="glusterd")
             util.wait_for(lambda: bool(_glusterd_pids()), 20,
                           what="glusterd to start")
             self.started_glusterd = _glusterd_pids()
@@ -64,7 +87,7 @@ class GlusterSystem(System):
             os.makedirs(b)
         spec = ["replica", "3"] + (["arbiter", "1"] if self.arbiter else [])
         self.gluster("volume", "create", self.volume, *spec,
-                     *[f"{HOST}:{b}" for b in self.bricks()], "force")
+                     *[f"{self.host}:{b}" for b in self.bricks()], "force")
         self.created = True
         self.gluster("volume", "start", self.volume)
 
@@ -83,7 +106,8 @@ class GlusterSystem(System):
         last = None
         for _ in range(5):
             rc, out, err = util.run(
-                ["mount", "-t", "glusterfs", f"{HOST}:/{self.volume}",
+                self.ns.prefix() +
+                ["mount", "-t", "glusterfs", f"{self.host}:/{self.volume}",
                  self.mnt], timeout=60, check=False)
             if rc == 0 and util.is_mounted(self.mnt):
                 try:
@@ -101,6 +125,8 @@ class GlusterSystem(System):
     def setup(self):
         os.makedirs(self.root, exist_ok=True)
         util.unmount(self.mnt)
+        if not os.path.exists(self.ns.path) or not _glusterd_pids():
+            self.ns.create()
         self._start_glusterd()
         self._delete_volume()
         try:
@@ -113,6 +139,9 @@ class GlusterSystem(System):
 
     def targets(self):
         return [os.path.join(self.mnt, "t0")]
+
+    def prefix(self):
+        return self.ns.prefix()
 
     def reset(self):
         # Removing a big tree through GlusterFS takes minutes; a fresh
@@ -144,6 +173,8 @@ class GlusterSystem(System):
             shd = util.pids_matching(["glustershd"])
             util.kill_pids(self.started_glusterd + shd)
             self.started_glusterd = []
+        if not _glusterd_pids():
+            self.ns.delete()
         try:
             util.rmtree(self.root, timeout=self.ctx.prepare_timeout)
         except Exception as e:  # noqa: BLE001
@@ -151,6 +182,6 @@ class GlusterSystem(System):
 
     def describe(self):
         info = {"label": self.label, "volume": self.volume,
-                "bricks": [f"{HOST}:{b}" for b in self.bricks()],
+                "bricks": [f"{self.host}:{b}" for b in self.bricks()],
                 "version": self.version, "options": "defaults"}
         return info

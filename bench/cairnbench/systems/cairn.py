@@ -1,0 +1,198 @@
+"""Cairn, built from the repository under test.
+
+Self-contained adapter: build, start cairnd, create/start a volume, mount it
+with cairn-fuse, tear down. It asks for the volume type the benchmark wants
+(replica 3 over three cairnd on 127.0.0.1, .2 and .3) and falls back to
+what the current code supports (a single brick), recording honestly which
+one it measured in the label."""
+
+import os
+import socket
+import subprocess
+import time
+
+from cairnbench import util
+from cairnbench.systems.base import System, Unavailable
+
+PORT = 24810
+HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+VOLUME = "cbench"
+
+
+def _port_open(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class CairnSystem(System):
+    key = "cairn"
+    label = "cairn"
+    packages = ("fuse3",)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.repo = ctx.cairn_repo
+        self.bin = os.path.join(self.repo, "build", "bin")
+        self.mnt = os.path.join(self.root, "mnt")
+        self.daemons = {}        # host -> Popen
+        self.layout = None       # "replica 3" or "1 brick"
+        self.commit = None
+
+    # -- helpers ---------------------------------------------------------
+    def _exe(self, name):
+        return os.path.join(self.bin, name)
+
+    def cli(self, *args, check=True, timeout=60, input=None):
+        return util.run([self._exe("cairn"), "--remote-host",
+                         f"{HOSTS[0]}:{PORT}"] + list(args),
+                        timeout=timeout, check=check, input=input,
+                        what="cairn " + " ".join(args[:3]))
+
+    def _build(self):
+        if not os.path.exists(os.path.join(self.repo, "Makefile")):
+            raise Unavailable("build failed: no Makefile in " + self.repo)
+        log = os.path.join(self.ctx.workdir, "cairn-build.log")
+        rc, out, err = util.run(["make", "-C", self.repo,
+                                 f"-j{os.cpu_count() or 2}"],
+                                timeout=1200, check=False)
+        with open(log, "w") as f:
+            f.write(out + err)
+        if rc != 0:
+            last = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+            raise Unavailable(f"build failed (see {log}): {last[0][:200]}")
+        for exe in ("cairnd", "cairn", "cairn-fuse"):
+            if not os.access(self._exe(exe), os.X_OK):
+                raise Unavailable(f"build failed: {self._exe(exe)} missing")
+        self.commit = util.run(["git", "-C", self.repo, "rev-parse",
+                                "--short", "HEAD"], check=False,
+                               timeout=10)[1].strip() or None
+
+    def _start_daemon(self, host):
+        wd = os.path.join(self.root, "cairnd-" + host)
+        os.makedirs(wd, exist_ok=True)
+        logf = open(os.path.join(self.root, f"cairnd-{host}.log"), "ab")
+        p = subprocess.Popen(
+            [self._exe("cairnd"), "--foreground", "--listen",
+             f"{host}:{PORT}", "--workdir", wd],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+            start_new_session=True)
+        self.daemons[host] = p
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if p.poll() is not None:
+                return False
+            if _port_open(host, PORT):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _stop_daemon(self, host):
+        p = self.daemons.pop(host, None)
+        if p:
+            util.kill_pids([p.pid])
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _brick(self, i):
+        return os.path.join(self.root, f"brick{i}")
+
+    def _create_volume(self):
+        for i in (1, 2, 3):
+            util.rmtree(self._brick(i), timeout=self.ctx.prepare_timeout)
+        self.layout = None
+        if all(h in self.daemons for h in HOSTS):
+            for h in HOSTS[1:]:
+                self.cli("peer", "probe", h, check=False)
+            for i in (1, 2, 3):
+                os.makedirs(self._brick(i))
+            rc = self.cli("volume", "create", VOLUME, "replica", "3",
+                          *[f"{HOSTS[i]}:{self._brick(i + 1)}"
+                            for i in range(3)], "force", check=False)[0]
+            if rc == 0:
+                self.layout = "replica 3"
+        if self.layout is None:
+            for h in HOSTS[1:]:
+                self._stop_daemon(h)
+            os.makedirs(self._brick(1), exist_ok=True)
+            self.cli("volume", "create", VOLUME,
+                     f"{HOSTS[0]}:{self._brick(1)}", "force")
+            self.layout = "1 brick"
+        self.cli("volume", "start", VOLUME)
+        self.label = ("cairn replica 3" if self.layout == "replica 3" else
+                      "cairn (1 brick; replica not yet available)")
+
+    def _delete_volume(self):
+        self.cli("volume", "stop", VOLUME, check=False, input="y\n")
+        self.cli("volume", "delete", VOLUME, check=False, input="y\n")
+
+    def _mount(self):
+        os.makedirs(self.mnt, exist_ok=True)
+        util.run([self._exe("cairn-fuse"), f"{HOSTS[0]}:{PORT}:/{VOLUME}",
+                  self.mnt], timeout=60, what="cairn-fuse")
+        util.wait_for(lambda: util.is_mounted(self.mnt), 20,
+                      what="cairn-fuse mount to appear")
+
+    # -- System interface ------------------------------------------------
+    def setup(self):
+        self._build()
+        util.unmount(self.mnt)
+        util.kill_pids(util.pids_matching([self.root]))
+        util.rmtree(self.root, timeout=self.ctx.prepare_timeout)
+        os.makedirs(self.root)
+        if not self._start_daemon(HOSTS[0]):
+            raise Unavailable("cairnd did not start (see "
+                              f"{self.root}/cairnd-{HOSTS[0]}.log)")
+        for h in HOSTS[1:]:
+            self._start_daemon(h)
+        try:
+            self._create_volume()
+            self._mount()
+        except util.BenchFailure as e:
+            raise Unavailable(str(e))
+        for t in self.targets():
+            os.makedirs(t, exist_ok=True)
+
+    def targets(self):
+        return [os.path.join(self.mnt, "t0")]
+
+    def reset(self):
+        try:
+            super().reset()
+        except (util.BenchFailure, util.BenchTimeout, OSError) as e:
+            util.log(f"cairn: rm -rf through the mount failed ({e}); "
+                     "recreating the volume")
+            util.unmount(self.mnt)
+            self._delete_volume()
+            self._create_volume()
+            self._mount()
+            for t in self.targets():
+                os.makedirs(t, exist_ok=True)
+
+    def make_cold(self):
+        util.unmount(self.mnt)
+        util.drop_caches()
+        self._mount()
+
+    def teardown(self):
+        try:
+            util.unmount(self.mnt)
+            if self.daemons:
+                self._delete_volume()
+        except Exception as e:  # noqa: BLE001
+            util.log(f"cairn: teardown: {e}")
+        for h in list(self.daemons):
+            self._stop_daemon(h)
+        util.kill_pids(util.pids_matching([self.root]))
+        try:
+            util.rmtree(self.root, timeout=self.ctx.prepare_timeout)
+        except Exception as e:  # noqa: BLE001
+            util.log(f"cairn: teardown rm: {e}")
+
+    def describe(self):
+        return {"label": self.label, "layout": self.layout,
+                "commit": self.commit, "daemons": sorted(self.daemons)}

@@ -1,0 +1,397 @@
+"""The workloads, taken from the user threads in the seeds.
+
+A workload prepares its input (untimed), runs the timed part on every
+target of the system (local x3 has three), ends the timed part with a sync
+of the target and of the machine, then verifies the result (untimed). A
+wrong result or a failing command raises BenchFailure: the run is reported
+as a failure, never timed."""
+
+import json
+import os
+import shlex
+
+from cairnbench import util
+
+q = shlex.quote
+
+TIME, RATE = "time", "rate"
+
+
+class Metric:
+    def __init__(self, key, title, unit, kind):
+        self.key, self.title, self.unit, self.kind = key, title, unit, kind
+
+    def to_json(self):
+        return {"key": self.key, "title": self.title, "unit": self.unit,
+                "kind": self.kind}
+
+
+def _tag(exc, metric):
+    if getattr(exc, "metric", None) is None:
+        exc.metric = metric
+    return exc
+
+
+class Workload:
+    name = "?"
+    description = ""
+    full_only = False
+
+    def metrics(self, ctx):
+        raise NotImplementedError
+
+    def run(self, system, ctx, record):
+        """Do one run; call record(metric_key, value) for each verified
+        measurement."""
+        raise NotImplementedError
+
+    # -- helpers ---------------------------------------------------------
+    def timed(self, system, ctx, metric, body_for_target):
+        """Run body_for_target(t) for every target in one timed shell,
+        followed by a sync of each target and a global sync (the bricks
+        live on the same local file system)."""
+        ts = system.targets()
+        body = "\n".join(body_for_target(t) for t in ts)
+        body += "\n" + "\n".join(f"sync -f {q(t)}" for t in ts) + "\nsync"
+        try:
+            return util.run_timed(body, prefix=system.prefix(),
+                                  timeout=ctx.timeout, what=metric)
+        except (util.BenchTimeout, util.BenchFailure) as e:
+            raise _tag(e, metric)
+
+    def untimed(self, system, ctx, body_for_target, what):
+        ts = system.targets()
+        body = "set -euo pipefail\n" + "\n".join(body_for_target(t)
+                                                 for t in ts)
+        try:
+            util.run(system.prefix() + ["/bin/bash", "-c", body],
+                     timeout=ctx.prepare_timeout, what=what)
+        except util.BenchTimeout as e:
+            raise util.BenchTimeout(e.seconds, f"in preparation ({what})")
+
+    def verify_tree(self, system, rel, manifest, metric):
+        for t in system.targets():
+            try:
+                got = util.tree_manifest(os.path.join(t, rel))
+            except OSError as e:
+                raise _tag(util.BenchFailure(f"{metric}: {e}"), metric)
+            try:
+                util.compare_manifests(manifest, got, metric)
+            except util.BenchFailure as e:
+                raise _tag(e, metric)
+
+    def copy_tree_untimed(self, system, ctx):
+        src, manifest = ctx.assets.tree()
+        self.untimed(system, ctx,
+                     lambda t: f"cp -a {q(src)} {q(t)}/tree",
+                     "cp -a (preparation)")
+        self.verify_tree(system, "tree", manifest, "preparation")
+
+
+class CopyTree(Workload):
+    name = "cp"
+    description = "cp -a of the generated small-file tree (seed 000)"
+
+    def metrics(self, ctx):
+        return [Metric("cp_a", f"cp -a tree ({ctx.nfiles} files)", "s",
+                       TIME)]
+
+    def run(self, system, ctx, record):
+        src, manifest = ctx.assets.tree()
+        t = self.timed(system, ctx, "cp_a",
+                       lambda t: f"cp -a {q(src)} {q(t)}/tree")
+        self.verify_tree(system, "tree", manifest, "cp_a")
+        record("cp_a", t)
+
+
+class RemoveTree(Workload):
+    name = "rm"
+    description = "rm -rf of the tree (seed 000)"
+
+    def metrics(self, ctx):
+        return [Metric("rm_rf", f"rm -rf tree ({ctx.nfiles} files)", "s",
+                       TIME)]
+
+    def run(self, system, ctx, record):
+        self.copy_tree_untimed(system, ctx)
+        t = self.timed(system, ctx, "rm_rf", lambda t: f"rm -rf {q(t)}/tree")
+        for tg in system.targets():
+            left = os.listdir(tg)
+            if left:
+                raise _tag(util.BenchFailure(
+                    f"rm_rf: {tg} still holds {left[:3]}"), "rm_rf")
+        record("rm_rf", t)
+
+
+class TarExtract(Workload):
+    def __init__(self, which):
+        self.which = which
+        self.name = "tar-" + which
+        self.key = "tar_" + which
+        self.full_only = which == "kernel"
+        self.description = (f"tar x of the Linux 6.1 {which} tree "
+                            "(uncompressed tar, seed 003)")
+
+    def metrics(self, ctx):
+        what = "include/ (5,912 files)" if self.which == "include" else \
+            "whole tree (~78,000 files)"
+        return [Metric(self.key, f"tar x Linux 6.1 {what}", "s", TIME)]
+
+    def run(self, system, ctx, record):
+        tarp, top, manifest = ctx.assets.tar(self.which)
+        t = self.timed(system, ctx, self.key,
+                       lambda t: f"tar -xf {q(tarp)} -C {q(t)}")
+        self.verify_tree(system, top, manifest, self.key)
+        record(self.key, t)
+
+
+class ListStat(Workload):
+    name = "ls-stat"
+    description = "ls -lR and find | xargs stat on the tree, cold and warm"
+
+    def metrics(self, ctx):
+        return [Metric("ls_cold", "ls -lR tree, cold", "s", TIME),
+                Metric("ls_warm", "ls -lR tree, warm", "s", TIME),
+                Metric("stat_cold", "find -type f | xargs stat, cold", "s",
+                       TIME),
+                Metric("stat_warm", "find -type f | xargs stat, warm", "s",
+                       TIME)]
+
+    def run(self, system, ctx, record):
+        self.copy_tree_untimed(system, ctx)
+        nfiles = ctx.nfiles
+        ndirs = sum(1 for v in ctx.assets.tree()[1].values() if v[0] == "d")
+        out = os.path.join(ctx.tmpdir, "ls.out")
+
+        def ls(t):
+            return f"ls -lR {q(t)}/tree >> {q(out)}"
+
+        def st(t):
+            return (f"cd {q(t)}/tree && find . -type f -print0 | "
+                    f"xargs -0 stat >> {q(out)}")
+
+        def check(metric, counter, expected):
+            with open(out, errors="replace") as f:
+                n = sum(1 for line in f if counter(line))
+            os.unlink(out)
+            if n != expected:
+                raise _tag(util.BenchFailure(
+                    f"{metric}: saw {n} entries, expected {expected}"),
+                    metric)
+
+        ntg = len(system.targets())
+        for phase in ("cold", "warm"):
+            if phase == "cold":
+                system.make_cold()
+            t = self.timed(system, ctx, "ls_" + phase, ls)
+            # one line per file and per directory, plus per-directory header
+            check("ls_" + phase, lambda l: l.startswith(("-", "d")),
+                  ntg * (nfiles + ndirs))
+            record("ls_" + phase, t)
+        for phase in ("cold", "warm"):
+            if phase == "cold":
+                system.make_cold()
+            t = self.timed(system, ctx, "stat_" + phase, st)
+            check("stat_" + phase, lambda l: l.lstrip().startswith("File:"),
+                  ntg * nfiles)
+            record("stat_" + phase, t)
+
+
+class DdLoop(Workload):
+    name = "dd-loop"
+    description = "seed 004: 1,000 x (dd 10 KiB file, rm it)"
+    count = 1000
+
+    def metrics(self, ctx):
+        return [Metric("dd_loop", "1,000 x (dd 10 KiB; rm)", "s", TIME)]
+
+    def run(self, system, ctx, record):
+        def body(t):
+            b = q(t + "/bench")
+            return (f"mkdir {b}\n"
+                    f"for id in $(seq 1 {self.count}); do\n"
+                    f"  dd if=/dev/zero of={b}/$id bs=1024 count=10 "
+                    "status=none\n"
+                    f"  rm -f {b}/$id\n"
+                    "done\n"
+                    f"rmdir {b}")
+        t = self.timed(system, ctx, "dd_loop", body)
+        for tg in system.targets():
+            if os.listdir(tg):
+                raise _tag(util.BenchFailure(
+                    f"dd_loop: {tg} not empty afterwards"), "dd_loop")
+        record("dd_loop", t)
+
+
+def _fio_json(path, metric):
+    try:
+        with open(path) as f:
+            text = f.read()
+        # fio may print notes before the JSON document
+        data = json.loads(text[text.index("{"):])
+    except (OSError, ValueError) as e:
+        raise _tag(util.BenchFailure(f"{metric}: bad fio output: {e}"),
+                   metric)
+    job = data["jobs"][0]
+    if job.get("error"):
+        raise _tag(util.BenchFailure(f"{metric}: fio error {job['error']}"),
+                   metric)
+    return job
+
+
+class FioBase(Workload):
+    def fio(self, system, ctx, metric, args, direction, expect_bytes):
+        """Run fio on every target in one timed shell; return the
+        effective rate over all targets done one after another
+        (1 / sum(1/rate_i)): IOPS or MB/s."""
+        outs = [os.path.join(ctx.tmpdir, f"{metric}.{i}.json")
+                for i in range(len(system.targets()))]
+        idx = {t: i for i, t in enumerate(system.targets())}
+
+        def body(t):
+            return (f"cd {q(t)} && fio {args} --output-format=json "
+                    f"--output={q(outs[idx[t]])}")
+        wall = self.timed(system, ctx, metric, body)
+        inv = 0.0
+        for o in outs:
+            job = _fio_json(o, metric)[direction]
+            if job["io_bytes"] != expect_bytes:
+                raise _tag(util.BenchFailure(
+                    f"{metric}: fio moved {job['io_bytes']} bytes, expected "
+                    f"{expect_bytes}"), metric)
+            rate = job["iops"] if metric.endswith("iops") else \
+                job["bw_bytes"] / 1e6
+            if rate <= 0:
+                raise _tag(util.BenchFailure(f"{metric}: zero rate"), metric)
+            inv += 1.0 / rate
+            os.unlink(o)
+        return 1.0 / inv, wall
+
+
+class FioRandom(FioBase):
+    name = "fio-rand"
+    description = ("seed 001: fio 4k random write then random read, "
+                   "iodepth 32, 256 MB file")
+    SEED_CMD = ("--randrepeat=1 --ioengine=libaio --gtod_reduce=1 "
+                "--name=test --filename=test --bs=4k --iodepth=32 "
+                "--size=256MB")
+
+    def metrics(self, ctx):
+        return [Metric("randwrite_iops", "fio 4k randwrite QD32 (IOPS)",
+                       "IOPS", RATE),
+                Metric("randread_iops", "fio 4k randread QD32 (IOPS)",
+                       "IOPS", RATE)]
+
+    def run(self, system, ctx, record):
+        size = 256 << 20
+        # end_fsync: the write-back cache must not flatter the result.
+        v, wall = self.fio(system, ctx, "randwrite_iops",
+                           self.SEED_CMD +
+                           " --readwrite=randwrite --end_fsync=1",
+                           "write", size)
+        record("randwrite_iops", v, wall_s=wall)
+        system.make_cold()
+        v, wall = self.fio(system, ctx, "randread_iops",
+                           self.SEED_CMD + " --readwrite=randread", "read",
+                           size)
+        record("randread_iops", v, wall_s=wall)
+
+
+class FioSequential(FioBase):
+    name = "fio-seq"
+    description = "fio 1 MiB sequential write (end_fsync) then read"
+
+    def metrics(self, ctx):
+        s = f"{ctx.seq_mib // 1024} GiB" if ctx.seq_mib >= 1024 else \
+            f"{ctx.seq_mib} MiB"
+        return [Metric("seqwrite_mbs", f"fio 1M seq write {s} (MB/s)",
+                       "MB/s", RATE),
+                Metric("seqread_mbs", f"fio 1M seq read {s} (MB/s)",
+                       "MB/s", RATE)]
+
+    def run(self, system, ctx, record):
+        args = (f"--name=seq --filename=seqfile --bs=1M "
+                f"--size={ctx.seq_mib}M --ioengine=libaio --iodepth=16")
+        size = ctx.seq_mib << 20
+        v, wall = self.fio(system, ctx, "seqwrite_mbs",
+                           args + " --rw=write --end_fsync=1", "write", size)
+        record("seqwrite_mbs", v, wall_s=wall)
+        system.make_cold()
+        v, wall = self.fio(system, ctx, "seqread_mbs", args + " --rw=read",
+                           "read", size)
+        record("seqread_mbs", v, wall_s=wall)
+
+
+class Rsync(Workload):
+    name = "rsync"
+    description = "seed 002: rsync -a of the tree into the file system"
+
+    def metrics(self, ctx):
+        return [Metric("rsync", f"rsync -a tree ({ctx.nfiles} files)", "s",
+                       TIME)]
+
+    def run(self, system, ctx, record):
+        src, manifest = ctx.assets.tree()
+        t = self.timed(system, ctx, "rsync",
+                       lambda t: f"rsync -a {q(src)}/ {q(t)}/tree/")
+        self.verify_tree(system, "tree", manifest, "rsync")
+        record("rsync", t)
+
+
+PAYLOAD = "cairnbench parallel create payload line\n" * 4
+
+
+class Parallel(Workload):
+    name = "parallel"
+    description = "4 processes creating files: one shared dir / own dirs"
+    procs = 4
+
+    def metrics(self, ctx):
+        n = ctx.par_files
+        return [Metric("par_shared", f"4 procs x {n} creates, shared dir",
+                       "s", TIME),
+                Metric("par_private", f"4 procs x {n} creates, own dirs",
+                       "s", TIME)]
+
+    def run(self, system, ctx, record):
+        n = ctx.par_files
+        for mode in ("shared", "private"):
+            metric = "par_" + mode
+
+            def body(t, mode=mode):
+                lines = []
+                dirs = [f"{t}/{mode}"] if mode == "shared" else \
+                    [f"{t}/{mode}/p{p}" for p in range(self.procs)]
+                lines.append("mkdir -p " + " ".join(q(d) for d in dirs))
+                lines.append(f"payload={q(PAYLOAD)}")
+                lines.append("pids=()")
+                for p in range(self.procs):
+                    d = dirs[0] if mode == "shared" else dirs[p]
+                    lines.append(
+                        f"( for i in $(seq 1 {n}); do "
+                        f"printf '%s' \"$payload\" > {q(d)}/p{p}_$i; "
+                        "done ) & pids+=($!)")
+                lines.append('for p in "${pids[@]}"; do wait "$p"; done')
+                return "\n".join(lines)
+
+            t = self.timed(system, ctx, metric, body)
+            for tg in system.targets():
+                total = 0
+                for dp, _, files in os.walk(os.path.join(tg, mode)):
+                    for f in files:
+                        if os.path.getsize(os.path.join(dp, f)) != \
+                                len(PAYLOAD):
+                            raise _tag(util.BenchFailure(
+                                f"{metric}: {f} has wrong size"), metric)
+                    total += len(files)
+                if total != self.procs * n:
+                    raise _tag(util.BenchFailure(
+                        f"{metric}: {total} files, expected "
+                        f"{self.procs * n}"), metric)
+            record(metric, t)
+
+
+def all_workloads():
+    return [CopyTree(), RemoveTree(), TarExtract("include"),
+            TarExtract("kernel"), ListStat(), DdLoop(), FioRandom(),
+            FioSequential(), Rsync(), Parallel()]
