@@ -361,6 +361,7 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_REMOVEXATTR] = "REMOVEXATTR", [RPC_OP_GETLK] = "GETLK",
         [RPC_OP_SETLK] = "SETLK",         [RPC_OP_FLOCK] = "FLOCK",
         [RPC_OP_MGMT_CLI] = "MGMT_CLI",   [RPC_OP_MGMT_GETVOL] = "MGMT_GETVOL",
+        [RPC_OP_MGMT_RECONF] = "MGMT_RECONF",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";
 }

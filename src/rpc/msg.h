@@ -57,6 +57,7 @@ enum rpc_op {
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
+    RPC_OP_MGMT_RECONF = 102, /* cairnd -> brick: OPTION*, the live options' values */
     RPC_OP_MAX = 128,
 };
 
