@@ -1,0 +1,112 @@
+"""Failures and timeouts are reported as such, never timed."""
+
+import os
+
+from cairnbench import report, runner, util
+from cairnbench.systems import Unavailable
+from cairnbench.systems.local import LocalSystem
+from cairnbench.workloads import CopyTree, DdLoop, Parallel, Rsync
+
+
+class CorruptingLocal(LocalSystem):
+    """Runs each workload command, then damages one file in the target:
+    what a file system returning wrong data looks like."""
+    key = "corrupt"
+    label = "corrupting local"
+
+    def prefix(self):
+        script = ('"$@"; rc=$?; '
+                  f'f=$(find {self.root} -type f | sort | head -n 1); '
+                  '[ -n "$f" ] && printf X >> "$f"; exit $rc')
+        return ["/bin/sh", "-c", script, "wrapper"]
+
+
+class FailingLocal(LocalSystem):
+    """Every workload command exits non-zero after doing its work."""
+    key = "failing"
+    label = "failing local"
+
+    def prefix(self):
+        return ["/bin/sh", "-c", '"$@"; exit 3', "wrapper"]
+
+
+class BrokenSystem(LocalSystem):
+    key = "broken"
+    label = "broken"
+
+    def setup(self):
+        raise Unavailable("build failed: no Makefile")
+
+
+def _run(cls, wl, ctx):
+    results = runner.Results()
+    for m in wl.metrics(ctx):
+        results.add_metric(m)
+    runner.run_system(cls, cls.key, [wl], ctx, results)
+    return results
+
+
+def test_local_copy_is_timed_and_verified(ctx):
+    r = _run(LocalSystem, CopyTree(), ctx)
+    e = r.values["local"]["cp_a"]
+    assert e["status"] == "ok" and len(e["values"]) == 1
+    assert e["values"][0] > 0
+    # teardown removed everything
+    assert not os.path.exists(os.path.join(ctx.workdir, "systems", "local"))
+
+
+def test_wrong_data_is_a_failure_not_a_time(ctx):
+    for wl in (CopyTree(), Rsync()):
+        r = _run(CorruptingLocal, wl, ctx)
+        key = wl.metrics(ctx)[0].key
+        e = r.values["corrupt"][key]
+        assert e["status"] == "failed", e
+        assert e["values"] == []
+        assert "wrong data" in e["reason"]
+
+
+def test_failing_command_is_a_failure(ctx):
+    r = _run(FailingLocal, Parallel(), ctx)
+    for key in ("par_shared", "par_private"):
+        e = r.values["failing"][key]
+        assert e["status"] == "failed" and e["values"] == []
+        assert "exited 3" in e["reason"]
+
+
+def test_wrong_count_is_a_failure(ctx, monkeypatch):
+    # the workload's own check sees a file short of what it should be
+    wl = Parallel()
+    r = _run(CorruptingLocal, wl, ctx)
+    assert r.values["corrupt"]["par_shared"]["status"] == "failed"
+
+
+def test_timeout_is_reported(ctx):
+    ctx.timeout = 0.3
+    r = _run(LocalSystem, DdLoop(), ctx)
+    e = r.values["local"]["dd_loop"]
+    assert e["status"] == "timeout" and e["values"] == []
+    data = {"systems": r.systems, "metrics": r.metrics,
+            "results": r.values}
+    assert "timeout (>0.3s)" in report.render(data)
+
+
+def test_timeout_kills_the_command(ctx):
+    import time
+    t0 = time.time()
+    try:
+        util.run_timed("sleep 30", timeout=0.5)
+    except util.BenchTimeout as e:
+        assert "timeout (>0.5s)" in str(e)
+    else:
+        raise AssertionError("no timeout")
+    assert time.time() - t0 < 10
+
+
+def test_unavailable_system(ctx):
+    r = _run(BrokenSystem, CopyTree(), ctx)
+    assert r.systems["broken"]["status"] == "unavailable"
+    assert r.values["broken"]["cp_a"]["status"] == "unavailable"
+    data = {"systems": r.systems, "metrics": r.metrics,
+            "results": r.values}
+    text = report.render(data)
+    assert "unavailable: build failed: no Makefile" in text
