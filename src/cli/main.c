@@ -1,0 +1,104 @@
+/* cairn: the command line. Sends its arguments to cairnd (MGMT_CLI), prints
+ * the answer and exits with the command's status. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "../lib/net.h"
+#include "../lib/options.h"
+#include "../rpc/conn.h"
+
+#define CLI_VERSION "0.1.0"
+#define CONNECT_TIMEOUT_MS 5000
+/* volume stop waits for brick processes; leave it room. */
+#define CALL_TIMEOUT_MS 120000
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] <command> ...\n"
+               "       cairn help | --version | volume set help\n");
+}
+
+/* Commands the CLI can answer without a daemon when none is reachable. */
+static int run_locally(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[0], "volume") == 0 && strcmp(argv[1], "set") == 0 &&
+        strcmp(argv[2], "help") == 0) {
+        opt_print_help(stdout);
+        return 0;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *remote = "127.0.0.1";
+    int i = 1;
+    log_init("cairn", LOG_ERROR);
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--remote-host") == 0 && i + 1 < argc)
+            remote = argv[++i];
+        else if (strncmp(argv[i], "--remote-host=", 14) == 0)
+            remote = argv[i] + 14;
+        else if (strcmp(argv[i], "--mode=script") == 0)
+            continue;
+        else if (strcmp(argv[i], "--version") == 0) {
+            printf("cairn %s\n", CLI_VERSION);
+            return 0;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else
+            break;
+    }
+    if (i == argc) {
+        usage(stderr);
+        return 1;
+    }
+    struct net_addr addr;
+    if (net_parse_addr(remote, CAIRN_MGMT_PORT, &addr) < 0) {
+        fprintf(stderr, "Invalid --remote-host %s\n", remote);
+        return 1;
+    }
+    int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
+    if (fd < 0) {
+        int rc = run_locally(argc - i, argv + i);
+        if (rc >= 0)
+            return rc;
+        fprintf(stderr, "Connection failed. Please check if cairnd is running on %s:%u.\n",
+                addr.host, addr.port);
+        return 1;
+    }
+    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, remote);
+    if (!c || rpc_conn_start(c) < 0) {
+        fprintf(stderr, "Out of memory\n");
+        return 1;
+    }
+    struct rpc_buf body;
+    rpc_buf_init(&body);
+    for (int j = i; j < argc; j++)
+        rpc_put_str(&body, RPC_T_ARG, argv[j]);
+    struct rpc_frame *reply = NULL;
+    int rc = rpc_conn_call_sync(c, RPC_OP_MGMT_CLI, &body, &reply, CALL_TIMEOUT_MS);
+    rpc_buf_free(&body);
+    int status = 1;
+    if (rc < 0) {
+        const char *why = rc == -ETIMEDOUT ? "no answer in time" : strerror(-rc);
+        if (reply && rpc_has(&reply->msg, RPC_T_TEXT))
+            fprintf(stderr, "%.*s\n", (int)reply->msg.text.len, reply->msg.text.p);
+        else
+            fprintf(stderr, "Request to cairnd on %s:%u failed: %s\n", addr.host, addr.port, why);
+    } else if (reply) {
+        status = rpc_has(&reply->msg, RPC_T_STATUS) ? (int)reply->msg.status : 1;
+        FILE *out = status == 0 ? stdout : stderr;
+        if (rpc_has(&reply->msg, RPC_T_TEXT))
+            fwrite(reply->msg.text.p, 1, reply->msg.text.len, out);
+        fflush(out);
+    }
+    rpc_frame_free(reply);
+    rpc_conn_close(c, 0);
+    rpc_conn_put(c);
+    return status > 255 ? 1 : status;
+}

@@ -1,0 +1,199 @@
+/* volume create: argument parsing and every check, done before anything is
+ * written, so a refused create leaves no trace. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../lib/log.h"
+#include "mgmt.h"
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(out, "volume create: %s: failed: ", name);                                         \
+        fprintf(out, __VA_ARGS__);                                                                 \
+        fputc('\n', out);                                                                          \
+        goto fail;                                                                                 \
+    } while (0)
+
+/* Splits HOST:/abs/path and normalizes the path (no "//", no trailing '/',
+ * no "." or ".." components). 0 or -EINVAL. */
+static int split_brick(const char *arg, struct mgmt_brick *b)
+{
+    const char *colon = strchr(arg, ':');
+    if (!colon || colon == arg || colon[1] != '/' || (size_t)(colon - arg) >= sizeof(b->host))
+        return -EINVAL;
+    memcpy(b->host, arg, (size_t)(colon - arg));
+    b->host[colon - arg] = 0;
+    char *out = b->path;
+    size_t n = 0;
+    for (const char *p = colon + 1; *p;) {
+        while (*p == '/')
+            p++;
+        size_t len = strcspn(p, "/");
+        if (!len)
+            break;
+        if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+            return -EINVAL;
+        if (n + len + 2 >= sizeof(b->path))
+            return -EINVAL;
+        out[n++] = '/';
+        memcpy(out + n, p, len);
+        n += len;
+        p += len;
+    }
+    if (n == 0)
+        out[n++] = '/';
+    out[n] = 0;
+    return 0;
+}
+
+/* Whether directory a is b or contains it (both canonical). */
+static int path_within(const char *inner, const char *outer)
+{
+    size_t n = strlen(outer);
+    if (strcmp(outer, "/") == 0)
+        return 1;
+    return strncmp(inner, outer, n) == 0 && (inner[n] == 0 || inner[n] == '/');
+}
+
+static void canonical(const char *path, char *out)
+{
+    if (!realpath(path, out))
+        snprintf(out, PATH_MAX, "%s", path);
+}
+
+static int is_keyword(const char *w)
+{
+    static const char *const words[] = {"replica",    "arbiter", "disperse", "disperse-data",
+                                        "redundancy", "stripe",  NULL};
+    for (int i = 0; words[i]; i++)
+        if (strcmp(w, words[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    if (argc < 4)
+        return 2;
+    const char *name = argv[2];
+    char err[256];
+    int force = 0, nb = 0, first = 3, last = argc;
+    struct mgmt_vol *v = NULL;
+    char(*real)[PATH_MAX] = NULL;
+    if (strcmp(argv[argc - 1], "force") == 0) {
+        force = 1;
+        last--;
+    }
+    if (mgmt_check_volname(name, err, sizeof(err)) < 0)
+        FAIL("%s", err);
+    if (mgmt_vol_find(m, name))
+        FAIL("Volume %s already exists", name);
+    for (int i = first; i < last; i++) {
+        if (is_keyword(argv[i]))
+            FAIL("%s volumes are not supported yet: Cairn creates distribute volumes only "
+                 "(replication is planned)",
+                 strcmp(argv[i], "arbiter") == 0 ? "arbiter" : argv[i]);
+        if (strcmp(argv[i], "transport") == 0) {
+            if (i + 1 >= last || strcmp(argv[i + 1], "tcp") != 0)
+                FAIL("transport %s is not supported (only tcp)", i + 1 < last ? argv[i + 1] : "");
+            if (i != first)
+                return 2;
+            first = i + 2;
+            i++;
+        }
+    }
+    if (first >= last)
+        return 2;
+    v = calloc(1, sizeof(*v));
+    real = calloc((size_t)(last - first), sizeof(*real));
+    if (v)
+        v->bricks = calloc((size_t)(last - first), sizeof(*v->bricks));
+    if (!v || !real || !v->bricks)
+        FAIL("out of memory");
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    for (int i = first; i < last; i++, nb++) {
+        struct mgmt_brick *b = &v->bricks[nb];
+        struct stat st, root;
+        if (split_brick(argv[i], b) < 0)
+            FAIL("wrong brick type: %s, use <HOSTNAME>:<export-dir-abs-path>", argv[i]);
+        int local = mgmt_host_is_local(m, b->host);
+        if (local < 0)
+            FAIL("Host %s cannot be resolved", b->host);
+        if (!local)
+            FAIL("Host %s is not in 'Peer in Cluster' state", b->host);
+        if (stat(b->path, &st) < 0)
+            FAIL("Brick directory %s:%s does not exist (%s)", b->host, b->path, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            FAIL("Brick path %s:%s is not a directory", b->host, b->path);
+        canonical(b->path, real[nb]);
+        for (int j = 0; j < nb; j++) {
+            if (strcmp(real[j], real[nb]) == 0)
+                FAIL("Found duplicate exports %s:%s", b->host, b->path);
+            if (path_within(real[nb], real[j]) || path_within(real[j], real[nb]))
+                FAIL("The brick %s:%s overlaps with the brick %s:%s of the same command (one "
+                     "is inside the other)",
+                     b->host, b->path, v->bricks[j].host, v->bricks[j].path);
+        }
+        for (struct mgmt_vol *o = m->vols; o; o = o->next)
+            for (int j = 0; j < o->n_bricks; j++) {
+                char r[PATH_MAX];
+                canonical(o->bricks[j].path, r);
+                if (strcmp(r, real[nb]) == 0)
+                    FAIL("%s:%s is already part of volume %s", b->host, b->path, o->name);
+                if (path_within(real[nb], r))
+                    FAIL("The brick %s:%s is inside the brick %s:%s of volume %s", b->host, b->path,
+                         o->bricks[j].host, o->bricks[j].path, o->name);
+                if (path_within(r, real[nb]))
+                    FAIL("The brick %s:%s contains the brick %s:%s of volume %s", b->host, b->path,
+                         o->bricks[j].host, o->bricks[j].path, o->name);
+            }
+        char oname[MGMT_VOLNAME_MAX + 1], oid[64];
+        int rc = mgmt_brickinfo_read(b->path, oname, sizeof(oname), oid, sizeof(oid));
+        if (rc == 0)
+            FAIL("%s:%s is already part of a volume (%s, id %s); if that volume is gone, remove "
+                 "%s/.cairn/brick.info to reuse the directory",
+                 b->host, b->path, oname, oid, b->path);
+        if (rc != -ENOENT && rc != -ENOTDIR)
+            FAIL("Cannot read %s/.cairn/brick.info: %s", b->path, strerror(-rc));
+        if (!force && stat("/", &root) == 0 && root.st_dev == st.st_dev)
+            FAIL("The brick %s:%s is being created in the root partition. It is recommended that "
+                 "you don't use the system's root partition for storage backend. Or use 'force' "
+                 "at the end of the command if you want to override this behavior.",
+                 b->host, b->path);
+    }
+    v->n_bricks = nb;
+    v->status = MGMT_VOL_CREATED;
+    gfid_t g;
+    gfid_generate(&g);
+    gfid_format(&g, v->id);
+    for (int i = 0; i < nb; i++) {
+        gfid_generate(&g);
+        gfid_format(&g, v->bricks[i].id);
+    }
+    int written = 0, rc = 0;
+    for (; written < nb; written++)
+        if ((rc = mgmt_brickinfo_write(v, &v->bricks[written])) < 0)
+            break;
+    if (rc == 0)
+        rc = mgmt_vol_save(m->workdir, v);
+    if (rc < 0) {
+        for (int i = 0; i < written; i++)
+            mgmt_brickinfo_remove(v->bricks[i].path, v->id);
+        mgmt_vol_remove(m->workdir, v->name);
+        if (written < nb)
+            FAIL("cannot write the marker of brick %s:%s: %s", v->bricks[written].host,
+                 v->bricks[written].path, strerror(-rc));
+        FAIL("cannot write the volume store: %s", strerror(-rc));
+    }
+    mgmt_vol_insert(m, v);
+    log_info("created volume %s (%s) with %d brick(s)", v->name, v->id, nb);
+    fprintf(out, "volume create: %s: success: please start the volume to access data\n", name);
+    free(real);
+    return 0;
+fail:
+    free(real);
+    mgmt_vol_free(v);
+    return 1;
+}

@@ -1,0 +1,227 @@
+/* cairnd: the management daemon. Keeps the volume store, runs the brick
+ * processes of started volumes, and answers the CLI and clients. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "daemon.h"
+#include "mgmt.h"
+
+static struct mgmt the_mgmt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void stop_cb(int sig)
+{
+    the_mgmt.stopping = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cairnd [--foreground] [--listen ADDR[:PORT]] [--workdir DIR]\n"
+            "              [--log-file FILE] [--log-level LEVEL] [--pid-file FILE]\n"
+            "              [--brick-ports MIN-MAX]\n"
+            "Defaults: --listen 0.0.0.0:%d, --workdir /var/lib/cairnd, brick ports %d-%d.\n"
+            "Without --foreground cairnd daemonizes and logs to DIR/cairnd.log.\n",
+            CAIRN_MGMT_PORT, CAIRN_BRICK_PORT_MIN, CAIRN_BRICK_PORT_MAX);
+}
+
+static int find_brickd(struct mgmt *m)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n < 0)
+        return -errno;
+    exe[n] = 0;
+    snprintf(m->brickd, sizeof(m->brickd), "%s/cairn-brickd", dirname(exe));
+    return 0;
+}
+
+static int make_dirs(const char *workdir)
+{
+    static const char *const sub[] = {"", "/vols", "/logs", "/logs/bricks", "/run", "/run/bricks"};
+    for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+        char p[PATH_MAX + 16];
+        if (snprintf(p, sizeof(p), "%s%s", workdir, sub[i]) >= (int)sizeof(p)) {
+            fprintf(stderr, "cairnd: workdir path too long\n");
+            return -ENAMETOOLONG;
+        }
+        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "cairnd: cannot create %s: %s\n", p, strerror(errno));
+            return -errno;
+        }
+    }
+    return 0;
+}
+
+static int parse_ports(const char *s, struct mgmt *m)
+{
+    unsigned lo, hi;
+    char extra;
+    if (sscanf(s, "%u-%u%c", &lo, &hi, &extra) != 2 || lo == 0 || lo > hi || hi > 65535)
+        return -EINVAL;
+    m->port_min = (uint16_t)lo;
+    m->port_max = (uint16_t)hi;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct mgmt *m = &the_mgmt;
+    const char *listen = "0.0.0.0", *workdir = "/var/lib/cairnd", *log_file = NULL;
+    const char *pid_file = NULL;
+    int foreground = 0, level = LOG_INFO, ready_fd = -1;
+    char err[PATH_MAX + 256], pidpath[PATH_MAX + 16];
+    static const struct option longopts[] = {
+        {"foreground", no_argument, NULL, 'f'},        {"listen", required_argument, NULL, 'l'},
+        {"workdir", required_argument, NULL, 'w'},     {"log-file", required_argument, NULL, 'L'},
+        {"log-level", required_argument, NULL, 'v'},   {"pid-file", required_argument, NULL, 'p'},
+        {"brick-ports", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0},
+    };
+    m->port_min = CAIRN_BRICK_PORT_MIN;
+    m->port_max = CAIRN_BRICK_PORT_MAX;
+    int c;
+    while ((c = getopt_long(argc, argv, "fl:w:L:v:p:b:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            foreground = 1;
+            break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'w':
+            workdir = optarg;
+            break;
+        case 'L':
+            log_file = optarg;
+            break;
+        case 'p':
+            pid_file = optarg;
+            break;
+        case 'v':
+            if ((level = log_parse_level(optarg)) < 0) {
+                fprintf(stderr, "cairnd: unknown log level %s\n", optarg);
+                return 1;
+            }
+            break;
+        case 'b':
+            if (parse_ports(optarg, m) < 0) {
+                fprintf(stderr, "cairnd: --brick-ports wants MIN-MAX, got %s\n", optarg);
+                return 1;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("cairnd %s\n", MGMT_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 1;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 1;
+    }
+    log_init("cairnd", (enum log_level)level);
+    if (net_parse_addr(listen, CAIRN_MGMT_PORT, &m->listen) < 0) {
+        fprintf(stderr, "cairnd: bad listen address %s\n", listen);
+        return 1;
+    }
+    if (!realpath(workdir, m->workdir)) {
+        if (mkdir(workdir, 0755) < 0 || !realpath(workdir, m->workdir)) {
+            fprintf(stderr, "cairnd: cannot create workdir %s: %s\n", workdir, strerror(errno));
+            return 1;
+        }
+    }
+    if (make_dirs(m->workdir) < 0)
+        return 1;
+    int lockfd = mgmt_lock_workdir(m->workdir, err, sizeof(err));
+    if (lockfd < 0) {
+        fprintf(stderr, "cairnd: %s\n", err);
+        return 1;
+    }
+    if (find_brickd(m) < 0) {
+        fprintf(stderr, "cairnd: cannot find my own executable\n");
+        return 1;
+    }
+    int lfd = net_listen(&m->listen, 128);
+    if (lfd < 0) {
+        fprintf(stderr, "cairnd: cannot listen on %s:%u: %s\n", m->listen.host, m->listen.port,
+                strerror(-lfd));
+        return 1;
+    }
+    if (mgmt_store_load(m, err, sizeof(err)) < 0) {
+        fprintf(stderr, "cairnd: %s\n", err);
+        return 1;
+    }
+    if (!foreground) {
+        if (mgmt_daemonize(&ready_fd) < 0) {
+            fprintf(stderr, "cairnd: cannot daemonize: %s\n", strerror(errno));
+            return 1;
+        }
+        if (!log_file) {
+            if (snprintf(err, sizeof(err), "%s/cairnd.log", m->workdir) < (int)sizeof(err))
+                log_file = err;
+        }
+    }
+    if (log_file && log_open(log_file) < 0) {
+        fprintf(stderr, "cairnd: cannot open log file %s: %s\n", log_file, strerror(errno));
+        mgmt_report_ready(&ready_fd, 0);
+        return 1;
+    }
+    if (!pid_file) {
+        if (snprintf(pidpath, sizeof(pidpath), "%s/cairnd.pid", m->workdir) < (int)sizeof(pidpath))
+            pid_file = pidpath;
+    }
+    if (pid_file && mgmt_write_pid_file(pid_file) < 0)
+        log_warn("cannot write pid file %s: %s", pid_file, strerror(errno));
+
+    struct sigaction sa = {.sa_handler = stop_cb};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    log_info("cairnd %s starting: listening on %s:%u, workdir %s", MGMT_VERSION, m->listen.host,
+             m->listen.port, m->workdir);
+    pthread_mutex_lock(&m->lock);
+    mgmt_bricks_kill_stale(m);
+    for (struct mgmt_vol *v = m->vols; v; v = v->next)
+        if (v->status == MGMT_VOL_STARTED)
+            for (int i = 0; i < v->n_bricks; i++)
+                if (mgmt_brick_spawn(m, v, &v->bricks[i]) < 0)
+                    log_warn("brick %s:%s of volume %s did not start; retrying later",
+                             v->bricks[i].host, v->bricks[i].path, v->name);
+    pthread_mutex_unlock(&m->lock);
+    if (mgmt_supervisor_start(m) < 0) {
+        log_error("cannot start the brick supervisor");
+        mgmt_report_ready(&ready_fd, 0);
+        return 1;
+    }
+    mgmt_report_ready(&ready_fd, 1);
+
+    int rc = mgmt_server_run(m, lfd);
+    if (rc < 0)
+        log_error("accept loop failed: %s", strerror(-rc));
+    /* Stopping cairnd stops the bricks it runs: nothing is left without a
+     * supervisor. */
+    log_info("cairnd stopping");
+    pthread_mutex_lock(&m->lock);
+    m->stopping = 1;
+    for (struct mgmt_vol *v = m->vols; v; v = v->next)
+        for (int i = 0; i < v->n_bricks; i++)
+            mgmt_brick_kill(m, &v->bricks[i]);
+    if (pid_file)
+        unlink(pid_file);
+    log_info("cairnd stopped");
+    return rc < 0 ? 1 : 0;
+}

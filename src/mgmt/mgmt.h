@@ -1,0 +1,149 @@
+/* cairnd's state: the volumes it manages and their brick processes.
+ *
+ * One mutex (struct mgmt.lock) guards everything below; CLI commands, GETVOL
+ * and the brick supervisor all run under it, so a command sees and leaves a
+ * consistent state. Commands are short except volume stop, which waits for
+ * its brick processes to exit (bounded by MGMT_STOP_TIMEOUT_MS per brick). */
+#ifndef CAIRN_MGMT_H
+#define CAIRN_MGMT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "../lib/gfid.h"
+#include "../lib/net.h"
+#include "../lib/options.h"
+
+#define MGMT_VOLNAME_MAX 64
+#define MGMT_STOP_TIMEOUT_MS 5000
+#define MGMT_VERSION "0.1.0"
+
+enum mgmt_vol_status { MGMT_VOL_CREATED, MGMT_VOL_STARTED, MGMT_VOL_STOPPED };
+
+struct mgmt_brick {
+    char id[GFID_STRLEN]; /* uuid of the brick, also in BRICK/.cairn/brick.info */
+    char host[NET_HOST_MAX];
+    char path[PATH_MAX];
+    uint16_t port;       /* last port given to the brick process; kept across restarts */
+    pid_t pid;           /* running brick process, 0 if none */
+    uint64_t started_ms; /* when pid was spawned */
+    uint64_t retry_ms;   /* when a dead brick may be spawned again */
+    unsigned backoff_ms; /* current restart delay */
+    unsigned restarts;
+};
+
+struct mgmt_vol {
+    struct mgmt_vol *next;
+    char name[MGMT_VOLNAME_MAX + 1];
+    char id[GFID_STRLEN];
+    enum mgmt_vol_status status;
+    int n_bricks;
+    struct mgmt_brick *bricks; /* array of n_bricks, owned */
+    struct opt_set opts;       /* options set by `volume set`, owned */
+};
+
+struct mgmt {
+    pthread_mutex_t lock;
+    char workdir[PATH_MAX];
+    char brickd[PATH_MAX]; /* the cairn-brickd executable */
+    struct net_addr listen;
+    uint16_t port_min, port_max; /* brick port range */
+    struct mgmt_vol *vols;       /* sorted by name */
+    volatile int stopping;
+};
+
+const char *mgmt_status_name(enum mgmt_vol_status s);
+struct mgmt_vol *mgmt_vol_find(struct mgmt *m, const char *name);
+/* Inserts v (taking ownership) keeping the list sorted by name. */
+void mgmt_vol_insert(struct mgmt *m, struct mgmt_vol *v);
+/* Unlinks v from the list (the caller frees it). */
+void mgmt_vol_unlink(struct mgmt *m, struct mgmt_vol *v);
+void mgmt_vol_free(struct mgmt_vol *v);
+
+/* ---- volstore.c: DIR/vols/NAME/info ---- */
+
+/* write(2)/read(2) of exactly len bytes on a file, retrying on EINTR and
+ * short counts; 0 or -errno (-EIO on a short read at end of file). */
+int mgmt_write_all(int fd, const void *buf, size_t len);
+int mgmt_read_all(int fd, void *buf, size_t len);
+
+/* Serializes a volume as the info file's text; returns a malloc'd string or
+ * NULL on ENOMEM. */
+char *mgmt_vol_format(const struct mgmt_vol *v);
+/* Parses an info file; on failure returns -EINVAL with the line and reason in
+ * err. On success *out is a new volume owned by the caller. */
+int mgmt_vol_parse(const char *text, size_t len, struct mgmt_vol **out, char *err, size_t errlen);
+/* Writes DIR/vols/NAME/info atomically (temporary file, fsync, rename, fsync
+ * of the directory). 0 or -errno. */
+int mgmt_vol_save(const char *workdir, const struct mgmt_vol *v);
+/* Removes DIR/vols/NAME. */
+int mgmt_vol_remove(const char *workdir, const char *name);
+/* Loads every volume under DIR/vols into m->vols. A corrupted file stops the
+ * load: returns -EINVAL with the reason in err (cairnd refuses to start
+ * rather than forget a volume). */
+int mgmt_store_load(struct mgmt *m, char *err, size_t errlen);
+
+/* ---- bricks.c: brick processes ---- */
+
+/* Spawns the brick's process if it is not running. 0 or -errno. */
+int mgmt_brick_spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b);
+/* Terminates the brick's process (SIGTERM, SIGKILL after the timeout) and
+ * waits for it. */
+void mgmt_brick_kill(struct mgmt *m, struct mgmt_brick *b);
+/* Starts the thread that reaps and restarts dead brick processes. */
+int mgmt_supervisor_start(struct mgmt *m);
+/* Kills brick processes left running by a previous cairnd (pid files under
+ * DIR/run). */
+void mgmt_bricks_kill_stale(struct mgmt *m);
+/* Path of the brick's log file: DIR/logs/bricks/<path with dashes>.log. */
+void mgmt_brick_log_path(const struct mgmt *m, const struct mgmt_brick *b, char *out, size_t len);
+/* Tells the running bricks of v about changed live options. */
+void mgmt_bricks_reconfigure(struct mgmt *m, struct mgmt_vol *v);
+
+/* ---- brickinfo.c: BRICK/.cairn/brick.info, the marker that a directory is
+ * a brick (lines volume=NAME, volume-id=UUID, brick-id=UUID) ---- */
+
+int mgmt_brickinfo_write(const struct mgmt_vol *v, const struct mgmt_brick *b);
+/* Reads the marker: 0 with the volume's name and id, -ENOENT if there is
+ * none, or another -errno. */
+int mgmt_brickinfo_read(const char *brick_path, char *volname, size_t nlen, char *volid,
+                        size_t idlen);
+/* Removes the marker if it belongs to volume id volid. */
+void mgmt_brickinfo_remove(const char *brick_path, const char *volid);
+
+/* ---- validate.c ---- */
+
+/* 0, or -EINVAL with a reason in err. */
+int mgmt_check_volname(const char *name, char *err, size_t errlen);
+/* Whether host names this server (resolves to the listen address, or to a
+ * local address when listening on all addresses). */
+int mgmt_host_is_local(const struct mgmt *m, const char *host);
+
+/* ---- commands: cmd.c, cmd_volume.c, cmd_opts.c, cmd_info.c ---- */
+
+/* Runs one CLI command; writes its output to out and returns the exit
+ * status. Called with m->lock held. */
+int mgmt_cli_run(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_start(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_stop(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_delete(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_get(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_reset(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_info(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_list(struct mgmt *m, int argc, char **argv, FILE *out);
+int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out);
+/* Prints the command summary of `cairn help`. */
+void mgmt_print_help(FILE *out);
+
+/* ---- server.c ---- */
+
+/* Accepts connections on fd and serves MGMT_CLI and MGMT_GETVOL until
+ * m->stopping is set. */
+int mgmt_server_run(struct mgmt *m, int fd);
+
+#endif

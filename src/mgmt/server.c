@@ -1,0 +1,243 @@
+/* cairnd's RPC service: CLI commands (MGMT_CLI) and volume layouts for
+ * clients (MGMT_GETVOL). Each connection's requests are handled on its reader
+ * thread, one at a time, under the state lock. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../rpc/conn.h"
+#include "mgmt.h"
+
+#define MAX_ARGS 256
+
+struct peer {
+    struct mgmt *m;
+    char addr[INET6_ADDRSTRLEN];
+    int local; /* connected from one of this server's addresses */
+};
+
+static void reply_text(struct rpc_conn *c, const struct rpc_frame *f, int status, const char *text,
+                       int cli_status)
+{
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    if (text)
+        rpc_put_str(&b, RPC_T_TEXT, text);
+    if (cli_status >= 0)
+        rpc_put_u64(&b, RPC_T_STATUS, (uint64_t)cli_status);
+    rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, status, &b);
+    rpc_buf_free(&b);
+}
+
+static void handle_cli(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
+{
+    char *argv[MAX_ARGS + 1];
+    int argc = 0;
+    struct rpc_iter it;
+    struct rpc_field fld;
+    if (!p->local) {
+        log_warn("refusing a command from %s: commands are accepted from this server only",
+                 p->addr);
+        reply_text(c, f, 0, "Permission denied: cairnd accepts commands only from its own host", 1);
+        return;
+    }
+    rpc_iter_init(&it, f->body, f->hdr.body_len);
+    while (rpc_iter_next(&it, &fld) > 0) {
+        if (fld.tag != RPC_T_ARG)
+            continue;
+        if (argc == MAX_ARGS || memchr(fld.val, 0, fld.len)) {
+            reply_text(c, f, 0, "Too many or malformed arguments", 1);
+            goto out;
+        }
+        if (!(argv[argc] = strndup((const char *)fld.val, fld.len))) {
+            reply_text(c, f, -ENOMEM, NULL, -1);
+            goto out;
+        }
+        argc++;
+    }
+    argv[argc] = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        reply_text(c, f, -ENOMEM, NULL, -1);
+        goto out;
+    }
+    pthread_mutex_lock(&p->m->lock);
+    int status = mgmt_cli_run(p->m, argc, argv, out);
+    pthread_mutex_unlock(&p->m->lock);
+    fclose(out);
+    reply_text(c, f, 0, text, status);
+    free(text);
+out:
+    for (int i = 0; i < argc; i++)
+        free(argv[i]);
+}
+
+static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
+{
+    char name[MGMT_VOLNAME_MAX + 1], text[256];
+    if (!rpc_has(&f->msg, RPC_T_NAME) || rpc_bytes_str(&f->msg.name, name, sizeof(name)) < 0) {
+        reply_text(c, f, -EINVAL, "volume name missing or too long", -1);
+        return;
+    }
+    struct mgmt *m = p->m;
+    pthread_mutex_lock(&m->lock);
+    struct mgmt_vol *v = mgmt_vol_find(m, name);
+    if (!v) {
+        pthread_mutex_unlock(&m->lock);
+        snprintf(text, sizeof(text), "Volume %s does not exist", name);
+        reply_text(c, f, -ENOENT, text, -1);
+        return;
+    }
+    if (!opt_addr_allowed(opt_value(&v->opts, "auth.allow"), opt_value(&v->opts, "auth.reject"),
+                          p->addr)) {
+        pthread_mutex_unlock(&m->lock);
+        log_warn("refusing the layout of volume %s to %s (auth.allow/auth.reject)", name, p->addr);
+        snprintf(text, sizeof(text), "Access to volume %s is not allowed from %s", name, p->addr);
+        reply_text(c, f, -EACCES, text, -1);
+        return;
+    }
+    if (v->status != MGMT_VOL_STARTED) {
+        pthread_mutex_unlock(&m->lock);
+        snprintf(text, sizeof(text), "Volume %s is not started", name);
+        reply_text(c, f, -ESRCH, text, -1);
+        return;
+    }
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    rpc_put_str(&b, RPC_T_NAME, v->name);
+    rpc_put_str(&b, RPC_T_ID, v->id);
+    for (int i = 0; i < v->n_bricks; i++) {
+        const struct mgmt_brick *br = &v->bricks[i];
+        size_t mark = rpc_put_begin(&b, RPC_T_BRICK);
+        rpc_put_str(&b, RPC_T_HOST, br->host);
+        rpc_put_u64(&b, RPC_T_PORT, br->port);
+        rpc_put_str(&b, RPC_T_PATH, br->path);
+        rpc_put_str(&b, RPC_T_ID, br->id);
+        rpc_put_end(&b, mark);
+    }
+    for (size_t i = 0; i < v->opts.n; i++) {
+        size_t mark = rpc_put_begin(&b, RPC_T_OPTION);
+        rpc_put_str(&b, RPC_T_NAME, v->opts.kv[i].name);
+        rpc_put_str(&b, RPC_T_DATA, v->opts.kv[i].value);
+        rpc_put_end(&b, mark);
+    }
+    pthread_mutex_unlock(&m->lock);
+    rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, &b);
+    rpc_buf_free(&b);
+}
+
+static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
+{
+    struct peer *p = ctx;
+    switch (f->hdr.opcode) {
+    case RPC_OP_MGMT_CLI:
+        handle_cli(p, c, f);
+        break;
+    case RPC_OP_MGMT_GETVOL:
+        handle_getvol(p, c, f);
+        break;
+    case RPC_OP_HANDSHAKE: {
+        struct rpc_buf b;
+        rpc_buf_init(&b);
+        rpc_put_u64(&b, RPC_T_FEATURES, 0);
+        rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, &b);
+        rpc_buf_free(&b);
+        break;
+    }
+    default:
+        rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, -ENOSYS, NULL);
+    }
+    rpc_frame_free(f);
+}
+
+static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
+{
+    free(ctx);
+    rpc_conn_put(c); /* the reference rpc_conn_new gave the accept loop */
+}
+
+static const struct rpc_conn_ops ops = {
+    .request_cb = request_cb,
+    .closed_cb = closed_cb,
+};
+
+/* Whether a connection comes from this server: its address can be bound. */
+static int addr_is_local(const struct sockaddr_storage *ss)
+{
+    struct sockaddr_storage a = *ss;
+    socklen_t len;
+    if (a.ss_family == AF_INET) {
+        ((struct sockaddr_in *)&a)->sin_port = 0;
+        len = sizeof(struct sockaddr_in);
+    } else {
+        ((struct sockaddr_in6 *)&a)->sin6_port = 0;
+        len = sizeof(struct sockaddr_in6);
+    }
+    int fd = socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int ok = bind(fd, (struct sockaddr *)&a, len) == 0;
+    close(fd);
+    return ok;
+}
+
+static void accept_one(struct mgmt *m, int lfd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
+            log_warn("accept: %s", strerror(errno));
+        return;
+    }
+    net_tune(fd);
+    struct peer *p = calloc(1, sizeof(*p));
+    if (!p) {
+        close(fd);
+        return;
+    }
+    p->m = m;
+    char name[INET6_ADDRSTRLEN + 16];
+    uint16_t port = 0;
+    if (ss.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, p->addr, sizeof(p->addr));
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, p->addr, sizeof(p->addr));
+        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    p->local = addr_is_local(&ss);
+    snprintf(name, sizeof(name), "%s:%u", p->addr, port);
+    struct rpc_conn *c = rpc_conn_new(fd, &ops, p, name);
+    if (!c) {
+        free(p);
+        return;
+    }
+    if (rpc_conn_start(c) < 0) {
+        log_warn("cannot serve %s: no thread", name);
+        rpc_conn_put(c);
+        free(p);
+    }
+}
+
+int mgmt_server_run(struct mgmt *m, int fd)
+{
+    while (!m->stopping) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int n = poll(&pfd, 1, 500);
+        if (n > 0)
+            accept_one(m, fd);
+        else if (n < 0 && errno != EINTR)
+            return -errno;
+    }
+    return 0;
+}
