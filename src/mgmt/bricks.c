@@ -241,10 +241,13 @@ static int pid_is_brick(pid_t pid, const struct mgmt_brick *b)
         return 0;
     cmd[n] = 0;
     /* argv[0] is the brickd path; the brick id follows --brick-id. */
-    int is_brickd = strstr(cmd, "cairn-brickd") != NULL, has_id = 0;
-    for (char *p = cmd; p < cmd + n; p += strlen(p) + 1)
+    int is_brickd = 0, has_id = 0;
+    for (char *p = cmd; p < cmd + n; p += strlen(p) + 1) {
         if (strcmp(p, b->id) == 0)
             has_id = 1;
+        if (strstr(p, "cairn-brickd"))
+            is_brickd = 1;
+    }
     return is_brickd && has_id;
 }
 
