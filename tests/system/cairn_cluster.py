@@ -1,0 +1,401 @@
+"""Real Cairn processes for system tests: cairnd on a loopback address, the
+cairn CLI, volumes, and cairn-fuse mounts.
+
+Everything started here is tracked and torn down by close(), which never
+raises and is safe to call twice: mounts are detached lazily (umount -l /
+fusermount3 -uz), every process we started is killed by its pid, brick
+processes of our volumes are found by their brick path and killed by pid,
+stopped (SIGSTOP) processes are continued first, and temporary directories
+are removed.
+
+Binaries come from $CAIRN_BUILD (a build dir holding bin/, or the bin dir
+itself), default <repo>/build/bin.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MGMT_PORT = 24810
+
+
+class ClusterError(Exception):
+    pass
+
+
+def bin_dir():
+    env = os.environ.get("CAIRN_BUILD")
+    base = env if env else os.path.join(REPO, "build")
+    for cand in (os.path.join(base, "bin"), base):
+        if os.path.exists(os.path.join(cand, "cairnd")):
+            return os.path.abspath(cand)
+    return os.path.abspath(os.path.join(base, "bin"))
+
+
+def exe(name):
+    p = os.path.join(bin_dir(), name)
+    if not os.access(p, os.X_OK):
+        raise ClusterError(f"{name} is not built: {p} missing (set CAIRN_BUILD or run make)")
+    return p
+
+
+def port_open(host, port, timeout=0.3):
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def mounted(path):
+    """True when path is a mount point (per /proc/self/mountinfo)."""
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4].encode().decode("unicode_escape")
+            if mp == path:
+                return True
+    return False
+
+
+def mount_fstype(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            mp = parts[4].encode().decode("unicode_escape")
+            if mp == path:
+                sep = parts.index("-")
+                return parts[sep + 1]
+    return None
+
+
+def detach(path):
+    """Unmounts path lazily, by every means available; never raises."""
+    for _ in range(3):
+        if not mounted(path):
+            return
+        for cmd in (["fusermount3", "-uz", path], ["umount", "-l", path]):
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=30, check=False)
+            if not mounted(path):
+                return
+        time.sleep(0.2)
+
+
+def pids_with_arg(*needles):
+    """Pids of processes whose argv contains every needle as one argument."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
+        except OSError:
+            continue
+        if all(n in argv for n in needles):
+            out.append(int(d))
+    return out
+
+
+def alive(pid):
+    """True if pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read().rsplit(")", 1)[1].split()[0]
+        return st != "Z"
+    except OSError:
+        return False
+
+
+def kill_pid(pid, wait=5.0):
+    """SIGCONT then SIGTERM, then SIGKILL after `wait` seconds."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+    end = time.time() + wait
+    while time.time() < end and alive(pid):
+        time.sleep(0.05)
+    if alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class Mount:
+    """A cairn-fuse mount run in the foreground (-f) so we own its pid."""
+
+    def __init__(self, cluster, spec, path, opts=(), log=None):
+        self.cluster, self.spec, self.path = cluster, spec, path
+        self.opts = list(opts)
+        self.proc = None
+        self.log = log or (path.rstrip("/") + ".log")
+
+    def start(self, timeout=20):
+        os.makedirs(self.path, exist_ok=True)
+        args = [exe("cairn-fuse"), self.spec, self.path, "-f"]
+        for o in self.opts:
+            args += ["-o", o]
+        self.logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        end = time.time() + timeout
+        while time.time() < end:
+            if mounted(self.path):
+                # the mount is up once its root answers
+                try:
+                    os.stat(self.path)
+                    return self
+                except OSError:
+                    pass
+            if self.proc.poll() is not None:
+                raise ClusterError(f"cairn-fuse {self.spec} {self.path} exited with "
+                                   f"{self.proc.returncode}: {self.tail()}")
+            time.sleep(0.05)
+        raise ClusterError(f"cairn-fuse {self.spec} did not mount {self.path} in {timeout}s: "
+                           f"{self.tail()}")
+
+    def tail(self, n=2000):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        detach(self.path)
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                kill_pid(self.proc.pid, wait=2)
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        if getattr(self, "logf", None):
+            self.logf.close()
+            self.logf = None
+
+
+class Cluster:
+    """One cairnd on a loopback address, plus the volumes and mounts made
+    through it. Use as a context manager or call close()."""
+
+    def __init__(self, host="127.0.0.10", port=MGMT_PORT, root=None, prefix="st-"):
+        self.host, self.port = host, port
+        self.root = root or tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+        os.chmod(self.root, 0o755)  # unprivileged test users traverse it
+        self.workdir = os.path.join(self.root, "cairnd")
+        self.proc = None
+        self.mounts = []
+        self.volumes = {}  # name -> list of brick paths
+        self.stopped_pids = set()
+        self.extra_pids = []
+        self.extra_mounts = []
+        self.owns_root = root is None
+
+    @property
+    def remote(self):
+        return f"{self.host}:{self.port}"
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *a):
+        self.close()
+
+    # ---- cairnd ----
+    def start(self, timeout=15):
+        os.makedirs(self.workdir, exist_ok=True)
+        if port_open(self.host, self.port):
+            raise ClusterError(f"{self.remote} is already in use")
+        self.logfile = os.path.join(self.root, "cairnd.log")
+        args = [exe("cairnd"), "--foreground", "--listen", self.remote, "--workdir",
+                self.workdir, "--log-file", self.logfile, "--log-level", "DEBUG"]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                     stdout=open(self.logfile + ".out", "ab"),
+                                     stderr=subprocess.STDOUT)
+        end = time.time() + timeout
+        while time.time() < end:
+            if port_open(self.host, self.port):
+                return self
+            if self.proc.poll() is not None:
+                raise ClusterError(f"cairnd exited with {self.proc.returncode}: "
+                                   f"{self.tail(self.logfile)}{self.tail(self.logfile + '.out')}")
+            time.sleep(0.05)
+        raise ClusterError(f"cairnd did not listen on {self.remote} in {timeout}s")
+
+    @staticmethod
+    def tail(path, n=3000):
+        try:
+            with open(path, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def cli(self, *args, check=True, timeout=60):
+        """Runs `cairn --remote-host HOST:PORT args...`; returns CompletedProcess
+        (text). With check, a non-zero exit raises ClusterError."""
+        cmd = [exe("cairn"), "--remote-host", self.remote] + [str(a) for a in args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise ClusterError(f"{' '.join(cmd)} -> {r.returncode}: {r.stdout}{r.stderr}")
+        return r
+
+    # ---- volumes ----
+    def brick_path(self, name):
+        return os.path.join(self.root, name)
+
+    def create_volume(self, name, bricks=None, start=True, options=None):
+        """Creates (force) and optionally starts a volume; bricks are paths on
+        this host (default one brick <root>/<name>-brick)."""
+        bricks = bricks or [os.path.join(self.root, f"{name}-brick")]
+        for b in bricks:
+            os.makedirs(b, exist_ok=True)
+        self.volumes[name] = list(bricks)
+        self.cli("volume", "create", name, *[f"{self.host}:{b}" for b in bricks], "force")
+        for k, v in (options or {}).items():
+            self.cli("volume", "set", name, k, v)
+        if start:
+            self.cli("volume", "start", name)
+        return bricks
+
+    def stop_volume(self, name, check=True):
+        # `volume stop` asks for confirmation in GlusterFS's CLI; pass --mode=script
+        # equivalent by feeding "y" too.
+        cmd = [exe("cairn"), "--remote-host", self.remote, "volume", "stop", name]
+        r = subprocess.run(cmd, input="y\n", capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise ClusterError(f"volume stop {name} -> {r.returncode}: {r.stdout}{r.stderr}")
+        return r
+
+    def brick_status(self, name):
+        """[(host, path, port, pid)] from `cairn volume status NAME`; port/pid None when
+        the brick is offline."""
+        r = self.cli("volume", "status", name)
+        out = []
+        for line in r.stdout.splitlines():
+            m = re.match(r"^Brick\s+(\S+?):(/\S*)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
+            if m:
+                port = int(m.group(3)) if m.group(3).isdigit() else None
+                pid = int(m.group(6)) if m.group(6).isdigit() else None
+                out.append((m.group(1), m.group(2), port, pid))
+        if not out:
+            raise ClusterError(f"no brick lines in `volume status {name}`:\n{r.stdout}")
+        return out
+
+    # ---- mounts ----
+    def mount(self, volname, path, opts=(), host=None):
+        m = Mount(self, f"{host or self.remote}:/{volname}", path, opts)
+        self.mounts.append(m)
+        m.start()
+        return m
+
+    def stop_signal(self, pid):
+        """SIGSTOPs pid; close() continues it."""
+        self.stopped_pids.add(pid)
+        os.kill(pid, signal.SIGSTOP)
+
+    def cont(self, pid):
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        self.stopped_pids.discard(pid)
+
+    # ---- teardown ----
+    def close(self):
+        for pid in list(self.stopped_pids):
+            self.cont(pid)
+        for m in reversed(self.mounts):
+            try:
+                m.stop()
+            except Exception:
+                pass
+        for p in self.extra_mounts:
+            detach(p)
+        self.mounts = []
+        for name in list(self.volumes):
+            if self.proc and self.proc.poll() is None:
+                try:
+                    self.stop_volume(name, check=False)
+                except Exception:
+                    pass
+        if self.proc and self.proc.poll() is None:
+            kill_pid(self.proc.pid)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        # brick processes cairnd may have left behind: ours are identified by
+        # their brick path argument
+        for name, bricks in self.volumes.items():
+            for b in bricks:
+                for pid in pids_with_arg("--brick-path", b):
+                    kill_pid(pid)
+        for pid in self.extra_pids:
+            if alive(pid):
+                kill_pid(pid)
+        self.volumes = {}
+        if self.owns_root and os.path.isdir(self.root):
+            # never follow into a mount that failed to detach
+            still = [m for m in self._mounts_under(self.root)]
+            if not still:
+                shutil.rmtree(self.root, ignore_errors=True)
+
+    @staticmethod
+    def _mounts_under(root):
+        root = os.path.realpath(root) + "/"
+        res = []
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                mp = line.split()[4].encode().decode("unicode_escape")
+                if mp.startswith(root):
+                    res.append(mp)
+        return res
+
+
+# ---- running code as an unprivileged user ----
+
+def drop_privs(uid, gid, groups):
+    def fn():
+        os.setgroups(list(groups))
+        os.setgid(gid)
+        os.setuid(uid)
+    return fn
+
+
+_WRAP = """
+import errno, os, sys
+try:
+{body}
+    print("OK")
+except OSError as e:
+    print("ERR", errno.errorcode.get(e.errno, str(e.errno)))
+"""
+
+
+def as_user(code, uid=1000, gid=1000, groups=(1000, 2000), timeout=30, **fmt):
+    """Runs python `code` (statements; may print) as uid/gid with the
+    supplementary groups. Returns the last stdout line: "OK" or "ERR ENAME"
+    (an OSError ends it), plus everything printed before, as (last, stdout)."""
+    body = "\n".join("    " + line for line in code.strip("\n").splitlines())
+    src = _WRAP.format(body=body)
+    r = subprocess.run(["/usr/bin/python3", "-c", src], capture_output=True, text=True,
+                       timeout=timeout, preexec_fn=drop_privs(uid, gid, groups),
+                       env={"PATH": "/usr/bin:/bin", **{k: str(v) for k, v in fmt.items()}})
+    if r.returncode != 0:
+        raise AssertionError(f"as_user failed ({r.returncode}): {r.stderr}")
+    lines = r.stdout.strip().splitlines()
+    return lines[-1] if lines else "", r.stdout

@@ -1,0 +1,73 @@
+"""Fixtures for system tests on real daemons and real FUSE mounts.
+
+Session: one cairnd on 127.0.0.10, a single-brick volume `stvol`, mounted
+twice (m1, m2, with allow_other so unprivileged test users can use them).
+Each test gets its own directory on the volume (`tdir`), seen through both
+mounts. Everything is torn down by finalizers even when a test fails.
+"""
+
+import os
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cairn_cluster import Cluster  # noqa: E402
+
+HOST = "127.0.0.10"
+VOLUME = "stvol"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running test (still run in CI)")
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    c = Cluster(host=HOST, prefix="st-")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+class Vol:
+    def __init__(self, cluster, name, brick, m1, m2):
+        self.cluster, self.name, self.brick = cluster, name, brick
+        self.m1, self.m2 = m1, m2
+
+
+@pytest.fixture(scope="session")
+def vol(cluster):
+    brick = os.path.join(cluster.root, "brick")
+    cluster.create_volume(VOLUME, [brick])
+    m1 = cluster.mount(VOLUME, os.path.join(cluster.root, "m1"), opts=["allow_other"])
+    m2 = cluster.mount(VOLUME, os.path.join(cluster.root, "m2"), opts=["allow_other"])
+    os.chmod(m1.path, 0o755)
+    return Vol(cluster, VOLUME, brick, m1.path, m2.path)
+
+
+class TDir:
+    """A test's own directory: `a` through mount m1, `b` through m2, `brick`
+    on the brick."""
+
+    def __init__(self, vol, name):
+        self.vol, self.name = vol, name
+        self.a = os.path.join(vol.m1, name)
+        self.b = os.path.join(vol.m2, name)
+        self.brick = os.path.join(vol.brick, name)
+
+    def __iter__(self):
+        return iter((self.a, self.b))
+
+
+@pytest.fixture
+def tdir(vol, request):
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
+    t = TDir(vol, name)
+    os.mkdir(t.a)
+    os.chmod(t.a, 0o777)
+    return t
