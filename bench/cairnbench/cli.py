@@ -38,6 +38,8 @@ class Context:
         self.seq_mib = 256 if args.quick else 1024
         self.par_files = 500 if args.quick else 2000
         self.cairn_repo = os.path.abspath(args.cairn_repo)
+        self.cairn_build_dir = os.path.abspath(
+            args.cairn_build_dir or os.path.join(self.cairn_repo, "build"))
         self.assets = assets.Assets(self.cache_dir, self.nfiles)
         self.active = []
 
@@ -47,7 +49,8 @@ class Context:
                 "prepare_timeout": self.prepare_timeout,
                 "tree_files": self.nfiles, "seq_mib": self.seq_mib,
                 "parallel_files_per_proc": self.par_files,
-                "workdir": self.workdir, "cairn_repo": self.cairn_repo}
+                "workdir": self.workdir, "cairn_repo": self.cairn_repo,
+                "cairn_build_dir": self.cairn_build_dir}
 
 
 def parse_args(argv):
@@ -74,7 +77,11 @@ def parse_args(argv):
                     help="files in the generated tree (default 21791, "
                          "quick 5000)")
     ap.add_argument("--workdir", default="/var/tmp/cairn-bench")
-    ap.add_argument("--cairn-repo", default=REPO)
+    ap.add_argument("--cairn-repo", default=REPO,
+                    help="Cairn repository to build with make (default: "
+                         "the one holding this harness)")
+    ap.add_argument("--cairn-build-dir", default=None,
+                    help="make BUILD= directory (default <repo>/build)")
     ap.add_argument("--json", default=None, help="write raw results here")
     ap.add_argument("--markdown", default=None, help="write the table here")
     ap.add_argument("--no-install", action="store_true",
