@@ -285,7 +285,15 @@ class Cluster:
         the brick is offline."""
         r = self.cli("volume", "status", name)
         out = []
-        for line in r.stdout.splitlines():
+        lines = r.stdout.splitlines()
+        # a long process name is printed on a line of its own (GlusterFS layout)
+        joined = []
+        for line in lines:
+            if joined and re.match(r"^Brick\s+\S+$", joined[-1]) and line.startswith(" "):
+                joined[-1] += line
+            else:
+                joined.append(line)
+        for line in joined:
             m = re.match(r"^Brick\s+(\S+?):(/\S*)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
             if m:
                 port = int(m.group(3)) if m.group(3).isdigit() else None
