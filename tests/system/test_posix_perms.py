@@ -159,7 +159,8 @@ def test_setgid_directory_inheritance(tdir):
     os.chown(d, 0, 2000)
     os.chmod(d, 0o2777)
     # a file created by root and one created by uid 1000 both get group 2000
-    put(os.path.join(d, "byroot"))
+    with open(os.path.join(d, "byroot"), "wb") as f:
+        f.write(b"x")
     assert as_user(WRITE, P=os.path.join(d, "byuser"))[0] == "OK"
     os.mkdir(os.path.join(d, "subdir"))
     assert os.stat(os.path.join(d, "byroot")).st_gid == 2000
