@@ -1,0 +1,81 @@
+/* Building a client stack for a volume: the volume layout from cairnd, the
+ * protocol client layer (one per brick), and the stack on top of them.
+ *
+ * Ownership: cl_volinfo is filled by cl_volume_fetch and freed with
+ * cl_volinfo_free. A stack returned by cl_stack_build is destroyed with
+ * cl_stack_destroy, after every operation submitted to it has completed. */
+#ifndef CAIRN_CLIENT_CLIENT_H
+#define CAIRN_CLIENT_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/net.h"
+#include "../lib/options.h"
+#include "layer.h"
+
+#define CL_DEFAULT_PING_TIMEOUT_MS 10000
+
+struct cl_brickinfo {
+    struct net_addr addr; /* where the brick process listens */
+    char *path;           /* brick directory on its server */
+    char *id;
+};
+
+struct cl_volinfo {
+    char *name, *id;
+    struct cl_brickinfo *bricks;
+    int n_bricks;
+    struct opt_set opts; /* options set on the volume */
+};
+
+void cl_volinfo_free(struct cl_volinfo *v);
+
+/* Asks cairnd at mgmt for the layout of volume name (MGMT_GETVOL). On failure
+ * returns -errno and writes the reason (cairnd's TEXT when it sent one, e.g.
+ * "Volume v is not started") into err. timeout_ms bounds connect and reply. */
+int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_ms,
+                    struct cl_volinfo *out, char *err, size_t errlen);
+
+/* ---- protocol client layer (proto.c) ----
+ * One connection to one brick. Connects and handshakes (NAME, PATH,
+ * FEATURES), then sends each operation's args as one request; the reply frame
+ * becomes the op's reply. A dropped connection is re-established in the
+ * background with backoff; operations submitted meanwhile wait up to the ping
+ * timeout, then fail with -ENOTCONN. Operations in flight when the connection
+ * drops fail with -ENOTCONN (or -ETIMEDOUT if the brick stopped answering).
+ *
+ * Handles: the FH values an upper layer sees are the brick's handle tagged
+ * with the connection's generation. Brick handles die with the connection,
+ * so an operation on a handle of an earlier connection fails with -EIO
+ * (RELEASE/RELEASEDIR of one succeed, there being nothing left to close)
+ * instead of reaching whatever the new connection numbered the same. */
+struct cl_proto_params {
+    struct net_addr addr;
+    const char *volume;     /* volume name, sent in the handshake */
+    const char *brick_path; /* the brick's directory, sent in the handshake */
+    int ping_timeout_ms;    /* 0: CL_DEFAULT_PING_TIMEOUT_MS */
+};
+
+/* Creates the layer and starts its connection thread; the first connection
+ * attempt is made before returning (its failure is logged, not returned:
+ * the layer keeps trying). Returns NULL on ENOMEM. */
+struct cl_layer *cl_proto_new(const struct cl_proto_params *p);
+/* 1 when the layer currently has a working connection. */
+int cl_proto_connected(struct cl_layer *l);
+/* Number of connections made so far (a reconnect increments it). */
+uint64_t cl_proto_generation(struct cl_layer *l);
+
+/* ---- the stack (stack.c) ---- */
+struct cl_stack_params {
+    int ping_timeout_ms; /* 0: the volume's network.ping-timeout */
+};
+
+/* Builds the stack for a volume. A volume of one brick is served by its
+ * protocol client alone. Volumes of several bricks are refused with -ENOTSUP
+ * and a message in err (distribute is not written yet). */
+int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *p,
+                   struct cl_layer **out, char *err, size_t errlen);
+void cl_stack_destroy(struct cl_layer *top);
+
+#endif

@@ -1,0 +1,56 @@
+/* The inode table of a mount: FUSE node ids -> objects. The protocol is
+ * path-based, so each inode remembers its parent and name and a path is built
+ * by walking up to the root. Inodes are also hashed by gfid, so every name of
+ * a hard-linked file maps to one node id, and by (parent, name), so rename
+ * and unlink can find the child they move or detach.
+ *
+ * Counting: nlookup is the kernel's lookup count (each successful lookup,
+ * create, mknod, mkdir, symlink, link, and readdirplus entry adds one; forget
+ * subtracts). A child holds a reference on its parent. An inode is freed when
+ * both drop to zero; the root (node id 1) is never freed.
+ *
+ * Thread-safe: one lock per table. */
+#ifndef CAIRN_CLIENT_ITABLE_H
+#define CAIRN_CLIENT_ITABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../lib/gfid.h"
+
+#define CL_ROOT_ID 1
+
+struct cl_itable;
+
+struct cl_itable *cl_itable_new(void);
+void cl_itable_free(struct cl_itable *t);
+
+/* Records that name in directory parent is the object gfid, and counts one
+ * lookup of it. Returns its node id (existing or new), or 0 with -ENOMEM /
+ * -ENOENT (unknown parent) in *err. A gfid already known under another name
+ * (hard link, or a rename by another client) takes the new name. */
+uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent, const char *name, const gfid_t *g,
+                        int *err);
+/* Subtracts n lookups. */
+void cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);
+/* The path of nodeid, with "/name" appended when name is not NULL, into buf.
+ * Returns 0, -ENOENT (unknown node, or one whose name was removed),
+ * -ENAMETOOLONG. */
+int cl_itable_path(struct cl_itable *t, uint64_t nodeid, const char *name, char *buf, size_t len);
+/* The gfid of nodeid; 0 or -ENOENT. */
+int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g);
+/* After an unlink or rmdir of name in parent: the inode (if known) loses its
+ * name; it stays valid for its open handles until forgotten. */
+void cl_itable_unlink(struct cl_itable *t, uint64_t parent, const char *name);
+/* After a rename: the inode at (oldparent, oldname) takes (newparent,
+ * newname); whatever was at the target loses its name. With exchange the
+ * two swap. Moving a directory moves its subtree, whose paths are built from
+ * it. */
+void cl_itable_rename(struct cl_itable *t, uint64_t oldparent, const char *oldname,
+                      uint64_t newparent, const char *newname, int exchange);
+/* Number of inodes (including the root); for tests and statistics. */
+size_t cl_itable_count(struct cl_itable *t);
+/* The node id of name in parent, 0 if unknown; for tests. */
+uint64_t cl_itable_child(struct cl_itable *t, uint64_t parent, const char *name);
+
+#endif

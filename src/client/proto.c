@@ -1,0 +1,447 @@
+/* The protocol client layer: one brick connection, reconnected in the
+ * background, with liveness checks so a dead or stopped brick costs one
+ * timeout instead of a hang. See client.h for the contract. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/log.h"
+#include "client.h"
+
+/* FH tagging: low 40 bits the brick's handle, high 24 bits the connection
+ * generation. A brick handle that does not fit is refused (-EOVERFLOW). */
+#define FH_BITS 40
+#define FH_MASK ((1ull << FH_BITS) - 1)
+#define GEN_MASK ((1ull << (64 - FH_BITS)) - 1)
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+
+struct waiter {
+    struct waiter *next;
+    struct cl_op *op;
+    uint64_t deadline_ms;
+};
+
+struct proto {
+    struct cl_layer layer;
+    struct net_addr addr;
+    char peer[NET_HOST_MAX + 16];
+    char *volume, *brick_path;
+    int ping_ms;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct rpc_conn *conn; /* NULL while disconnected; one reference held */
+    uint64_t gen;          /* generation of conn (read by reply callbacks) */
+    struct waiter *wait_head, **wait_tail;
+    unsigned inflight; /* calls sent and not answered, on any connection */
+    int stopping;
+    int thread_started;
+    pthread_t thread;
+    uint64_t backoff_ms, next_try_ms, last_ping_ms;
+};
+
+static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
+{
+    struct proto *p = ctx;
+    pthread_mutex_lock(&p->lock);
+    if (p->conn == c) {
+        p->conn = NULL;
+        rpc_conn_put(c);
+        log_warn("disconnected from brick %s:%s (%s)", p->peer, p->brick_path,
+                 reason ? strerror(-reason) : "closed by the brick");
+    }
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static const struct rpc_conn_ops conn_ops = {.closed_cb = closed_cb};
+
+static int op_has_fh(const struct cl_op *op)
+{
+    return rpc_has(&op->args, RPC_T_FH);
+}
+
+static int op_returns_fh(unsigned opcode)
+{
+    return opcode == RPC_OP_OPEN || opcode == RPC_OP_CREATE || opcode == RPC_OP_OPENDIR;
+}
+
+/* Per-call state, so the reply can be tagged with its connection's
+ * generation and the in-flight count kept. */
+struct call {
+    struct proto *p;
+    struct cl_op *op;
+    uint64_t gen;
+};
+
+static void call_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    struct call *k = arg;
+    struct proto *p = k->p;
+    struct cl_op *op = k->op;
+    uint64_t gen = k->gen;
+    free(k);
+    __atomic_sub_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
+    if (reply)
+        *take = 1;
+    if (status == 0 && reply && op_returns_fh(op->args.op)) {
+        if (!rpc_has(&reply->msg, RPC_T_FH)) {
+            status = -EPROTO;
+        } else if (reply->msg.fh > FH_MASK) {
+            log_error("brick %s returned handle %llu, too large to tag", p->peer,
+                      (unsigned long long)reply->msg.fh);
+            status = -EOVERFLOW;
+        } else {
+            reply->msg.fh |= (gen & GEN_MASK) << FH_BITS;
+        }
+    }
+    cl_op_complete(op, status, reply);
+}
+
+/* Sends op on conn (a reference the caller holds). Returns 0 when the op is
+ * on its way (its completion will come from the connection), or -ENOTCONN
+ * when the connection is already closed (op not completed). */
+static int send_op(struct proto *p, struct rpc_conn *conn, uint64_t gen, struct cl_op *op)
+{
+    struct rpc_msg m = op->args;
+    if (op_has_fh(op)) {
+        uint64_t fgen = op->args.fh >> FH_BITS;
+        if (fgen != (gen & GEN_MASK)) {
+            int stale_close = op->args.op == RPC_OP_RELEASE || op->args.op == RPC_OP_RELEASEDIR;
+            cl_op_complete(op, stale_close ? 0 : -EIO, NULL);
+            return 0;
+        }
+        m.fh = op->args.fh & FH_MASK;
+    }
+    struct call *k = malloc(sizeof(*k));
+    if (!k) {
+        cl_op_complete(op, -ENOMEM, NULL);
+        return 0;
+    }
+    k->p = p;
+    k->op = op;
+    k->gen = gen;
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    rpc_msg_encode(&m, &b);
+    if (b.err) {
+        rpc_buf_free(&b);
+        free(k);
+        cl_op_complete(op, -ENOMEM, NULL);
+        return 0;
+    }
+    __atomic_add_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
+    int rc = rpc_conn_call(conn, (uint16_t)op->args.op, &b, call_cb, k);
+    rpc_buf_free(&b);
+    if (rc < 0) {
+        __atomic_sub_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
+        free(k);
+        if (rc == -ENOTCONN)
+            return rc;
+        cl_op_complete(op, rc, NULL);
+    }
+    return 0;
+}
+
+static int enqueue_waiter(struct proto *p, struct cl_op *op)
+{
+    struct waiter *w = malloc(sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->op = op;
+    w->next = NULL;
+    w->deadline_ms = net_now_ms() + (uint64_t)p->ping_ms;
+    *p->wait_tail = w;
+    p->wait_tail = &w->next;
+    pthread_cond_broadcast(&p->cond);
+    return 0;
+}
+
+static void proto_submit(struct cl_layer *self, struct cl_op *op)
+{
+    struct proto *p = self->priv;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        struct rpc_conn *c = p->conn;
+        uint64_t gen = p->gen;
+        if (!c || p->stopping) {
+            int rc = p->stopping ? -ENOTCONN : enqueue_waiter(p, op);
+            pthread_mutex_unlock(&p->lock);
+            if (rc < 0)
+                cl_op_complete(op, rc, NULL);
+            return;
+        }
+        rpc_conn_get(c);
+        pthread_mutex_unlock(&p->lock);
+        int rc = send_op(p, c, gen, op);
+        if (rc == -ENOTCONN) {
+            /* Closed under us: make sure the layer knows, then wait. */
+            pthread_mutex_lock(&p->lock);
+            if (p->conn == c) {
+                p->conn = NULL;
+                rpc_conn_put(c);
+            }
+            pthread_mutex_unlock(&p->lock);
+            rpc_conn_put(c);
+            continue;
+        }
+        rpc_conn_put(c);
+        return;
+    }
+}
+
+/* Connects and handshakes; returns a started connection or NULL. */
+static struct rpc_conn *try_connect(struct proto *p)
+{
+    int tmo = p->ping_ms < 5000 ? p->ping_ms : 5000;
+    int fd = net_connect(&p->addr, tmo);
+    if (fd < 0) {
+        log_debug("connecting to brick %s: %s", p->peer, strerror(-fd));
+        return NULL;
+    }
+    struct rpc_conn *c = rpc_conn_new(fd, &conn_ops, p, p->peer);
+    if (!c)
+        return NULL;
+    if (rpc_conn_start(c) < 0) {
+        rpc_conn_put(c);
+        return NULL;
+    }
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    rpc_put_str(&b, RPC_T_NAME, p->volume);
+    rpc_put_str(&b, RPC_T_PATH, p->brick_path);
+    rpc_put_u64(&b, RPC_T_FEATURES, 0);
+    struct rpc_frame *reply = NULL;
+    int rc = rpc_conn_call_sync(c, RPC_OP_HANDSHAKE, &b, &reply, p->ping_ms);
+    rpc_buf_free(&b);
+    if (rc < 0) {
+        char text[256] = "";
+        if (reply && rpc_has(&reply->msg, RPC_T_TEXT))
+            rpc_bytes_str(&reply->msg.text, text, sizeof(text));
+        log_warn("handshake with brick %s:%s failed: %s%s%s", p->peer, p->brick_path, strerror(-rc),
+                 *text ? ": " : "", text);
+        rpc_frame_free(reply);
+        /* closed_cb must not take this connection for the layer's. */
+        rpc_conn_close(c, -ENOTCONN);
+        rpc_conn_put(c);
+        return NULL;
+    }
+    rpc_frame_free(reply);
+    return c;
+}
+
+/* Takes the expired waiters (or all of them when all is set) off the queue,
+ * under the lock; the caller fails them outside it. */
+static struct waiter *take_waiters(struct proto *p, uint64_t now, int all)
+{
+    struct waiter *out = NULL, **op = &out, **pp = &p->wait_head;
+    while (*pp) {
+        struct waiter *w = *pp;
+        if (all || w->deadline_ms <= now) {
+            *pp = w->next;
+            w->next = NULL;
+            *op = w;
+            op = &w->next;
+        } else {
+            pp = &w->next;
+        }
+    }
+    p->wait_tail = pp;
+    return out;
+}
+
+static void fail_waiters(struct waiter *w, int status)
+{
+    while (w) {
+        struct waiter *n = w->next;
+        cl_op_complete(w->op, status, NULL);
+        free(w);
+        w = n;
+    }
+}
+
+static void connected(struct proto *p, struct rpc_conn *c)
+{
+    pthread_mutex_lock(&p->lock);
+    p->conn = c;
+    p->gen++;
+    uint64_t gen = p->gen;
+    struct waiter *w = take_waiters(p, 0, 1);
+    rpc_conn_get(c);
+    pthread_mutex_unlock(&p->lock);
+    log_info("connected to brick %s:%s (connection %llu)", p->peer, p->brick_path,
+             (unsigned long long)gen);
+    while (w) {
+        struct waiter *n = w->next;
+        if (send_op(p, c, gen, w->op) == -ENOTCONN)
+            cl_op_complete(w->op, -ENOTCONN, NULL);
+        free(w);
+        w = n;
+    }
+    rpc_conn_put(c);
+}
+
+static void *proto_thread(void *arg)
+{
+    struct proto *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->stopping) {
+        uint64_t now = net_now_ms();
+        struct rpc_conn *c = p->conn;
+        if (!c && now >= p->next_try_ms) {
+            pthread_mutex_unlock(&p->lock);
+            struct rpc_conn *nc = try_connect(p);
+            now = net_now_ms();
+            pthread_mutex_lock(&p->lock);
+            if (nc && !p->stopping) {
+                p->backoff_ms = BACKOFF_MIN_MS;
+                pthread_mutex_unlock(&p->lock);
+                connected(p, nc);
+                pthread_mutex_lock(&p->lock);
+            } else {
+                if (nc) {
+                    rpc_conn_close(nc, -ENOTCONN);
+                    rpc_conn_put(nc);
+                }
+                p->next_try_ms = now + p->backoff_ms;
+                p->backoff_ms =
+                    p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->backoff_ms * 2;
+            }
+            continue;
+        }
+        if (c) {
+            rpc_conn_get(c);
+            uint64_t idle = (uint64_t)p->ping_ms / 3;
+            int ping =
+                __atomic_load_n(&p->inflight, __ATOMIC_RELAXED) && now - p->last_ping_ms >= idle;
+            if (ping)
+                p->last_ping_ms = now;
+            pthread_mutex_unlock(&p->lock);
+            /* rpc_conn_tick pings only an idle connection; a call that
+             * legitimately waits long (a blocked SETLKW) must not look like
+             * a dead brick, so keep pinging while calls are pending: a live
+             * brick answers pings from its reader thread. */
+            if (ping)
+                rpc_conn_call(c, RPC_OP_PING, NULL, NULL, NULL);
+            rpc_conn_tick(c, now, idle, (uint64_t)p->ping_ms);
+            rpc_conn_put(c);
+            pthread_mutex_lock(&p->lock);
+        }
+        struct waiter *expired = take_waiters(p, now, 0);
+        if (expired) {
+            pthread_mutex_unlock(&p->lock);
+            fail_waiters(expired, -ENOTCONN);
+            pthread_mutex_lock(&p->lock);
+        }
+        /* Sleep until the next tick, a reconnect attempt, or a wake-up. */
+        uint64_t sleep_ms = 250;
+        if (!p->conn && p->next_try_ms > now && p->next_try_ms - now < sleep_ms)
+            sleep_ms = p->next_try_ms - now;
+        if (!p->conn && p->next_try_ms <= now)
+            continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += (time_t)(sleep_ms / 1000);
+        ts.tv_nsec += (long)(sleep_ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void proto_destroy(struct cl_layer *self)
+{
+    struct proto *p = self->priv;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    struct rpc_conn *c = p->conn;
+    p->conn = NULL;
+    struct waiter *w = take_waiters(p, 0, 1);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    fail_waiters(w, -ENOTCONN);
+    if (p->thread_started)
+        pthread_join(p->thread, NULL);
+    if (c) {
+        rpc_conn_close(c, -ENOTCONN);
+        rpc_conn_put(c);
+    }
+    /* In-flight calls reference p; wait for their callbacks (the reader
+     * thread fails them on close). */
+    for (int i = 0; i < 5000 && __atomic_load_n(&p->inflight, __ATOMIC_RELAXED); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    free(p->volume);
+    free(p->brick_path);
+    free(p);
+}
+
+struct cl_layer *cl_proto_new(const struct cl_proto_params *params)
+{
+    struct proto *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->addr = params->addr;
+    net_format_addr(&p->addr, p->peer, sizeof(p->peer));
+    p->volume = strdup(params->volume ? params->volume : "");
+    p->brick_path = strdup(params->brick_path ? params->brick_path : "");
+    if (!p->volume || !p->brick_path) {
+        free(p->volume);
+        free(p->brick_path);
+        free(p);
+        return NULL;
+    }
+    p->ping_ms = params->ping_timeout_ms > 0 ? params->ping_timeout_ms : CL_DEFAULT_PING_TIMEOUT_MS;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    p->wait_tail = &p->wait_head;
+    p->backoff_ms = BACKOFF_MIN_MS;
+    p->layer.name = "protocol/client";
+    p->layer.submit = proto_submit;
+    p->layer.destroy = proto_destroy;
+    p->layer.priv = p;
+
+    struct rpc_conn *c = try_connect(p);
+    if (c)
+        connected(p, c);
+    else
+        log_warn("brick %s:%s is not reachable yet; will keep trying", p->peer, p->brick_path);
+    if (pthread_create(&p->thread, NULL, proto_thread, p) == 0)
+        p->thread_started = 1;
+    else
+        log_error("cannot start the connection thread for brick %s", p->peer);
+    return &p->layer;
+}
+
+int cl_proto_connected(struct cl_layer *l)
+{
+    struct proto *p = l->priv;
+    pthread_mutex_lock(&p->lock);
+    int r = p->conn != NULL;
+    pthread_mutex_unlock(&p->lock);
+    return r;
+}
+
+uint64_t cl_proto_generation(struct cl_layer *l)
+{
+    struct proto *p = l->priv;
+    pthread_mutex_lock(&p->lock);
+    uint64_t g = p->gen;
+    pthread_mutex_unlock(&p->lock);
+    return g;
+}

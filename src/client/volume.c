@@ -1,0 +1,144 @@
+/* Fetching a volume's layout from cairnd (MGMT_GETVOL). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "client.h"
+
+void cl_volinfo_free(struct cl_volinfo *v)
+{
+    if (!v)
+        return;
+    for (int i = 0; i < v->n_bricks; i++) {
+        free(v->bricks[i].path);
+        free(v->bricks[i].id);
+    }
+    free(v->bricks);
+    free(v->name);
+    free(v->id);
+    opt_set_free(&v->opts);
+    memset(v, 0, sizeof(*v));
+}
+
+static char *dup_bytes(const struct rpc_bytes *b)
+{
+    char *s = malloc((size_t)b->len + 1);
+    if (s) {
+        memcpy(s, b->p, b->len);
+        s[b->len] = 0;
+    }
+    return s;
+}
+
+static int parse_brick(const struct rpc_field *f, struct cl_brickinfo *b)
+{
+    struct rpc_msg m;
+    if (rpc_msg_decode(f->val, f->len, &m, NULL) < 0 || !rpc_has(&m, RPC_T_HOST) ||
+        !rpc_has(&m, RPC_T_PORT) || !rpc_has(&m, RPC_T_PATH) || m.port == 0 || m.port > 65535)
+        return -EPROTO;
+    if (rpc_bytes_str(&m.host, b->addr.host, sizeof(b->addr.host)) < 0)
+        return -EPROTO;
+    b->addr.port = (uint16_t)m.port;
+    b->path = dup_bytes(&m.path);
+    b->id = rpc_has(&m, RPC_T_ID) ? dup_bytes(&m.id) : strdup("");
+    return b->path && b->id ? 0 : -ENOMEM;
+}
+
+static int parse_option(const struct rpc_field *f, struct opt_set *s)
+{
+    struct rpc_msg m;
+    char name[256], value[4096];
+    if (rpc_msg_decode(f->val, f->len, &m, NULL) < 0 || !rpc_has(&m, RPC_T_NAME) ||
+        !rpc_has(&m, RPC_T_DATA) || rpc_bytes_str(&m.name, name, sizeof(name)) < 0 ||
+        rpc_bytes_str(&m.data, value, sizeof(value)) < 0 || memchr(value, 0, m.data.len))
+        return -EPROTO;
+    return opt_set_put(s, name, value);
+}
+
+static int parse_layout(const struct rpc_frame *r, struct cl_volinfo *v)
+{
+    const struct rpc_msg *m = &r->msg;
+    if (!rpc_has(m, RPC_T_NAME) || m->n_brick == 0)
+        return -EPROTO;
+    v->name = dup_bytes(&m->name);
+    v->id = rpc_has(m, RPC_T_ID) ? dup_bytes(&m->id) : strdup("");
+    v->bricks = calloc(m->n_brick, sizeof(*v->bricks));
+    if (!v->name || !v->id || !v->bricks)
+        return -ENOMEM;
+    struct rpc_iter it;
+    struct rpc_field f;
+    int rc;
+    rpc_iter_init(&it, r->body, r->hdr.body_len);
+    while ((rc = rpc_iter_next(&it, &f)) > 0) {
+        if (f.tag == RPC_T_BRICK) {
+            if ((uint32_t)v->n_bricks >= m->n_brick)
+                return -EPROTO;
+            rc = parse_brick(&f, &v->bricks[v->n_bricks]);
+            v->n_bricks++;
+        } else if (f.tag == RPC_T_OPTION) {
+            rc = parse_option(&f, &v->opts);
+        } else {
+            rc = 0;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return rc < 0 ? -EPROTO : 0;
+}
+
+int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_ms,
+                    struct cl_volinfo *out, char *err, size_t errlen)
+{
+    char peer[NET_HOST_MAX + 16];
+    net_format_addr(mgmt, peer, sizeof(peer));
+    memset(out, 0, sizeof(*out));
+    int fd = net_connect(mgmt, timeout_ms);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot connect to cairnd at %s: %s", peer, strerror(-fd));
+        return fd;
+    }
+    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, peer);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = rpc_conn_start(c);
+    if (rc < 0) {
+        rpc_conn_put(c);
+        snprintf(err, errlen, "cannot start a connection thread: %s", strerror(-rc));
+        return rc;
+    }
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    rpc_put_str(&b, RPC_T_NAME, name);
+    struct rpc_frame *reply = NULL;
+    rc = rpc_conn_call_sync(c, RPC_OP_MGMT_GETVOL, &b, &reply, timeout_ms);
+    rpc_buf_free(&b);
+    if (rc < 0) {
+        if (reply && rpc_has(&reply->msg, RPC_T_TEXT)) {
+            size_t n = reply->msg.text.len < errlen - 1 ? reply->msg.text.len : errlen - 1;
+            memcpy(err, reply->msg.text.p, n);
+            err[n] = 0;
+        } else if (rc == -ETIMEDOUT) {
+            snprintf(err, errlen, "no answer from cairnd at %s", peer);
+        } else if (rc == -ENOTCONN) {
+            snprintf(err, errlen, "cairnd at %s closed the connection", peer);
+        } else {
+            snprintf(err, errlen, "getting volume %s from %s failed: %s", name, peer,
+                     strerror(-rc));
+        }
+        goto out;
+    }
+    rc = parse_layout(reply, out);
+    if (rc < 0) {
+        snprintf(err, errlen, "cairnd at %s sent a malformed layout of volume %s", peer, name);
+        cl_volinfo_free(out);
+    }
+out:
+    rpc_frame_free(reply);
+    rpc_conn_close(c, -ENOTCONN);
+    rpc_conn_put(c);
+    return rc;
+}

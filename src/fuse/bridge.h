@@ -1,0 +1,141 @@
+/* The FUSE bridge: libfuse low-level handlers that turn each request into an
+ * operation on the client stack and answer from its completion.
+ *
+ * Every handler allocates a struct fop, fills its cl_op, and submits it; the
+ * op's done callback replies to the kernel and frees the fop. Nothing blocks
+ * a FUSE worker thread on the network. */
+#ifndef CAIRN_FUSE_BRIDGE_H
+#define CAIRN_FUSE_BRIDGE_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdint.h>
+
+#include "../client/client.h"
+#include "../client/itable.h"
+
+/* Mount configuration (options.c). */
+struct cf_config {
+    struct net_addr server;
+    char volume[256];
+    char mountpoint[PATH_MAX];
+    char fsname[NET_HOST_MAX + 300];
+    char log_file[PATH_MAX];
+    int log_level;        /* -1: the volume's diagnostics.client-log-level */
+    int ping_timeout_ms;  /* 0: the volume's network.ping-timeout */
+    double attr_timeout;  /* < 0: the volume's client.attribute-timeout */
+    double entry_timeout; /* < 0: the volume's client.entry-timeout */
+    int foreground, debug, read_only;
+    char fuse_opts[4096]; /* options passed through to libfuse, comma-separated */
+};
+
+/* Parses the command line; on a usage error prints it and returns -EINVAL. */
+int cf_parse_args(int argc, char **argv, struct cf_config *cfg);
+
+/* State of one mount, the session's userdata. */
+struct cf {
+    struct cl_layer *stack;
+    struct cl_itable *it;
+    double attr_timeout, entry_timeout;
+};
+
+struct fop {
+    struct cl_op op;
+    fuse_req_t req;
+    struct cf *cf;
+    uint64_t parent, parent2; /* for entry replies and table updates */
+    uint32_t flags;
+    size_t size, pos; /* reply buffer size and fill (read, readdir) */
+    uint64_t off;     /* readdir: the kernel offset asked for */
+    struct fuse_file_info fi;
+    void *data; /* owned copy of write data, xattr value */
+    char name[NAME_MAX + 1], name2[NAME_MAX + 1];
+    char path[PATH_MAX], path2[PATH_MAX];
+};
+
+/* Allocates a fop for req with opcode and completion callback; on ENOMEM
+ * replies to req itself and returns NULL. */
+struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done);
+void fop_free(struct fop *f);
+/* Sets PATH to the path of ino (plus "/name" when name is not NULL; the name
+ * is copied into f->name). Returns 0 or -errno. */
+int fop_path(struct fop *f, fuse_ino_t ino, const char *name);
+/* Sets PATH2 to newparent's path plus "/name2" (copied into f->name2). */
+int fop_path2(struct fop *f, fuse_ino_t ino, const char *name);
+/* Submits to the stack (the reply comes from done). */
+void fop_submit(struct fop *f);
+/* Replies with -status (transport failures as ENOTCONN) and frees f. */
+void fop_fail(struct fop *f, int status);
+/* Caller identity for operations that create objects. */
+void fop_set_creator(struct fop *f, int with_umask);
+/* Fills a FUSE entry from a reply's ATTR, counting one lookup of
+ * (f->parent, f->name). Returns 0 or -errno. */
+int fop_entry(struct fop *f, struct fuse_entry_param *e);
+int fop_errno(int status);
+/* Closes a handle the kernel never learned about (an interrupted open);
+ * asynchronous, so completion threads may call it. */
+void fop_release_orphan(struct cf *cf, uint16_t opcode, uint64_t fh);
+#define FOP_FAIL(f, status)                                                                        \
+    do {                                                                                           \
+        fop_fail((f), (status));                                                                   \
+        return;                                                                                    \
+    } while (0)
+
+/* Generic completions: reply nothing but success/errno; reply the ATTR; reply
+ * an entry from ATTR. All free the fop. */
+void fop_done_err_cb(struct cl_op *op);
+void fop_done_attr_cb(struct cl_op *op);
+void fop_done_entry_cb(struct cl_op *op);
+
+/* Handlers (ops_*.c). */
+void cf_init(void *userdata, struct fuse_conn_info *conn);
+void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void cf_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void cf_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                struct fuse_file_info *fi);
+void cf_readlink(fuse_req_t req, fuse_ino_t ino);
+void cf_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void cf_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void cf_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void cf_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+               const char *newname, unsigned int flags);
+void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void cf_statfs(fuse_req_t req, fuse_ino_t ino);
+
+void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi);
+void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+              struct fuse_file_info *fi);
+void cf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void cf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                  struct fuse_file_info *fi);
+void cf_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
+
+void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void cf_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi);
+void cf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+
+void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                 int flags);
+void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+void cf_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock);
+void cf_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
+              int sleep);
+void cf_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op);
+
+#endif

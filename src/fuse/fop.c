@@ -1,0 +1,176 @@
+/* Shared plumbing of the FUSE handlers: request state, paths, replies. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done)
+{
+    struct fop *f = malloc(sizeof(*f));
+    if (!f) {
+        fuse_reply_err(req, ENOMEM);
+        return NULL;
+    }
+    cl_op_init(&f->op, opcode, done, f);
+    f->req = req;
+    f->cf = fuse_req_userdata(req);
+    f->parent = f->parent2 = 0;
+    f->flags = 0;
+    f->size = 0;
+    f->data = NULL;
+    f->name[0] = f->name2[0] = 0;
+    return f;
+}
+
+void fop_free(struct fop *f)
+{
+    cl_op_release(&f->op);
+    free(f->data);
+    free(f);
+}
+
+static int copy_name(char *dst, const char *name)
+{
+    size_t l = strlen(name);
+    if (l > NAME_MAX)
+        return -ENAMETOOLONG;
+    memcpy(dst, name, l + 1);
+    return 0;
+}
+
+int fop_path(struct fop *f, fuse_ino_t ino, const char *name)
+{
+    int rc;
+    if (name && (rc = copy_name(f->name, name)) < 0)
+        return rc;
+    rc = cl_itable_path(f->cf->it, ino, name ? f->name : NULL, f->path, sizeof(f->path));
+    if (rc < 0)
+        return rc;
+    rpc_set_str(&f->op.args, RPC_T_PATH, &f->op.args.path, f->path);
+    return 0;
+}
+
+int fop_path2(struct fop *f, fuse_ino_t ino, const char *name)
+{
+    int rc = copy_name(f->name2, name);
+    if (rc < 0)
+        return rc;
+    rc = cl_itable_path(f->cf->it, ino, f->name2, f->path2, sizeof(f->path2));
+    if (rc < 0)
+        return rc;
+    rpc_set_str(&f->op.args, RPC_T_PATH2, &f->op.args.path2, f->path2);
+    return 0;
+}
+
+void fop_submit(struct fop *f)
+{
+    cl_submit(f->cf->stack, &f->op);
+}
+
+int fop_errno(int status)
+{
+    if (status >= 0)
+        return 0;
+    /* The brick being unreachable or silent reads as GlusterFS's
+     * "Transport endpoint is not connected". */
+    if (status == -ETIMEDOUT)
+        return ENOTCONN;
+    if (status < -4095)
+        return EIO;
+    return -status;
+}
+
+void fop_fail(struct fop *f, int status)
+{
+    fuse_reply_err(f->req, fop_errno(status));
+    fop_free(f);
+}
+
+void fop_set_creator(struct fop *f, int with_umask)
+{
+    const struct fuse_ctx *c = fuse_req_ctx(f->req);
+    RPC_SET(&f->op.args, uid, RPC_T_UID, c->uid);
+    RPC_SET(&f->op.args, gid, RPC_T_GID, c->gid);
+    RPC_SET(&f->op.args, pid, RPC_T_PID, (uint64_t)c->pid);
+    if (with_umask)
+        RPC_SET(&f->op.args, umask, RPC_T_UMASK, c->umask);
+}
+
+int fop_entry(struct fop *f, struct fuse_entry_param *e)
+{
+    const struct rpc_msg *m = &f->op.reply->msg;
+    if (!rpc_has(m, RPC_T_ATTR))
+        return -EPROTO;
+    memset(e, 0, sizeof(*e));
+    int err;
+    e->ino = cl_itable_link(f->cf->it, f->parent, f->name, &m->attr.gfid, &err);
+    if (!e->ino)
+        return err;
+    rpc_attr_to_stat(&m->attr, &e->attr);
+    e->attr_timeout = f->cf->attr_timeout;
+    e->entry_timeout = f->cf->entry_timeout;
+    return 0;
+}
+
+void fop_done_err_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    fuse_reply_err(f->req, fop_errno(op->status));
+    fop_free(f);
+}
+
+void fop_done_attr_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0) {
+        fop_fail(f, op->status);
+        return;
+    }
+    if (!rpc_has(&op->reply->msg, RPC_T_ATTR)) {
+        fop_fail(f, -EPROTO);
+        return;
+    }
+    struct stat st;
+    rpc_attr_to_stat(&op->reply->msg.attr, &st);
+    fuse_reply_attr(f->req, &st, f->cf->attr_timeout);
+    fop_free(f);
+}
+
+void fop_done_entry_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0) {
+        fop_fail(f, op->status);
+        return;
+    }
+    struct fuse_entry_param e;
+    int rc = fop_entry(f, &e);
+    if (rc < 0) {
+        fop_fail(f, rc);
+        return;
+    }
+    /* An interrupted request never reaches the kernel: undo its lookup. */
+    if (fuse_reply_entry(f->req, &e) != 0)
+        cl_itable_forget(f->cf->it, e.ino, 1);
+    fop_free(f);
+}
+
+static void orphan_done_cb(struct cl_op *op)
+{
+    cl_op_release(op);
+    free(op);
+}
+
+/* Closes a handle the kernel never learned about (interrupted open). Runs on
+ * completion threads, so it must not wait. */
+void fop_release_orphan(struct cf *cf, uint16_t opcode, uint64_t fh)
+{
+    struct cl_op *op = malloc(sizeof(*op));
+    if (!op)
+        return;
+    cl_op_init(op, opcode, orphan_done_cb, NULL);
+    RPC_SET(&op->args, fh, RPC_T_FH, fh);
+    cl_submit(cf->stack, op);
+}

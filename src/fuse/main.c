@@ -1,0 +1,198 @@
+/* cairn-fuse: mounts a Cairn volume through FUSE.
+ *
+ * Order matters: the volume is fetched (a stopped or unknown volume fails
+ * here, on stderr, with exit status 1) and the mount is made before the
+ * process daemonizes, so `mount` returns only when the mount exists. Brick
+ * connections are made after daemonizing, since threads do not survive
+ * fork(). SIGTERM/SIGINT/SIGHUP end the session and unmount. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+#define FETCH_TIMEOUT_MS 10000
+#define MAX_IO (1u << 20)
+
+void cf_init(void *userdata, struct fuse_conn_info *conn)
+{
+    unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS |
+                    FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_DONT_MASK | FUSE_CAP_READDIRPLUS |
+                    FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_POSIX_ACL | FUSE_CAP_ASYNC_DIO;
+    conn->want |= want & conn->capable;
+    /* Kept off on purpose. WRITEBACK_CACHE: two mounts would stop seeing
+     * each other's writes. HANDLE_KILLPRIV: the brick writes as root, which
+     * keeps set-id bits, so the kernel must clear them itself. */
+    conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV);
+    conn->max_write = MAX_IO;
+    conn->max_read = 0;
+    conn->max_readahead = MAX_IO < conn->max_readahead ? conn->max_readahead : MAX_IO;
+    conn->time_gran = 1;
+    log_info("FUSE protocol %u.%u, capabilities 0x%x of 0x%x", conn->proto_major, conn->proto_minor,
+             conn->want, conn->capable);
+}
+
+static const struct fuse_lowlevel_ops cf_ops = {
+    .init = cf_init,
+    .lookup = cf_lookup,
+    .forget = cf_forget,
+    .forget_multi = cf_forget_multi,
+    .getattr = cf_getattr,
+    .setattr = cf_setattr,
+    .readlink = cf_readlink,
+    .mknod = cf_mknod,
+    .mkdir = cf_mkdir,
+    .unlink = cf_unlink,
+    .rmdir = cf_rmdir,
+    .symlink = cf_symlink,
+    .rename = cf_rename,
+    .link = cf_link,
+    .open = cf_open,
+    .read = cf_read,
+    .write = cf_write,
+    .flush = cf_flush,
+    .release = cf_release,
+    .fsync = cf_fsync,
+    .opendir = cf_opendir,
+    .readdir = cf_readdir,
+    .releasedir = cf_releasedir,
+    .fsyncdir = cf_fsyncdir,
+    .statfs = cf_statfs,
+    .setxattr = cf_setxattr,
+    .getxattr = cf_getxattr,
+    .listxattr = cf_listxattr,
+    .removexattr = cf_removexattr,
+    .create = cf_create,
+    .getlk = cf_getlk,
+    .setlk = cf_setlk,
+    .flock = cf_flock,
+    .fallocate = cf_fallocate,
+    .readdirplus = cf_readdirplus,
+    .lseek = cf_lseek,
+};
+
+/* /var/log/cairn/<mountpoint with '/' as '-'>.log, as GlusterFS names it. */
+static void default_log_path(const struct cf_config *cfg, char *out, size_t len)
+{
+    char name[PATH_MAX - 32];
+    const char *m = cfg->mountpoint[1] ? cfg->mountpoint + 1 : "root";
+    size_t i = 0;
+    for (; m[i] && i + 1 < sizeof(name); i++)
+        name[i] = m[i] == '/' ? '-' : m[i];
+    name[i] = 0;
+    snprintf(out, len, "/var/log/cairn/%s.log", name);
+}
+
+static int open_log(const struct cf_config *cfg)
+{
+    char path[PATH_MAX + 32];
+    if (cfg->log_file[0]) {
+        snprintf(path, sizeof(path), "%s", cfg->log_file);
+    } else if (cfg->foreground) {
+        return 0; /* stderr */
+    } else {
+        default_log_path(cfg, path, sizeof(path));
+        mkdir("/var/log/cairn", 0755);
+    }
+    int rc = log_open(path);
+    if (rc < 0)
+        fprintf(stderr, "cairn-fuse: cannot open log file %s: %s\n", path, strerror(-rc));
+    return rc;
+}
+
+static double pick_timeout(double set, const struct cl_volinfo *v, const char *opt)
+{
+    return set >= 0 ? set : (double)opt_int(&v->opts, opt);
+}
+
+int main(int argc, char **argv)
+{
+    struct cf_config cfg;
+    struct cl_volinfo vol;
+    struct cf cf = {0};
+    struct fuse_session *se = NULL;
+    char err[512];
+    int rc, status = 1;
+
+    log_init("cairn-fuse", LOG_INFO);
+    if (cf_parse_args(argc, argv, &cfg) < 0)
+        return 1;
+    rc = cl_volume_fetch(&cfg.server, cfg.volume, FETCH_TIMEOUT_MS, &vol, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "cairn-fuse: %s\n", err);
+        return 1;
+    }
+    if (vol.n_bricks != 1) {
+        fprintf(stderr,
+                "cairn-fuse: volume %s has %d bricks; this client mounts single-brick volumes "
+                "only (distribute is not implemented yet)\n",
+                vol.name, vol.n_bricks);
+        goto out_vol;
+    }
+    int level = cfg.log_level >= 0
+                    ? cfg.log_level
+                    : log_parse_level(opt_value(&vol.opts, "diagnostics.client-log-level"));
+    log_set_level(level >= 0 ? (enum log_level)level : LOG_INFO);
+    cf.attr_timeout = pick_timeout(cfg.attr_timeout, &vol, "client.attribute-timeout");
+    cf.entry_timeout = pick_timeout(cfg.entry_timeout, &vol, "client.entry-timeout");
+    if (!(cf.it = cl_itable_new())) {
+        fprintf(stderr, "cairn-fuse: out of memory\n");
+        goto out_vol;
+    }
+
+    char opts[sizeof(cfg.fuse_opts) + sizeof(cfg.fsname) + 64];
+    snprintf(opts, sizeof(opts), "default_permissions,fsname=%s,subtype=cairn%s%s", cfg.fsname,
+             cfg.fuse_opts[0] ? "," : "", cfg.fuse_opts);
+    char *fargv[] = {argv[0], "-o", opts, cfg.debug ? "-d" : NULL, NULL};
+    struct fuse_args args = FUSE_ARGS_INIT(cfg.debug ? 4 : 3, fargv);
+    se = fuse_session_new(&args, &cf_ops, sizeof(cf_ops), &cf);
+    if (!se) {
+        fprintf(stderr, "cairn-fuse: bad FUSE options: %s\n", opts);
+        goto out_it;
+    }
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out_se;
+    if (fuse_session_mount(se, cfg.mountpoint) != 0) {
+        fprintf(stderr, "cairn-fuse: mounting %s on %s failed\n", cfg.fsname, cfg.mountpoint);
+        goto out_sig;
+    }
+    if (open_log(&cfg) < 0)
+        goto out_unmount;
+    log_info("mounting %s (volume %s, %s:%d%s) on %s", cfg.fsname, vol.name,
+             vol.bricks[0].addr.host, vol.bricks[0].addr.port, vol.bricks[0].path, cfg.mountpoint);
+    if (fuse_daemonize(cfg.foreground) != 0)
+        goto out_unmount;
+
+    struct cl_stack_params sp = {.ping_timeout_ms = cfg.ping_timeout_ms};
+    rc = cl_stack_build(&vol, &sp, &cf.stack, err, sizeof(err));
+    if (rc < 0) {
+        log_error("%s", err);
+        goto out_unmount;
+    }
+    struct fuse_loop_config *lc = fuse_loop_cfg_create();
+    if (!lc)
+        goto out_stack;
+    fuse_loop_cfg_set_max_threads(lc, 16);
+    fuse_loop_cfg_set_clone_fd(lc, 1);
+    rc = fuse_session_loop_mt(se, lc);
+    fuse_loop_cfg_destroy(lc);
+    status = rc == 0 ? 0 : 1;
+    log_info("unmounting %s", cfg.mountpoint);
+out_stack:
+    cl_stack_destroy(cf.stack);
+out_unmount:
+    fuse_session_unmount(se);
+out_sig:
+    fuse_remove_signal_handlers(se);
+out_se:
+    fuse_session_destroy(se);
+out_it:
+    cl_itable_free(cf.it);
+out_vol:
+    cl_volinfo_free(&vol);
+    return status;
+}

@@ -1,0 +1,228 @@
+/* Directory handlers.
+ *
+ * Offsets. The kernel resumes a listing at the offset of the last entry it
+ * consumed, so every entry carries the offset of the one after it. Cairn adds
+ * "." and ".." itself and passes brick cookies through shifted by two:
+ *   kernel 0      start: ".", "..", then the brick listing from its start
+ *   kernel 1      after ".": "..", then the brick listing from its start
+ *   kernel 2      after "..": the brick listing from its start
+ *   kernel c + 2  the brick listing from brick cookie c
+ * Brick cookies are the backing file system's d_off values: small integers
+ * on xfs/tmpfs, hashes below 2^63 on ext4, whose end-of-directory marker is
+ * 2^63 - 1. Cookies too large to shift (>= 2^63 - 3) all become END, which
+ * lists nothing; only ext4's end marker lives there in practice. Brick
+ * cookies stay valid while entries come and go, and so do these. Every
+ * entry is answered at most once per pass because each request restarts at
+ * exactly the cookie of the last entry the kernel kept. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+#define OFF_SHIFT 2
+#define OFF_END ((uint64_t)INT64_MAX)
+
+static uint64_t kernel_off(uint64_t cookie)
+{
+    if (cookie == 0 || cookie >= OFF_END - OFF_SHIFT)
+        return OFF_END;
+    return cookie + OFF_SHIFT;
+}
+
+static void opendir_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    if (!rpc_has(&op->reply->msg, RPC_T_FH))
+        FOP_FAIL(f, -EPROTO);
+    f->fi.fh = op->reply->msg.fh;
+    f->fi.cache_readdir = 0;
+    f->fi.keep_cache = 0;
+    if (fuse_reply_open(f->req, &f->fi) != 0)
+        fop_release_orphan(f->cf, RPC_OP_RELEASEDIR, f->fi.fh);
+    fop_free(f);
+}
+
+void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_OPENDIR, opendir_cb);
+    if (!f)
+        return;
+    f->fi = *fi;
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    fop_submit(f);
+}
+
+/* Adds one entry; returns 0, or 1 when the buffer is full. */
+static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
+                     const struct rpc_msg *d, uint64_t dir_ino_number)
+{
+    char *buf = (char *)f->data + f->pos;
+    size_t room = f->size - f->pos;
+    int dots = name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+    if (!plus) {
+        struct stat st = {0};
+        if (dots) {
+            st.st_ino = dir_ino_number;
+            st.st_mode = S_IFDIR;
+        } else {
+            st.st_ino = rpc_has(d, RPC_T_ATTR) ? gfid_ino(&d->attr.gfid) : 1;
+            st.st_mode = (mode_t)(d->mode & S_IFMT);
+        }
+        size_t n = fuse_add_direntry(f->req, buf, room, name, &st, (off_t)next);
+        if (n > room)
+            return 1;
+        f->pos += n;
+        return 0;
+    }
+    size_t need = fuse_add_direntry_plus(f->req, NULL, 0, name, NULL, 0);
+    if (need > room)
+        return 1;
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof(e));
+    if (dots) {
+        /* The kernel counts no lookup for these; node id 0 says so. */
+        e.attr.st_ino = dir_ino_number;
+        e.attr.st_mode = S_IFDIR;
+    } else if (rpc_has(d, RPC_T_ATTR)) {
+        int err;
+        e.ino = cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, &err);
+        rpc_attr_to_stat(&d->attr, &e.attr);
+        e.attr_timeout = f->cf->attr_timeout;
+        e.entry_timeout = f->cf->entry_timeout;
+        if (!e.ino)
+            e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
+    } else {
+        e.attr.st_ino = 1;
+        e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
+    }
+    f->pos += fuse_add_direntry_plus(f->req, buf, room, name, &e, (off_t)next);
+    return 0;
+}
+
+static void submit_readdir(struct fop *f, uint64_t cookie);
+
+static void readdir_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    int plus = f->flags & 1;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    const struct rpc_frame *r = op->reply;
+    struct rpc_iter it;
+    struct rpc_field fld;
+    uint64_t last_cookie = 0;
+    int full = 0, seen = 0, rc;
+    rpc_iter_init(&it, r->body, r->hdr.body_len);
+    while (!full && (rc = rpc_iter_next(&it, &fld)) > 0) {
+        if (fld.tag != RPC_T_DIRENT)
+            continue;
+        struct rpc_msg d;
+        char name[NAME_MAX + 1];
+        if (rpc_msg_decode(fld.val, fld.len, &d, NULL) < 0 || !rpc_has(&d, RPC_T_NAME) ||
+            !rpc_has(&d, RPC_T_OFFSET) || d.name.len == 0 ||
+            rpc_bytes_str(&d.name, name, sizeof(name)) < 0 || memchr(name, '/', d.name.len) ||
+            memchr(d.name.p, 0, d.name.len))
+            FOP_FAIL(f, -EPROTO);
+        seen++;
+        last_cookie = d.offset;
+        if (!strcmp(name, ".") || !strcmp(name, ".."))
+            continue; /* we add our own */
+        full = add_entry(f, plus, name, kernel_off(d.offset), &d, 0);
+    }
+    int eof = rpc_has(&r->msg, RPC_T_EOF) && r->msg.eof;
+    if (!full && f->pos == 0 && !eof) {
+        if (!seen || kernel_off(last_cookie) == OFF_END)
+            FOP_FAIL(f, -EPROTO); /* a brick must make progress */
+        /* Only entries we skip: go on from there. */
+        cl_op_release(&f->op);
+        submit_readdir(f, last_cookie);
+        return;
+    }
+    fuse_reply_buf(f->req, f->data, f->pos);
+    fop_free(f);
+}
+
+static void submit_readdir(struct fop *f, uint64_t cookie)
+{
+    cl_op_init(&f->op, RPC_OP_READDIR, readdir_cb, f);
+    struct rpc_msg *a = &f->op.args;
+    RPC_SET(a, fh, RPC_T_FH, f->fi.fh);
+    RPC_SET(a, offset, RPC_T_OFFSET, cookie);
+    RPC_SET(a, size, RPC_T_SIZE, f->size < 65536 ? 65536 : f->size);
+    /* Always ask for attributes: plain readdir needs the gfid for d_ino. */
+    RPC_SET(a, flags, RPC_T_FLAGS, 1);
+    fop_submit(f);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, int plus)
+{
+    struct fop *f = fop_new(req, RPC_OP_READDIR, readdir_cb);
+    if (!f)
+        return;
+    f->fi = *fi;
+    f->parent = ino;
+    f->flags = (uint32_t)plus;
+    f->size = size;
+    f->off = (uint64_t)off;
+    if (!(f->data = malloc(size ? size : 1)))
+        FOP_FAIL(f, -ENOMEM);
+    if (f->off == OFF_END) {
+        fuse_reply_buf(req, NULL, 0);
+        fop_free(f);
+        return;
+    }
+    if (f->off < OFF_SHIFT) {
+        struct cf *cf = f->cf;
+        gfid_t g;
+        uint64_t dino = cl_itable_gfid(cf->it, ino, &g) == 0 ? gfid_ino(&g) : 1;
+        struct rpc_msg none = {0};
+        if (f->off == 0)
+            add_entry(f, plus, ".", 1, &none, dino);
+        add_entry(f, plus, "..", 2, &none, 1);
+    }
+    submit_readdir(f, f->off <= OFF_SHIFT ? 0 : f->off - OFF_SHIFT);
+}
+
+void cf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, 0);
+}
+
+void cf_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, 1);
+}
+
+static void releasedir_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    fuse_reply_err(f->req, 0);
+    fop_free(f);
+}
+
+void cf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_RELEASEDIR, releasedir_cb);
+    if (!f)
+        return;
+    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+    fop_submit(f);
+}
+
+void cf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_FSYNC, fop_done_err_cb);
+    if (!f)
+        return;
+    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, datasync ? 1 : 0);
+    fop_submit(f);
+}

@@ -1,0 +1,292 @@
+/* Namespace handlers: lookup, attributes, creation and removal of names. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fop *f = fop_new(req, RPC_OP_LOOKUP, fop_done_entry_cb);
+    if (!f)
+        return;
+    f->parent = parent;
+    int rc = fop_path(f, parent, name);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    fop_submit(f);
+}
+
+void cf_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    cl_itable_forget(cf->it, ino, nlookup);
+    fuse_reply_none(req);
+}
+
+void cf_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    for (size_t i = 0; i < count; i++)
+        cl_itable_forget(cf->it, forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+/* By handle when the kernel gives one (fstat, ftruncate of an unlinked
+ * file), else by path. */
+static int target(struct fop *f, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if (fi) {
+        RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+        return 0;
+    }
+    return fop_path(f, ino, NULL);
+}
+
+void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_GETATTR, fop_done_attr_cb);
+    if (!f)
+        return;
+    int rc = target(f, ino, fi);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    fop_submit(f);
+}
+
+void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
+    if (!f)
+        return;
+    struct rpc_msg *a = &f->op.args;
+    uint64_t valid = 0;
+    int rc = target(f, ino, fi);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    if (to_set & FUSE_SET_ATTR_MODE) {
+        valid |= RPC_SET_MODE;
+        RPC_SET(a, mode, RPC_T_MODE, attr->st_mode);
+    }
+    if (to_set & FUSE_SET_ATTR_UID) {
+        valid |= RPC_SET_UID;
+        RPC_SET(a, uid, RPC_T_UID, attr->st_uid);
+    }
+    if (to_set & FUSE_SET_ATTR_GID) {
+        valid |= RPC_SET_GID;
+        RPC_SET(a, gid, RPC_T_GID, attr->st_gid);
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        valid |= RPC_SET_SIZE;
+        RPC_SET(a, size, RPC_T_SIZE, (uint64_t)attr->st_size);
+    }
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+        valid |= RPC_SET_ATIME_NOW;
+    } else if (to_set & FUSE_SET_ATTR_ATIME) {
+        valid |= RPC_SET_ATIME;
+        a->atime.sec = attr->st_atim.tv_sec;
+        a->atime.nsec = (uint32_t)attr->st_atim.tv_nsec;
+        a->present |= 1ull << RPC_T_ATIME;
+    }
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+        valid |= RPC_SET_MTIME_NOW;
+    } else if (to_set & FUSE_SET_ATTR_MTIME) {
+        valid |= RPC_SET_MTIME;
+        a->mtime.sec = attr->st_mtim.tv_sec;
+        a->mtime.nsec = (uint32_t)attr->st_mtim.tv_nsec;
+        a->present |= 1ull << RPC_T_MTIME;
+    }
+    if (to_set & FUSE_SET_ATTR_CTIME)
+        valid |= RPC_SET_CTIME;
+    RPC_SET(a, valid, RPC_T_VALID, valid);
+    fop_submit(f);
+}
+
+static void readlink_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    const struct rpc_msg *m = &op->reply->msg;
+    if (!rpc_has(m, RPC_T_DATA) || m->data.len >= sizeof(f->path))
+        FOP_FAIL(f, -EPROTO);
+    memcpy(f->path2, m->data.p, m->data.len);
+    f->path2[m->data.len] = 0;
+    fuse_reply_readlink(f->req, f->path2);
+    fop_free(f);
+}
+
+void cf_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    struct fop *f = fop_new(req, RPC_OP_READLINK, readlink_cb);
+    if (!f)
+        return;
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    fop_submit(f);
+}
+
+/* A new object named name in parent, with a gfid made here. */
+static struct fop *new_entry_op(fuse_req_t req, uint16_t opcode, fuse_ino_t parent,
+                                const char *name, int with_umask)
+{
+    struct fop *f = fop_new(req, opcode, fop_done_entry_cb);
+    if (!f)
+        return NULL;
+    f->parent = parent;
+    int rc = fop_path(f, parent, name);
+    if (rc < 0) {
+        fop_fail(f, rc);
+        return NULL;
+    }
+    gfid_generate(&f->op.args.gfid);
+    f->op.args.present |= 1ull << RPC_T_GFID;
+    fop_set_creator(f, with_umask);
+    return f;
+}
+
+void cf_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+    struct fop *f = new_entry_op(req, RPC_OP_MKNOD, parent, name, 1);
+    if (!f)
+        return;
+    RPC_SET(&f->op.args, mode, RPC_T_MODE, mode);
+    RPC_SET(&f->op.args, rdev, RPC_T_RDEV, rdev);
+    fop_submit(f);
+}
+
+void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct fop *f = new_entry_op(req, RPC_OP_MKDIR, parent, name, 1);
+    if (!f)
+        return;
+    RPC_SET(&f->op.args, mode, RPC_T_MODE, mode | S_IFDIR);
+    fop_submit(f);
+}
+
+void cf_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    struct fop *f = new_entry_op(req, RPC_OP_SYMLINK, parent, name, 0);
+    if (!f)
+        return;
+    size_t l = strlen(link);
+    if (l >= sizeof(f->path2))
+        FOP_FAIL(f, -ENAMETOOLONG);
+    memcpy(f->path2, link, l + 1);
+    rpc_set_bytes(&f->op.args, RPC_T_NAME, &f->op.args.name, f->path2, l);
+    fop_submit(f);
+}
+
+static void unlink_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status == 0)
+        cl_itable_unlink(f->cf->it, f->parent, f->name);
+    fop_done_err_cb(op);
+}
+
+static void remove_name(fuse_req_t req, uint16_t opcode, fuse_ino_t parent, const char *name)
+{
+    struct fop *f = fop_new(req, opcode, unlink_cb);
+    if (!f)
+        return;
+    f->parent = parent;
+    int rc = fop_path(f, parent, name);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    fop_submit(f);
+}
+
+void cf_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    remove_name(req, RPC_OP_UNLINK, parent, name);
+}
+
+void cf_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    remove_name(req, RPC_OP_RMDIR, parent, name);
+}
+
+static void rename_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status == 0)
+        cl_itable_rename(f->cf->it, f->parent, f->name, f->parent2, f->name2,
+                         (f->flags & RENAME_EXCHANGE) != 0);
+    fop_done_err_cb(op);
+}
+
+void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+               const char *newname, unsigned int flags)
+{
+    struct fop *f = fop_new(req, RPC_OP_RENAME, rename_cb);
+    if (!f)
+        return;
+    if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+        FOP_FAIL(f, -EINVAL);
+    f->parent = parent;
+    f->parent2 = newparent;
+    f->flags = flags;
+    int rc = fop_path(f, parent, name);
+    if (rc == 0)
+        rc = fop_path2(f, newparent, newname);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    if (flags)
+        RPC_SET(&f->op.args, flags, RPC_T_FLAGS, flags);
+    fop_submit(f);
+}
+
+void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    struct fop *f = fop_new(req, RPC_OP_LINK, fop_done_entry_cb);
+    if (!f)
+        return;
+    int rc = fop_path(f, ino, NULL);
+    if (rc == 0)
+        rc = fop_path2(f, newparent, newname);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    /* The entry reply names the new link. */
+    f->parent = newparent;
+    memcpy(f->name, f->name2, sizeof(f->name));
+    fop_submit(f);
+}
+
+static void statfs_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    const struct rpc_msg *m = &op->reply->msg;
+    if (!rpc_has(m, RPC_T_STATFS))
+        FOP_FAIL(f, -EPROTO);
+    struct statvfs sv = {
+        .f_bsize = m->statfs.bsize,
+        .f_frsize = m->statfs.frsize,
+        .f_blocks = m->statfs.blocks,
+        .f_bfree = m->statfs.bfree,
+        .f_bavail = m->statfs.bavail,
+        .f_files = m->statfs.files,
+        .f_ffree = m->statfs.ffree,
+        .f_favail = m->statfs.ffree,
+        .f_namemax = m->statfs.namemax,
+    };
+    fuse_reply_statfs(f->req, &sv);
+    fop_free(f);
+}
+
+void cf_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    struct fop *f = fop_new(req, RPC_OP_STATFS, statfs_cb);
+    if (!f)
+        return;
+    /* The root always has a path; ino's may have gone. */
+    int rc = fop_path(f, CL_ROOT_ID, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    fop_submit(f);
+}

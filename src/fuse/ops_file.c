@@ -1,0 +1,224 @@
+/* File handlers: open/create, data, flush/release, fsync, fallocate, lseek. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+static void set_open_flags(struct fop *f)
+{
+    if (f->fi.flags & O_DIRECT)
+        f->fi.direct_io = 1;
+    /* No keep_cache: another client may have written since, so the
+     * kernel drops this file's cached pages on each open. */
+    f->fi.keep_cache = 0;
+}
+
+static void open_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    if (!rpc_has(&op->reply->msg, RPC_T_FH))
+        FOP_FAIL(f, -EPROTO);
+    f->fi.fh = op->reply->msg.fh;
+    set_open_flags(f);
+    if (fuse_reply_open(f->req, &f->fi) != 0)
+        fop_release_orphan(f->cf, RPC_OP_RELEASE, f->fi.fh);
+    fop_free(f);
+}
+
+void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_OPEN, open_cb);
+    if (!f)
+        return;
+    f->fi = *fi;
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, (uint64_t)(unsigned)fi->flags);
+    fop_submit(f);
+}
+
+static void create_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    if (!rpc_has(&op->reply->msg, RPC_T_FH))
+        FOP_FAIL(f, -EPROTO);
+    struct fuse_entry_param e;
+    int rc = fop_entry(f, &e);
+    if (rc < 0) {
+        fop_release_orphan(f->cf, RPC_OP_RELEASE, op->reply->msg.fh);
+        FOP_FAIL(f, rc);
+    }
+    f->fi.fh = op->reply->msg.fh;
+    set_open_flags(f);
+    if (fuse_reply_create(f->req, &e, &f->fi) != 0) {
+        cl_itable_forget(f->cf->it, e.ino, 1);
+        fop_release_orphan(f->cf, RPC_OP_RELEASE, f->fi.fh);
+    }
+    fop_free(f);
+}
+
+void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_CREATE, create_cb);
+    if (!f)
+        return;
+    f->fi = *fi;
+    f->parent = parent;
+    int rc = fop_path(f, parent, name);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    struct rpc_msg *a = &f->op.args;
+    gfid_generate(&a->gfid);
+    a->present |= 1ull << RPC_T_GFID;
+    fop_set_creator(f, 1);
+    RPC_SET(a, mode, RPC_T_MODE, mode);
+    RPC_SET(a, flags, RPC_T_FLAGS, (uint64_t)(unsigned)fi->flags);
+    fop_submit(f);
+}
+
+static void read_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    const struct rpc_msg *m = &op->reply->msg;
+    if (rpc_has(m, RPC_T_DATA) && m->data.len > f->size)
+        FOP_FAIL(f, -EPROTO);
+    fuse_reply_buf(f->req, rpc_has(m, RPC_T_DATA) ? (const char *)m->data.p : NULL,
+                   rpc_has(m, RPC_T_DATA) ? m->data.len : 0);
+    fop_free(f);
+}
+
+void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_READ, read_cb);
+    if (!f)
+        return;
+    f->size = size;
+    struct rpc_msg *a = &f->op.args;
+    RPC_SET(a, fh, RPC_T_FH, fi->fh);
+    RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)off);
+    RPC_SET(a, size, RPC_T_SIZE, size);
+    fop_submit(f);
+}
+
+static void write_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    const struct rpc_msg *m = &op->reply->msg;
+    if (!rpc_has(m, RPC_T_SIZE) || m->size > f->size)
+        FOP_FAIL(f, -EPROTO);
+    fuse_reply_write(f->req, m->size);
+    fop_free(f);
+}
+
+void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+              struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_WRITE, write_cb);
+    if (!f)
+        return;
+    /* buf belongs to the FUSE worker and is reused once we return. */
+    f->data = malloc(size ? size : 1);
+    if (!f->data)
+        FOP_FAIL(f, -ENOMEM);
+    memcpy(f->data, buf, size);
+    f->size = size;
+    struct rpc_msg *a = &f->op.args;
+    RPC_SET(a, fh, RPC_T_FH, fi->fh);
+    RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)off);
+    rpc_set_bytes(a, RPC_T_DATA, &a->data, f->data, size);
+    fop_submit(f);
+}
+
+void cf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_FLUSH, fop_done_err_cb);
+    if (!f)
+        return;
+    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+    RPC_SET(&f->op.args, owner, RPC_T_OWNER, fi->lock_owner);
+    fop_submit(f);
+}
+
+static void release_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0 && op->status != -ENOTCONN && op->status != -ETIMEDOUT)
+        log_warn("releasing handle %llu: %s", (unsigned long long)f->op.args.fh,
+                 strerror(-op->status));
+    /* The kernel has forgotten the handle either way. */
+    fuse_reply_err(f->req, 0);
+    fop_free(f);
+}
+
+void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_RELEASE, release_cb);
+    if (!f)
+        return;
+    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+    fop_submit(f);
+}
+
+void cf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_FSYNC, fop_done_err_cb);
+    if (!f)
+        return;
+    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, datasync ? 1 : 0);
+    fop_submit(f);
+}
+
+void cf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                  struct fuse_file_info *fi)
+{
+    struct fop *f = fop_new(req, RPC_OP_FALLOCATE, fop_done_err_cb);
+    if (!f)
+        return;
+    struct rpc_msg *a = &f->op.args;
+    RPC_SET(a, fh, RPC_T_FH, fi->fh);
+    RPC_SET(a, flags, RPC_T_FLAGS, (uint64_t)(unsigned)mode);
+    RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)offset);
+    RPC_SET(a, size, RPC_T_SIZE, (uint64_t)length);
+    fop_submit(f);
+}
+
+static void lseek_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    if (!rpc_has(&op->reply->msg, RPC_T_OFFSET))
+        FOP_FAIL(f, -EPROTO);
+    fuse_reply_lseek(f->req, (off_t)op->reply->msg.offset);
+    fop_free(f);
+}
+
+void cf_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+    if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+        fuse_reply_err(req, EINVAL); /* the kernel resolves the others itself */
+        return;
+    }
+    struct fop *f = fop_new(req, RPC_OP_LSEEK, lseek_cb);
+    if (!f)
+        return;
+    struct rpc_msg *a = &f->op.args;
+    RPC_SET(a, fh, RPC_T_FH, fi->fh);
+    RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)off);
+    RPC_SET(a, whence, RPC_T_WHENCE, (uint64_t)whence);
+    fop_submit(f);
+}

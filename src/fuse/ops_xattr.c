@@ -1,0 +1,105 @@
+/* Extended attribute handlers, including system.posix_acl_* (ACLs are
+ * stored by the brick; the kernel enforces them with default_permissions). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge.h"
+
+void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                 int flags)
+{
+    struct fop *f = fop_new(req, RPC_OP_SETXATTR, fop_done_err_cb);
+    if (!f)
+        return;
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    size_t nl = strlen(name);
+    if (nl > NAME_MAX || nl == 0)
+        FOP_FAIL(f, -ERANGE);
+    memcpy(f->name, name, nl + 1);
+    /* value belongs to the FUSE worker: keep a copy until the reply. */
+    if (!(f->data = malloc(size ? size : 1)))
+        FOP_FAIL(f, -ENOMEM);
+    if (size)
+        memcpy(f->data, value, size);
+    struct rpc_msg *a = &f->op.args;
+    rpc_set_bytes(a, RPC_T_NAME, &a->name, f->name, nl);
+    rpc_set_bytes(a, RPC_T_DATA, &a->data, f->data, size);
+    RPC_SET(a, flags, RPC_T_FLAGS, (uint64_t)(unsigned)flags);
+    fop_submit(f);
+}
+
+/* GETXATTR and LISTXATTR answer the same way: a size when asked for it,
+ * else the bytes. */
+static void get_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    const struct rpc_msg *m = &op->reply->msg;
+    if (f->size == 0) {
+        if (rpc_has(m, RPC_T_SIZE))
+            fuse_reply_xattr(f->req, m->size);
+        else if (rpc_has(m, RPC_T_DATA))
+            fuse_reply_xattr(f->req, m->data.len);
+        else
+            FOP_FAIL(f, -EPROTO);
+    } else {
+        if (!rpc_has(m, RPC_T_DATA))
+            FOP_FAIL(f, -EPROTO);
+        if (m->data.len > f->size)
+            FOP_FAIL(f, -ERANGE);
+        fuse_reply_buf(f->req, (const char *)m->data.p, m->data.len);
+    }
+    fop_free(f);
+}
+
+void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    struct fop *f = fop_new(req, RPC_OP_GETXATTR, get_cb);
+    if (!f)
+        return;
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    size_t nl = strlen(name);
+    if (nl > NAME_MAX || nl == 0)
+        FOP_FAIL(f, -ENODATA);
+    memcpy(f->name, name, nl + 1);
+    f->size = size;
+    struct rpc_msg *a = &f->op.args;
+    rpc_set_bytes(a, RPC_T_NAME, &a->name, f->name, nl);
+    RPC_SET(a, size, RPC_T_SIZE, size);
+    fop_submit(f);
+}
+
+void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    struct fop *f = fop_new(req, RPC_OP_LISTXATTR, get_cb);
+    if (!f)
+        return;
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    f->size = size;
+    RPC_SET(&f->op.args, size, RPC_T_SIZE, size);
+    fop_submit(f);
+}
+
+void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);
+    if (!f)
+        return;
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    size_t nl = strlen(name);
+    if (nl > NAME_MAX || nl == 0)
+        FOP_FAIL(f, -ENODATA);
+    memcpy(f->name, name, nl + 1);
+    rpc_set_bytes(&f->op.args, RPC_T_NAME, &f->op.args.name, f->name, nl);
+    fop_submit(f);
+}

@@ -1,0 +1,169 @@
+/* cairn-fuse's command line: HOST[:PORT]:/VOLNAME MOUNTPOINT [-o opts] [-f] [-d]. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+static void usage(const char *prog)
+{
+    fprintf(stderr,
+            "usage: %s HOST[:PORT]:/VOLNAME MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
+            "  -f                    stay in the foreground\n"
+            "  -d                    debug: foreground, FUSE requests traced\n"
+            "  -o ping-timeout=SEC   brick liveness timeout (default: the volume's\n"
+            "                        network.ping-timeout)\n"
+            "  -o attribute-timeout=SEC, entry-timeout=SEC   kernel cache times\n"
+            "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
+            "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
+            "  -o ro, allow_other, and other FUSE mount options are passed through\n",
+            prog);
+}
+
+static int append_fuse_opt(struct cf_config *c, const char *o)
+{
+    size_t l = strlen(c->fuse_opts), n = strlen(o);
+    if (l + n + 2 > sizeof(c->fuse_opts))
+        return -E2BIG;
+    if (l)
+        c->fuse_opts[l++] = ',';
+    memcpy(c->fuse_opts + l, o, n + 1);
+    return 0;
+}
+
+static int parse_seconds(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || d < 0 || d > 86400)
+        return -EINVAL;
+    *out = d;
+    return 0;
+}
+
+static int parse_one(struct cf_config *c, char *o)
+{
+    char *eq = strchr(o, '=');
+    const char *v = eq ? eq + 1 : NULL;
+    size_t klen = eq ? (size_t)(eq - o) : strlen(o);
+#define KEY(s) (klen == strlen(s) && strncmp(o, s, klen) == 0)
+    if (KEY("ping-timeout")) {
+        double d;
+        if (!v || parse_seconds(v, &d) < 0 || d < 1)
+            goto bad;
+        c->ping_timeout_ms = (int)(d * 1000);
+    } else if (KEY("attribute-timeout") || KEY("attr-timeout") || KEY("attr_timeout")) {
+        if (!v || parse_seconds(v, &c->attr_timeout) < 0)
+            goto bad;
+    } else if (KEY("entry-timeout") || KEY("entry_timeout")) {
+        if (!v || parse_seconds(v, &c->entry_timeout) < 0)
+            goto bad;
+    } else if (KEY("log-file")) {
+        if (!v || !*v || strlen(v) >= sizeof(c->log_file))
+            goto bad;
+        strcpy(c->log_file, v);
+    } else if (KEY("log-level")) {
+        if (!v || (c->log_level = log_parse_level(v)) < 0)
+            goto bad;
+    } else if (KEY("rw") || KEY("default_permissions") || KEY("fsname") || KEY("subtype")) {
+        /* rw is the default; the others Cairn sets itself */
+    } else if (KEY("debug")) {
+        c->debug = 1;
+    } else {
+        if (KEY("ro"))
+            c->read_only = 1;
+        return append_fuse_opt(c, o);
+    }
+    return 0;
+#undef KEY
+bad:
+    fprintf(stderr, "cairn-fuse: invalid mount option '%s'\n", o);
+    return -EINVAL;
+}
+
+static int parse_opts(struct cf_config *c, const char *list)
+{
+    char *copy = strdup(list), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *o = strtok_r(copy, ",", &save); o && rc == 0; o = strtok_r(NULL, ",", &save))
+        rc = parse_one(c, o);
+    free(copy);
+    return rc;
+}
+
+static int parse_spec(struct cf_config *c, const char *spec)
+{
+    const char *sep = strstr(spec, ":/");
+    if (!sep || sep == spec || !sep[2] || strchr(sep + 2, '/') ||
+        strlen(sep + 2) >= sizeof(c->volume)) {
+        fprintf(stderr, "cairn-fuse: '%s' is not HOST[:PORT]:/VOLNAME\n", spec);
+        return -EINVAL;
+    }
+    char host[NET_HOST_MAX + 16];
+    size_t hl = (size_t)(sep - spec);
+    if (hl >= sizeof(host))
+        goto bad;
+    memcpy(host, spec, hl);
+    host[hl] = 0;
+    if (net_parse_addr(host, CAIRN_MGMT_PORT, &c->server) < 0)
+        goto bad;
+    strcpy(c->volume, sep + 2);
+    snprintf(c->fsname, sizeof(c->fsname), "%s", spec);
+    return 0;
+bad:
+    fprintf(stderr, "cairn-fuse: bad server address in '%s'\n", spec);
+    return -EINVAL;
+}
+
+int cf_parse_args(int argc, char **argv, struct cf_config *c)
+{
+    const char *pos[2];
+    int npos = 0;
+    memset(c, 0, sizeof(*c));
+    c->log_level = -1;
+    c->attr_timeout = -1;
+    c->entry_timeout = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o")) {
+            if (++i == argc || parse_opts(c, argv[i]) < 0)
+                goto usage;
+        } else if (!strncmp(a, "-o", 2)) {
+            if (parse_opts(c, a + 2) < 0)
+                goto usage;
+        } else if (!strcmp(a, "-f")) {
+            c->foreground = 1;
+        } else if (!strcmp(a, "-d")) {
+            c->debug = 1;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(argv[0]);
+            exit(0);
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "cairn-fuse: unknown flag %s\n", a);
+            goto usage;
+        } else if (npos < 2) {
+            pos[npos++] = a;
+        } else {
+            goto usage;
+        }
+    }
+    if (npos != 2)
+        goto usage;
+    if (parse_spec(c, pos[0]) < 0)
+        return -EINVAL;
+    if (!realpath(pos[1], c->mountpoint)) {
+        fprintf(stderr, "cairn-fuse: mount point %s: %s\n", pos[1], strerror(errno));
+        return -EINVAL;
+    }
+    if (c->debug)
+        c->foreground = 1;
+    return 0;
+usage:
+    usage(argv[0]);
+    return -EINVAL;
+}
