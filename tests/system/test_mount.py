@@ -38,7 +38,7 @@ def run_fuse(spec, mountpoint, *extra, timeout=30):
     return r, time.time() - t0
 
 
-def test_mount_unknown_volume_fails_fast(cluster, vol, mnt):
+def test_mount_unknown_volume_fails_fast(cluster, mnt):
     r, took = run_fuse(f"{cluster.remote}:/nosuchvolume", mnt)
     assert r.returncode != 0
     assert took < FAIL_FAST, f"took {took:.1f}s"
@@ -46,7 +46,7 @@ def test_mount_unknown_volume_fails_fast(cluster, vol, mnt):
     assert not mounted(mnt)
 
 
-def test_mount_unknown_volume_fails_fast_foreground(cluster, vol, mnt):
+def test_mount_unknown_volume_fails_fast_foreground(cluster, mnt):
     r, took = run_fuse(f"{cluster.remote}:/nosuchvolume", mnt, "-f")
     assert r.returncode != 0
     assert took < FAIL_FAST
@@ -54,7 +54,7 @@ def test_mount_unknown_volume_fails_fast_foreground(cluster, vol, mnt):
     assert not mounted(mnt)
 
 
-def test_mount_stopped_volume_fails_fast(cluster, vol, mnt):
+def test_mount_stopped_volume_fails_fast(cluster, mnt):
     cluster.create_volume("ststopped", start=False)
     r, took = run_fuse(f"{cluster.remote}:/ststopped", mnt)
     assert r.returncode != 0
@@ -76,7 +76,7 @@ def test_mount_no_server_fails_fast(cluster, mnt):
 
 @pytest.mark.parametrize("spec", ["no-colon-at-all", "127.0.0.10:novolslash", "127.0.0.10:/",
                                   ":/stvol", "127.0.0.10:99999:/stvol"])
-def test_mount_bad_spec(cluster, vol, mnt, spec):
+def test_mount_bad_spec(cluster, mnt, spec):
     r, took = run_fuse(spec, mnt)
     assert r.returncode != 0
     assert took < FAIL_FAST
