@@ -152,16 +152,18 @@ int mgmt_brick_spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b)
 {
     if (b->pid)
         return 0;
-    if (access(m->brickd, X_OK) < 0) {
-        log_error("cannot start brick %s:%s: %s is missing or not executable", b->host, b->path,
-                  m->brickd);
-        return -ENOENT;
-    }
+    /* The port first: a started volume's layout names a port for every
+     * brick, even one whose process cannot run. */
     int rc = alloc_port(m, b);
     if (rc < 0) {
         log_error("no free port in %u-%u for brick %s:%s", m->port_min, m->port_max, b->host,
                   b->path);
         return rc;
+    }
+    if (access(m->brickd, X_OK) < 0) {
+        log_error("cannot start brick %s:%s: %s is missing or not executable", b->host, b->path,
+                  m->brickd);
+        return -ENOENT;
     }
     pid_t pid = spawn(m, v, b);
     if (pid < 0) {

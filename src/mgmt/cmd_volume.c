@@ -72,16 +72,24 @@ int mgmt_cmd_start(struct mgmt *m, int argc, char **argv, FILE *out)
         struct mgmt_brick *b = &v->bricks[i];
         b->backoff_ms = 0;
         b->retry_ms = 0;
-        if (mgmt_brick_spawn(m, v, b) < 0 && !force) {
+        int src = mgmt_brick_spawn(m, v, b);
+        if (src < 0 && !force) {
             char log[PATH_MAX + 64];
             mgmt_brick_log_path(m, b, log, sizeof(log));
             for (int j = 0; j < v->n_bricks; j++)
                 if (old != MGMT_VOL_STARTED)
                     mgmt_brick_kill(m, &v->bricks[j]);
-            fprintf(out,
-                    "volume start: %s: failed: Brick %s:%s did not start; see %s and the "
-                    "cairnd log\n",
-                    v->name, b->host, b->path, log);
+            if (src == -ENOENT)
+                fprintf(out, "volume start: %s: failed: %s is missing or not executable\n", v->name,
+                        m->brickd);
+            else if (src == -EADDRINUSE)
+                fprintf(out, "volume start: %s: failed: no free brick port in %u-%u\n", v->name,
+                        m->port_min, m->port_max);
+            else
+                fprintf(out,
+                        "volume start: %s: failed: Brick %s:%s did not start; see %s and the "
+                        "cairnd log\n",
+                        v->name, b->host, b->path, log);
             return 1;
         }
     }
