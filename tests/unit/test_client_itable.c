@@ -1,0 +1,139 @@
+/* The client inode table: lookup counts, forget, paths across renames,
+ * hard links, unlink of open files. */
+#include <errno.h>
+#include <string.h>
+
+#include "../../src/client/itable.h"
+#include "check.h"
+
+static gfid_t mkgfid(int n)
+{
+    gfid_t g;
+    memset(&g, 0, sizeof(g));
+    g.b[0] = 0xaa;
+    g.b[15] = (uint8_t)n;
+    g.b[14] = (uint8_t)(n >> 8);
+    return g;
+}
+
+static const char *path_of(struct cl_itable *t, uint64_t id, const char *name)
+{
+    static char buf[4096];
+    int rc = cl_itable_path(t, id, name, buf, sizeof(buf));
+    return rc < 0 ? "(err)" : buf;
+}
+
+int main(void)
+{
+    struct cl_itable *t = cl_itable_new();
+    CHECK(t != NULL);
+    int err;
+    CHECK_STR(path_of(t, CL_ROOT_ID, NULL), "/");
+    CHECK_STR(path_of(t, CL_ROOT_ID, "x"), "/x");
+
+    /* lookup counting: same gfid twice -> same id, freed after both forgets */
+    gfid_t ga = mkgfid(1), gb = mkgfid(2), gc = mkgfid(3), gd = mkgfid(4);
+    uint64_t a = cl_itable_link(t, CL_ROOT_ID, "a", &ga, &err);
+    CHECK(a > CL_ROOT_ID);
+    CHECK_EQ(cl_itable_link(t, CL_ROOT_ID, "a", &ga, &err), a);
+    CHECK_EQ(cl_itable_count(t), 2);
+    cl_itable_forget(t, a, 1);
+    CHECK_STR(path_of(t, a, NULL), "/a");
+    cl_itable_forget(t, a, 1);
+    CHECK_EQ(cl_itable_count(t), 1);
+    CHECK_EQ(cl_itable_path(t, a, NULL, (char[8]){0}, 8), -ENOENT);
+
+    /* a subtree: /d/e/f; a child keeps its forgotten parent alive */
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &ga, &err);
+    uint64_t e = cl_itable_link(t, d, "e", &gb, &err);
+    uint64_t f = cl_itable_link(t, e, "f", &gc, &err);
+    CHECK_STR(path_of(t, f, NULL), "/d/e/f");
+    CHECK_STR(path_of(t, f, "g"), "/d/e/f/g");
+    cl_itable_forget(t, d, 1);
+    cl_itable_forget(t, e, 1);
+    CHECK_EQ(cl_itable_count(t), 4);
+    CHECK_STR(path_of(t, f, NULL), "/d/e/f");
+
+    /* rename of a directory moves the subtree */
+    cl_itable_rename(t, CL_ROOT_ID, "d", CL_ROOT_ID, "D", 0);
+    CHECK_STR(path_of(t, f, NULL), "/D/e/f");
+    uint64_t x = cl_itable_link(t, CL_ROOT_ID, "x", &gd, &err);
+    cl_itable_rename(t, d, "e", x, "E", 0);
+    CHECK_STR(path_of(t, f, NULL), "/x/E/f");
+    /* d lost its only child and was forgotten: freed */
+    CHECK_EQ(cl_itable_count(t), 4);
+    CHECK_EQ(cl_itable_child(t, CL_ROOT_ID, "D"), 0);
+
+    /* rename over an existing name detaches the target */
+    gfid_t g5 = mkgfid(5), g6 = mkgfid(6);
+    uint64_t p = cl_itable_link(t, CL_ROOT_ID, "p", &g5, &err);
+    uint64_t q = cl_itable_link(t, CL_ROOT_ID, "q", &g6, &err);
+    cl_itable_rename(t, CL_ROOT_ID, "p", CL_ROOT_ID, "q", 0);
+    CHECK_STR(path_of(t, p, NULL), "/q");
+    CHECK_EQ(cl_itable_path(t, q, NULL, (char[64]){0}, 64), -ENOENT);
+    CHECK_EQ(cl_itable_child(t, CL_ROOT_ID, "q"), p);
+    cl_itable_forget(t, q, 1); /* freed now */
+    CHECK_EQ(cl_itable_path(t, q, NULL, (char[64]){0}, 64), -ENOENT);
+
+    /* exchange swaps */
+    gfid_t g7 = mkgfid(7);
+    uint64_t r = cl_itable_link(t, x, "r", &g7, &err);
+    cl_itable_rename(t, CL_ROOT_ID, "q", x, "r", 1);
+    CHECK_STR(path_of(t, p, NULL), "/x/r");
+    CHECK_STR(path_of(t, r, NULL), "/q");
+
+    /* hard links: one node id, the latest name wins; unlink of the other
+     * name keeps it */
+    gfid_t g8 = mkgfid(8);
+    uint64_t h1 = cl_itable_link(t, CL_ROOT_ID, "h1", &g8, &err);
+    uint64_t h2 = cl_itable_link(t, x, "h2", &g8, &err);
+    CHECK_EQ(h1, h2);
+    CHECK_STR(path_of(t, h1, NULL), "/x/h2");
+    cl_itable_unlink(t, CL_ROOT_ID, "h1"); /* not its current name: no change */
+    CHECK_STR(path_of(t, h1, NULL), "/x/h2");
+    cl_itable_unlink(t, x, "h2");
+    CHECK_EQ(cl_itable_path(t, h1, NULL, (char[64]){0}, 64), -ENOENT);
+    gfid_t gg;
+    CHECK_EQ(cl_itable_gfid(t, h1, &gg), 0); /* still known until forgotten */
+    CHECK(gfid_equal(&gg, &g8));
+    cl_itable_forget(t, h1, 2);
+    CHECK_EQ(cl_itable_gfid(t, h1, &gg), -ENOENT);
+
+    /* a name reused by another object */
+    gfid_t g9 = mkgfid(9);
+    uint64_t n1 = cl_itable_link(t, CL_ROOT_ID, "n", &g9, &err);
+    gfid_t g10 = mkgfid(10);
+    uint64_t n2 = cl_itable_link(t, CL_ROOT_ID, "n", &g10, &err);
+    CHECK(n1 != n2);
+    CHECK_EQ(cl_itable_child(t, CL_ROOT_ID, "n"), n2);
+    CHECK_EQ(cl_itable_path(t, n1, NULL, (char[64]){0}, 64), -ENOENT);
+
+    /* unknown parent, too long a path */
+    CHECK_EQ(cl_itable_link(t, 999999, "z", &g9, &err), 0);
+    CHECK_EQ(err, -ENOENT);
+    char small[4];
+    CHECK_EQ(cl_itable_path(t, f, NULL, small, sizeof(small)), -ENAMETOOLONG);
+
+    /* many entries: growth keeps every one findable */
+    uint64_t ids[5000];
+    char nm[32];
+    for (int i = 0; i < 5000; i++) {
+        gfid_t g = mkgfid(1000 + i);
+        g.b[1] = 1;
+        snprintf(nm, sizeof(nm), "f%d", i);
+        ids[i] = cl_itable_link(t, x, nm, &g, &err);
+    }
+    int ok = 1;
+    for (int i = 0; i < 5000; i++) {
+        snprintf(nm, sizeof(nm), "/x/f%d", i);
+        ok &= strcmp(path_of(t, ids[i], NULL), nm) == 0;
+    }
+    CHECK(ok);
+    size_t before = cl_itable_count(t);
+    for (int i = 0; i < 5000; i++)
+        cl_itable_forget(t, ids[i], 1);
+    CHECK_EQ(cl_itable_count(t), before - 5000);
+
+    cl_itable_free(t);
+    return check_summary("test_client_itable");
+}
