@@ -1,0 +1,60 @@
+"""The Cairn adapter asks for replica 3 and falls back honestly."""
+
+from cairnbench.systems.cairn import HOSTS, CairnSystem
+
+
+class FakeProc:
+    def __init__(self):
+        self.pid = 0
+
+    def wait(self, timeout=None):
+        return 0
+
+
+def _system(ctx, replica_ok, calls):
+    s = CairnSystem(ctx)
+    s.daemons = {h: FakeProc() for h in HOSTS}
+
+    def cli(*args, check=True, timeout=60, input=None):
+        calls.append(args)
+        if args[:2] == ("volume", "create") and "replica" in args:
+            return (0, "", "") if replica_ok else (1, "", "not supported")
+        return 0, "", ""
+    s.cli = cli
+    s._stop_daemon = lambda h: s.daemons.pop(h, None)
+    return s
+
+
+def test_falls_back_to_one_brick(ctx):
+    calls = []
+    s = _system(ctx, False, calls)
+    s._create_volume()
+    assert s.layout == "1 brick"
+    assert s.label == "cairn (1 brick; replica not yet available)"
+    assert list(s.daemons) == [HOSTS[0]]
+    creates = [c for c in calls if c[:2] == ("volume", "create")]
+    assert "replica" in creates[0] and "replica" not in creates[1]
+    assert creates[1][-1] == "force"
+    assert ("volume", "start", "cbench") in calls
+
+
+def test_uses_replica_when_available(ctx):
+    calls = []
+    s = _system(ctx, True, calls)
+    s._create_volume()
+    assert s.layout == "replica 3"
+    assert s.label == "cairn replica 3"
+    create = [c for c in calls if c[:2] == ("volume", "create")]
+    assert len(create) == 1
+    assert create[0][3:5] == ("replica", "3")
+    assert [b.split(":")[0] for b in create[0][5:8]] == HOSTS
+
+
+def test_build_failure_is_unavailable(ctx, tmp_path):
+    import pytest
+    from cairnbench.systems import Unavailable
+    (tmp_path / "Makefile").write_text("all:\n\tfalse\n")
+    ctx.cairn_repo = str(tmp_path)
+    with pytest.raises(Unavailable) as e:
+        CairnSystem(ctx)._build()
+    assert str(e.value).startswith("build failed")
