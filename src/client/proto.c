@@ -35,7 +35,10 @@ struct proto {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct rpc_conn *conn; /* NULL while disconnected; one reference held */
-    uint64_t gen;          /* generation of conn (read by reply callbacks) */
+    struct rpc_conn *hs;   /* connection being handshaken; one reference held */
+    uint64_t hs_deadline_ms;
+    uint64_t attempts; /* connection attempts finished, for cl_proto_new */
+    uint64_t gen;      /* generation of conn (read by reply callbacks) */
     struct waiter *wait_head, **wait_tail;
     unsigned inflight; /* calls sent and not answered, on any connection */
     int stopping;
@@ -194,44 +197,104 @@ static void proto_submit(struct cl_layer *self, struct cl_op *op)
     }
 }
 
-/* Connects and handshakes; returns a started connection or NULL. */
-static struct rpc_conn *try_connect(struct proto *p)
+static void schedule_retry(struct proto *p)
+{
+    uint64_t now = net_now_ms();
+    p->next_try_ms = now + p->backoff_ms;
+    p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->backoff_ms * 2;
+    p->attempts++;
+    pthread_cond_broadcast(&p->cond);
+}
+
+static void connected(struct proto *p, struct rpc_conn *c);
+
+struct hs_call {
+    struct proto *p;
+    struct rpc_conn *c;
+};
+
+/* The handshake's answer, on the new connection's reader thread. */
+static void hs_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    struct hs_call *k = arg;
+    struct proto *p = k->p;
+    struct rpc_conn *c = k->c;
+    free(k);
+    pthread_mutex_lock(&p->lock);
+    int current = p->hs == c;
+    if (!current || p->stopping || status < 0) {
+        if (current) {
+            p->hs = NULL;
+            char text[256] = "";
+            if (reply && rpc_has(&reply->msg, RPC_T_TEXT))
+                rpc_bytes_str(&reply->msg.text, text, sizeof(text));
+            log_warn("handshake with brick %s:%s failed: %s%s%s", p->peer, p->brick_path,
+                     strerror(-status), *text ? ": " : "", text);
+            schedule_retry(p);
+        }
+        pthread_mutex_unlock(&p->lock);
+        rpc_conn_close(c, -ENOTCONN);
+        if (current)
+            rpc_conn_put(c);
+        return;
+    }
+    p->backoff_ms = BACKOFF_MIN_MS;
+    pthread_mutex_unlock(&p->lock);
+    connected(p, c); /* takes over the reference */
+}
+
+/* Connects and starts the handshake; called by the connection thread without
+ * the lock. The answer arrives in hs_cb. */
+static void start_connect(struct proto *p)
 {
     int tmo = p->ping_ms < 5000 ? p->ping_ms : 5000;
     int fd = net_connect(&p->addr, tmo);
+    struct rpc_conn *c = NULL;
+    struct hs_call *k = NULL;
     if (fd < 0) {
         log_debug("connecting to brick %s: %s", p->peer, strerror(-fd));
-        return NULL;
+        goto fail;
     }
-    struct rpc_conn *c = rpc_conn_new(fd, &conn_ops, p, p->peer);
-    if (!c)
-        return NULL;
-    if (rpc_conn_start(c) < 0) {
-        rpc_conn_put(c);
-        return NULL;
-    }
+    if (!(c = rpc_conn_new(fd, &conn_ops, p, p->peer)))
+        goto fail;
+    if (rpc_conn_start(c) < 0 || !(k = malloc(sizeof(*k))))
+        goto fail;
+    k->p = p;
+    k->c = c;
+    pthread_mutex_lock(&p->lock);
+    p->hs = c; /* the reference from rpc_conn_new */
+    p->hs_deadline_ms = net_now_ms() + (uint64_t)p->ping_ms;
+    pthread_mutex_unlock(&p->lock);
     struct rpc_buf b;
     rpc_buf_init(&b);
     rpc_put_str(&b, RPC_T_NAME, p->volume);
     rpc_put_str(&b, RPC_T_PATH, p->brick_path);
     rpc_put_u64(&b, RPC_T_FEATURES, 0);
-    struct rpc_frame *reply = NULL;
-    int rc = rpc_conn_call_sync(c, RPC_OP_HANDSHAKE, &b, &reply, p->ping_ms);
+    int rc = rpc_conn_call(c, RPC_OP_HANDSHAKE, &b, hs_cb, k);
     rpc_buf_free(&b);
     if (rc < 0) {
-        char text[256] = "";
-        if (reply && rpc_has(&reply->msg, RPC_T_TEXT))
-            rpc_bytes_str(&reply->msg.text, text, sizeof(text));
-        log_warn("handshake with brick %s:%s failed: %s%s%s", p->peer, p->brick_path, strerror(-rc),
-                 *text ? ": " : "", text);
-        rpc_frame_free(reply);
-        /* closed_cb must not take this connection for the layer's. */
+        free(k);
+        pthread_mutex_lock(&p->lock);
+        int current = p->hs == c;
+        if (current) {
+            p->hs = NULL;
+            schedule_retry(p);
+        }
+        pthread_mutex_unlock(&p->lock);
+        rpc_conn_close(c, -ENOTCONN);
+        if (current)
+            rpc_conn_put(c);
+    }
+    return;
+fail:
+    free(k);
+    if (c) {
         rpc_conn_close(c, -ENOTCONN);
         rpc_conn_put(c);
-        return NULL;
     }
-    rpc_frame_free(reply);
-    return c;
+    pthread_mutex_lock(&p->lock);
+    schedule_retry(p);
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* Takes the expired waiters (or all of them when all is set) off the queue,
@@ -268,7 +331,10 @@ static void connected(struct proto *p, struct rpc_conn *c)
 {
     pthread_mutex_lock(&p->lock);
     p->conn = c;
+    p->hs = NULL;
     p->gen++;
+    p->attempts++;
+    pthread_cond_broadcast(&p->cond);
     uint64_t gen = p->gen;
     struct waiter *w = take_waiters(p, 0, 1);
     rpc_conn_get(c);
@@ -292,26 +358,21 @@ static void *proto_thread(void *arg)
     while (!p->stopping) {
         uint64_t now = net_now_ms();
         struct rpc_conn *c = p->conn;
-        if (!c && now >= p->next_try_ms) {
+        if (!c && !p->hs && now >= p->next_try_ms) {
             pthread_mutex_unlock(&p->lock);
-            struct rpc_conn *nc = try_connect(p);
-            now = net_now_ms();
+            start_connect(p);
             pthread_mutex_lock(&p->lock);
-            if (nc && !p->stopping) {
-                p->backoff_ms = BACKOFF_MIN_MS;
-                pthread_mutex_unlock(&p->lock);
-                connected(p, nc);
-                pthread_mutex_lock(&p->lock);
-            } else {
-                if (nc) {
-                    rpc_conn_close(nc, -ENOTCONN);
-                    rpc_conn_put(nc);
-                }
-                p->next_try_ms = now + p->backoff_ms;
-                p->backoff_ms =
-                    p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->backoff_ms * 2;
-            }
             continue;
+        }
+        if (p->hs && now >= p->hs_deadline_ms) {
+            /* Silent brick: give up on this attempt; hs_cb cleans up. */
+            struct rpc_conn *h = p->hs;
+            rpc_conn_get(h);
+            pthread_mutex_unlock(&p->lock);
+            log_warn("no handshake answer from brick %s in %d ms", p->peer, p->ping_ms);
+            rpc_conn_close(h, -ETIMEDOUT);
+            rpc_conn_put(h);
+            pthread_mutex_lock(&p->lock);
         }
         if (c) {
             rpc_conn_get(c);
@@ -339,9 +400,9 @@ static void *proto_thread(void *arg)
         }
         /* Sleep until the next tick, a reconnect attempt, or a wake-up. */
         uint64_t sleep_ms = 250;
-        if (!p->conn && p->next_try_ms > now && p->next_try_ms - now < sleep_ms)
+        if (!p->conn && !p->hs && p->next_try_ms > now && p->next_try_ms - now < sleep_ms)
             sleep_ms = p->next_try_ms - now;
-        if (!p->conn && p->next_try_ms <= now)
+        if (!p->conn && !p->hs && p->next_try_ms <= now)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -362,8 +423,9 @@ static void proto_destroy(struct cl_layer *self)
     struct proto *p = self->priv;
     pthread_mutex_lock(&p->lock);
     p->stopping = 1;
-    struct rpc_conn *c = p->conn;
+    struct rpc_conn *c = p->conn, *h = p->hs;
     p->conn = NULL;
+    p->hs = NULL;
     struct waiter *w = take_waiters(p, 0, 1);
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
@@ -373,6 +435,10 @@ static void proto_destroy(struct cl_layer *self)
     if (c) {
         rpc_conn_close(c, -ENOTCONN);
         rpc_conn_put(c);
+    }
+    if (h) {
+        rpc_conn_close(h, -ENOTCONN);
+        rpc_conn_put(h);
     }
     /* In-flight calls reference p; wait for their callbacks (the reader
      * thread fails them on close). */
@@ -416,15 +482,23 @@ struct cl_layer *cl_proto_new(const struct cl_proto_params *params)
     p->layer.destroy = proto_destroy;
     p->layer.priv = p;
 
-    struct rpc_conn *c = try_connect(p);
-    if (c)
-        connected(p, c);
-    else
-        log_warn("brick %s:%s is not reachable yet; will keep trying", p->peer, p->brick_path);
-    if (pthread_create(&p->thread, NULL, proto_thread, p) == 0)
-        p->thread_started = 1;
-    else
+    if (pthread_create(&p->thread, NULL, proto_thread, p) != 0) {
         log_error("cannot start the connection thread for brick %s", p->peer);
+        proto_destroy(&p->layer);
+        return NULL;
+    }
+    p->thread_started = 1;
+    /* Wait for the first attempt so a mount starts connected when it can. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += p->ping_ms / 1000 + 1;
+    pthread_mutex_lock(&p->lock);
+    while (!p->conn && p->attempts == 0)
+        if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)
+            break;
+    if (!p->conn)
+        log_warn("brick %s:%s is not reachable yet; will keep trying", p->peer, p->brick_path);
+    pthread_mutex_unlock(&p->lock);
     return &p->layer;
 }
 
