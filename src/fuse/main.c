@@ -30,7 +30,8 @@ void cf_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV);
     conn->max_write = MAX_IO;
     conn->max_read = 0;
-    conn->max_readahead = MAX_IO < conn->max_readahead ? conn->max_readahead : MAX_IO;
+    if (conn->max_readahead > MAX_IO)
+        conn->max_readahead = MAX_IO;
     conn->time_gran = 1;
     log_info("FUSE protocol %u.%u, capabilities 0x%x of 0x%x", conn->proto_major, conn->proto_minor,
              conn->want, conn->capable);

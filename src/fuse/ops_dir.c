@@ -154,7 +154,10 @@ static void submit_readdir(struct fop *f, uint64_t cookie)
     struct rpc_msg *a = &f->op.args;
     RPC_SET(a, fh, RPC_T_FH, f->fi.fh);
     RPC_SET(a, offset, RPC_T_OFFSET, cookie);
-    RPC_SET(a, size, RPC_T_SIZE, f->size < 65536 ? 65536 : f->size);
+    /* Ask for about what fits: a brick entry with attributes is about the
+     * size of a FUSE plus entry and five times a plain one. */
+    size_t budget = (f->flags & 1) ? f->size + f->size / 4 : f->size * 5;
+    RPC_SET(a, size, RPC_T_SIZE, budget < 4096 ? 4096 : budget);
     /* Always ask for attributes: plain readdir needs the gfid for d_ino. */
     RPC_SET(a, flags, RPC_T_FLAGS, 1);
     fop_submit(f);
