@@ -71,3 +71,23 @@ def tdir(vol, request):
     os.mkdir(t.a)
     os.chmod(t.a, 0o777)
     return t
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On failure, attach the tails of the daemons' logs to the report."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when != "call" or not rep.failed:
+        return
+    c = item.funcargs.get("cluster") or getattr(item.funcargs.get("vol"), "cluster", None)
+    if c is None:
+        return
+    logs = [os.path.join(c.root, n) for n in ("m1.log", "m2.log", "cairnd.log")]
+    bdir = os.path.join(c.workdir, "logs", "bricks")
+    if os.path.isdir(bdir):
+        logs += [os.path.join(bdir, n) for n in sorted(os.listdir(bdir))]
+    for p in logs:
+        text = Cluster.tail(p, 1500)
+        if text:
+            rep.sections.append((f"tail of {p}", text))
