@@ -1,0 +1,210 @@
+/* Opening a brick: the root directory, its private .cairn directory and
+ * brick.info marker, the root's id; and the brick's live options. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+
+#define INFO_NAME "brick.info"
+
+/* Reads key=value lines of .cairn/brick.info into volume and id (empty when
+ * absent); other lines (cairnd's volume-id) go to extra, to be kept.
+ * Returns 0, -ENOENT when there is no file, or -errno. */
+static int info_read(struct brick *b, int privfd, char *volume, size_t vlen, char *id, size_t idlen,
+                     char *extra, size_t elen)
+{
+    char text[2048];
+    size_t epos = 0;
+    volume[0] = id[0] = extra[0] = 0;
+    int fd = b->vfs->openat(privfd, INFO_NAME, O_RDONLY | O_NOFOLLOW, 0);
+    if (fd < 0)
+        return fd;
+    long n = b->vfs->pread(fd, text, sizeof(text) - 1, 0);
+    b->vfs->close(fd);
+    if (n < 0)
+        return (int)n;
+    text[n] = 0;
+    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(l, "volume=", 7))
+            snprintf(volume, vlen, "%s", l + 7);
+        else if (!strncmp(l, "brick-id=", 9))
+            snprintf(id, idlen, "%s", l + 9);
+        else if (epos + strlen(l) + 2 < elen)
+            epos += (size_t)snprintf(extra + epos, elen - epos, "%s\n", l);
+    }
+    return 0;
+}
+
+/* Writes brick.info atomically (temporary file, fsync, rename). */
+static int info_write(struct brick *b, int privfd, const char *volume, const char *id,
+                      const char *extra)
+{
+    char text[4096];
+    int n = snprintf(text, sizeof(text), "volume=%s\n%sbrick-id=%s\n", volume, extra, id);
+    if (n < 0 || (size_t)n >= sizeof(text))
+        return -ENAMETOOLONG;
+    int fd =
+        b->vfs->openat(privfd, INFO_NAME ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return fd;
+    long w = b->vfs->pwrite(fd, text, (size_t)n, 0);
+    int rc = w < 0 ? (int)w : w != n ? -EIO : b->vfs->fsync(fd, 0);
+    b->vfs->close(fd);
+    if (rc == 0)
+        rc = b->vfs->renameat2(privfd, INFO_NAME ".tmp", privfd, INFO_NAME, 0);
+    if (rc < 0)
+        b->vfs->unlinkat(privfd, INFO_NAME ".tmp", 0);
+    return rc;
+}
+
+static int init_private(struct brick *b, const char *id, char *err, size_t errlen)
+{
+    int rc = b->vfs->mkdirat(b->root_fd, BRICK_PRIVATE, 0700);
+    if (rc < 0 && rc != -EEXIST) {
+        snprintf(err, errlen, "cannot create %s/%s: %s", b->path, BRICK_PRIVATE, strerror(-rc));
+        return rc;
+    }
+    int privfd = b->vfs->openat(b->root_fd, BRICK_PRIVATE, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (privfd < 0) {
+        snprintf(err, errlen, "cannot open %s/%s: %s", b->path, BRICK_PRIVATE, strerror(-privfd));
+        return privfd;
+    }
+    char vol[512], oldid[512], extra[2048];
+    rc = info_read(b, privfd, vol, sizeof(vol), oldid, sizeof(oldid), extra, sizeof(extra));
+    if (rc == 0 && vol[0] && strcmp(vol, b->volume) != 0) {
+        snprintf(err, errlen, "%s belongs to volume %s, not %s", b->path, vol, b->volume);
+        rc = -EEXIST;
+        goto out;
+    }
+    if (rc < 0 && rc != -ENOENT) {
+        snprintf(err, errlen, "cannot read %s/%s/%s: %s", b->path, BRICK_PRIVATE, INFO_NAME,
+                 strerror(-rc));
+        goto out;
+    }
+    if (id && *id) {
+        if (oldid[0] && strcmp(oldid, id) != 0)
+            log_warn("brick %s was brick %s, now serving as %s", b->path, oldid, id);
+        b->id = strdup(id);
+    } else if (oldid[0]) {
+        b->id = strdup(oldid);
+    } else {
+        gfid_t g;
+        char s[GFID_STRLEN];
+        gfid_generate(&g);
+        gfid_format(&g, s);
+        b->id = strdup(s);
+    }
+    if (!b->id) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    /* Written when missing (cairnd's volume create usually wrote it) or
+     * when it lacks our id; other keys are kept. */
+    if (rc == -ENOENT || !vol[0] || strcmp(oldid, b->id) != 0) {
+        rc = info_write(b, privfd, b->volume, b->id, extra);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot write %s/%s/%s: %s", b->path, BRICK_PRIVATE, INFO_NAME,
+                     strerror(-rc));
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    b->vfs->close(privfd);
+    return rc;
+}
+
+int brick_open(struct brick **out, const char *path, const char *volume, const char *id,
+               const struct brick_vfs *vfs, char *err, size_t errlen)
+{
+    struct brick *b = calloc(1, sizeof(*b));
+    int rc = -ENOMEM;
+    err[0] = 0;
+    if (!b)
+        goto fail;
+    b->vfs = vfs ? vfs : &brick_vfs_posix;
+    b->root_fd = -1;
+    pthread_mutex_init(&b->opt_lock, NULL);
+    if (!(b->path = strdup(path)) || !(b->volume = strdup(volume)))
+        goto fail;
+    umask(0); /* modes come from the request, already masked by the client */
+    b->root_fd = b->vfs->openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0);
+    if (b->root_fd < 0) {
+        rc = b->root_fd;
+        snprintf(err, errlen, "cannot open brick directory %s: %s", path, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = init_private(b, id, err, errlen)) < 0)
+        goto fail;
+    gfid_t root;
+    gfid_root(&root);
+    rc = b->vfs->fsetxattr(b->root_fd, BRICK_XATTR_GFID, root.b, GFID_LEN, 0);
+    if (rc < 0) {
+        snprintf(err, errlen,
+                 "cannot set %s on %s (trusted xattrs need root and a file system "
+                 "with xattrs): %s",
+                 BRICK_XATTR_GFID, path, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = brick_locks_init(b)) < 0) {
+        snprintf(err, errlen, "cannot start the lock service: %s", strerror(-rc));
+        goto fail;
+    }
+    *out = b;
+    return 0;
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "%s", strerror(-rc));
+    if (b) {
+        if (b->root_fd >= 0)
+            b->vfs->close(b->root_fd);
+        free(b->path);
+        free(b->volume);
+        free(b->id);
+        free(b);
+    }
+    return rc;
+}
+
+void brick_close(struct brick *b)
+{
+    if (!b)
+        return;
+    brick_locks_fini(b);
+    b->vfs->close(b->root_fd);
+    pthread_mutex_destroy(&b->opt_lock);
+    free(b->auth_allow);
+    free(b->auth_reject);
+    free(b->path);
+    free(b->volume);
+    free(b->id);
+    free(b);
+}
+
+void brick_set_option(struct brick *b, const char *name, const char *value)
+{
+    if (!strcmp(name, "auth.allow") || !strcmp(name, "auth.reject")) {
+        char *v = strdup(value);
+        if (!v)
+            return;
+        pthread_mutex_lock(&b->opt_lock);
+        char **slot = name[5] == 'a' ? &b->auth_allow : &b->auth_reject;
+        free(*slot);
+        *slot = v;
+        pthread_mutex_unlock(&b->opt_lock);
+        log_debug("option %s = %s", name, value);
+    } else if (!strcmp(name, "diagnostics.brick-log-level")) {
+        int l = log_parse_level(value);
+        if (l >= 0) {
+            log_set_level((enum log_level)l);
+            log_info("log level now %s", value);
+        }
+    }
+}

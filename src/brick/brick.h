@@ -1,0 +1,224 @@
+/* The brick: one exported directory, the state shared by every connection,
+ * and the internal interfaces of the brick's modules (resolve, objects,
+ * handles, locks, operations).
+ *
+ * Threads: operations run on worker threads (pool.c); everything reachable
+ * from struct brick is either immutable after brick_open or protected by its
+ * own lock. */
+#ifndef CAIRN_BRICK_H
+#define CAIRN_BRICK_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "../lib/gfid.h"
+#include "../rpc/conn.h"
+#include "../rpc/msg.h"
+#include "storage.h"
+
+/* The brick's private directory at its root: hidden from clients. */
+#define BRICK_PRIVATE ".cairn"
+/* xattrs Cairn keeps on every object (docs/brick-format.md). Renaming them
+ * orphans every existing brick's ids. */
+#define BRICK_XATTR_PREFIX "trusted.cairn."
+#define BRICK_XATTR_GFID "trusted.cairn.gfid"
+#define BRICK_XATTR_VERSION "trusted.cairn.version" /* reserved for replication */
+
+/* Handshake feature bits this brick offers (none yet). */
+#define BRICK_FEATURES 0ull
+
+struct brick_locks;
+
+struct brick {
+    char *path, *volume, *id;
+    int root_fd; /* O_RDONLY|O_DIRECTORY on the brick root */
+    const struct brick_vfs *vfs;
+    struct brick_locks *locks;
+    pthread_mutex_t opt_lock; /* protects the live options below */
+    char *auth_allow, *auth_reject;
+};
+
+/* Opens (and on first use initialises) the brick at path for volume: checks
+ * that it is a directory, creates .cairn/brick.info or refuses a brick that
+ * belongs to another volume, and sets the root's gfid. id may be NULL (taken
+ * from brick.info, else made up). vfs NULL means brick_vfs_posix. Sets the
+ * process umask to 0: modes are computed from the request. On failure returns
+ * -errno with a one-line reason in err. */
+int brick_open(struct brick **out, const char *path, const char *volume, const char *id,
+               const struct brick_vfs *vfs, char *err, size_t errlen);
+void brick_close(struct brick *b);
+
+/* Applies one live option (MGMT_RECONF); unknown names are ignored. */
+void brick_set_option(struct brick *b, const char *name, const char *value);
+
+/* ---- one client connection ---- */
+
+struct brick_fh;
+
+struct brick_conn {
+    struct brick *b;
+    struct rpc_conn *rc; /* NULL for in-process use (tests) */
+    pthread_mutex_t lock;
+    int refs, closed, handshaken;
+    struct brick_fh **fhs; /* slot table; FH = slot | generation << 20 */
+    uint32_t *fh_gen;
+    uint32_t n_fhs, cap_fhs;
+    char peer[96];
+    char addr[64];  /* numeric peer address, for auth.allow / auth.reject */
+    int local_peer; /* the peer is this host (loopback or our own address) */
+    void *owner;    /* the server that accepted it */
+};
+
+/* A new connection state with one reference; rc may be NULL. */
+struct brick_conn *brick_conn_new(struct brick *b, struct rpc_conn *rc, const char *peer);
+void brick_conn_get(struct brick_conn *bc);
+void brick_conn_put(struct brick_conn *bc);
+/* The connection went away: closes every handle and releases its locks and
+ * lock waits. Idempotent. */
+void brick_conn_shutdown(struct brick_conn *bc);
+
+/* ---- path resolution (resolve.c) ---- */
+
+enum brick_loc_use {
+    BRICK_LOC_EXISTING, /* the object must exist: .cairn is ENOENT */
+    BRICK_LOC_CREATE,   /* the object is being made: .cairn is EPERM */
+};
+
+/* An object named by a request path: its parent directory and final name.
+ * For the root, dirfd is the root itself and name is ".". */
+struct brick_loc {
+    int dirfd;
+    int own; /* dirfd was opened for this loc */
+    int is_root;
+    int parent_is_root;
+    char name[NAME_MAX + 1];
+    const char *path; /* for log lines; NUL-terminated copy */
+    char pathbuf[PATH_MAX];
+};
+
+/* Checks a request path: starts with '/', components neither empty, ".",
+ * "..", longer than NAME_MAX, nor containing NUL. Returns 0, -EINVAL or
+ * -ENAMETOOLONG. Pure. */
+int brick_path_check(const uint8_t *p, size_t len);
+/* Validates the path and opens its parent beneath the root without
+ * following symlinks. 0 or -errno; on success release with
+ * brick_loc_release. */
+int brick_resolve(struct brick *b, const struct rpc_bytes *path, enum brick_loc_use use,
+                  struct brick_loc *loc);
+void brick_loc_release(struct brick *b, struct brick_loc *loc);
+
+/* ---- objects (object.c) ---- */
+
+/* The gfid of loc; objects without one get one (files put on the brick by
+ * hand). */
+int brick_gfid_ensure(struct brick *b, const struct brick_loc *loc, gfid_t *g);
+/* The same for an open regular file or directory. */
+int brick_gfid_ensure_fd(struct brick *b, int fd, gfid_t *g);
+/* Attributes (stat + gfid) of loc / of an open fd. */
+int brick_loc_attr(struct brick *b, const struct brick_loc *loc, struct rpc_attr *a);
+int brick_fd_attr(struct brick *b, int fd, struct rpc_attr *a);
+/* The mode to create with: MODE unmasked when the parent has a default ACL
+ * (the file system applies it), else MODE & ~UMASK. */
+mode_t brick_create_mode(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in);
+/* Owner of a new object: the request's UID/GID, with the parent's group when
+ * the parent is setgid. */
+void brick_create_owner(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in,
+                        uid_t *uid, gid_t *gid);
+/* The GFID a create request carries: -EINVAL when missing or null. */
+int brick_req_gfid(const struct rpc_msg *in, gfid_t *g);
+
+/* ---- requests ---- */
+
+/* A handler's return value that means "the reply is sent later" (a lock
+ * wait). */
+#define BRICK_DEFERRED 1
+
+struct brick_req {
+    struct brick *b;
+    struct brick_conn *bc;
+    uint16_t opcode;
+    uint64_t reqid;
+    int in_compound;
+    const struct rpc_msg *in;
+    struct rpc_buf *out; /* reply fields; discarded on failure */
+    char text[256];      /* optional error text for the reply */
+};
+
+/* Runs one request; returns 0, BRICK_DEFERRED or -errno. */
+int brick_exec(struct brick_req *r);
+
+/* Operation handlers, one per opcode (ops_*.c). */
+int brick_op_lookup(struct brick_req *r);
+int brick_op_getattr(struct brick_req *r);
+int brick_op_setattr(struct brick_req *r);
+int brick_op_mknod(struct brick_req *r);
+int brick_op_mkdir(struct brick_req *r);
+int brick_op_symlink(struct brick_req *r);
+int brick_op_link(struct brick_req *r);
+int brick_op_unlink(struct brick_req *r);
+int brick_op_rmdir(struct brick_req *r);
+int brick_op_rename(struct brick_req *r);
+int brick_op_readlink(struct brick_req *r);
+int brick_op_open(struct brick_req *r);
+int brick_op_create(struct brick_req *r);
+int brick_op_read(struct brick_req *r);
+int brick_op_write(struct brick_req *r);
+int brick_op_flush(struct brick_req *r);
+int brick_op_release(struct brick_req *r);
+int brick_op_fsync(struct brick_req *r);
+int brick_op_fallocate(struct brick_req *r);
+int brick_op_lseek(struct brick_req *r);
+int brick_op_opendir(struct brick_req *r);
+int brick_op_readdir(struct brick_req *r);
+int brick_op_releasedir(struct brick_req *r);
+int brick_op_statfs(struct brick_req *r);
+int brick_op_setxattr(struct brick_req *r);
+int brick_op_getxattr(struct brick_req *r);
+int brick_op_listxattr(struct brick_req *r);
+int brick_op_removexattr(struct brick_req *r);
+int brick_op_getlk(struct brick_req *r);
+int brick_op_setlk(struct brick_req *r);
+int brick_op_flock(struct brick_req *r);
+
+/* ---- handles (handles.c) ---- */
+
+struct brick_fh {
+    int refs; /* under the connection's lock */
+    int fd;
+    int is_dir;
+    int flags; /* open flags */
+    dev_t dev;
+    ino_t ino;
+    pthread_mutex_t dir_lock; /* serialises lseek+getdents on directories */
+};
+
+/* Adds fh (one reference, now the table's) and returns its handle id. */
+int brick_fh_add(struct brick_conn *bc, struct brick_fh *fh, uint64_t *id);
+/* The handle named id with a new reference, or -EBADF (also when it is a
+ * directory and a file is wanted or the other way round). */
+int brick_fh_get(struct brick_conn *bc, uint64_t id, int is_dir, struct brick_fh **out);
+void brick_fh_put(struct brick_conn *bc, struct brick_fh *fh);
+/* Removes id from the table (dropping the table's reference): 0 or -EBADF. */
+int brick_fh_remove(struct brick_conn *bc, uint64_t id, int is_dir);
+/* A handle from an fd (taken over). */
+struct brick_fh *brick_fh_new(int fd, int is_dir, int flags);
+
+/* ---- locks (locks.c) ---- */
+
+int brick_locks_init(struct brick *b);
+void brick_locks_fini(struct brick *b);
+/* Drops every lock, lock fd and pending wait of bc. */
+void brick_locks_conn_gone(struct brick_conn *bc);
+/* FLUSH: releases the POSIX locks owner holds on fh's file. */
+void brick_locks_flush(struct brick_conn *bc, struct brick_fh *fh, uint64_t owner);
+
+/* Sends a reply for r (deferred replies too); in-process connections get
+ * theirs through brick_local_reply_cb when set. */
+void brick_send_reply(struct brick_conn *bc, uint16_t opcode, uint64_t reqid, int status,
+                      const struct rpc_buf *body, const char *text);
+extern void (*brick_local_reply_cb)(struct brick_conn *bc, uint64_t reqid, int status,
+                                    const struct rpc_buf *body);
+
+#endif

@@ -1,0 +1,130 @@
+/* Requests to handlers: the opcode table, compound requests, replies. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+
+typedef int (*op_fn)(struct brick_req *r);
+
+static const op_fn op_table[RPC_OP_MAX] = {
+    [RPC_OP_LOOKUP] = brick_op_lookup,
+    [RPC_OP_GETATTR] = brick_op_getattr,
+    [RPC_OP_SETATTR] = brick_op_setattr,
+    [RPC_OP_MKNOD] = brick_op_mknod,
+    [RPC_OP_MKDIR] = brick_op_mkdir,
+    [RPC_OP_SYMLINK] = brick_op_symlink,
+    [RPC_OP_LINK] = brick_op_link,
+    [RPC_OP_UNLINK] = brick_op_unlink,
+    [RPC_OP_RMDIR] = brick_op_rmdir,
+    [RPC_OP_RENAME] = brick_op_rename,
+    [RPC_OP_READLINK] = brick_op_readlink,
+    [RPC_OP_OPEN] = brick_op_open,
+    [RPC_OP_CREATE] = brick_op_create,
+    [RPC_OP_READ] = brick_op_read,
+    [RPC_OP_WRITE] = brick_op_write,
+    [RPC_OP_FLUSH] = brick_op_flush,
+    [RPC_OP_RELEASE] = brick_op_release,
+    [RPC_OP_FSYNC] = brick_op_fsync,
+    [RPC_OP_FALLOCATE] = brick_op_fallocate,
+    [RPC_OP_LSEEK] = brick_op_lseek,
+    [RPC_OP_OPENDIR] = brick_op_opendir,
+    [RPC_OP_READDIR] = brick_op_readdir,
+    [RPC_OP_RELEASEDIR] = brick_op_releasedir,
+    [RPC_OP_STATFS] = brick_op_statfs,
+    [RPC_OP_SETXATTR] = brick_op_setxattr,
+    [RPC_OP_GETXATTR] = brick_op_getxattr,
+    [RPC_OP_LISTXATTR] = brick_op_listxattr,
+    [RPC_OP_REMOVEXATTR] = brick_op_removexattr,
+    [RPC_OP_GETLK] = brick_op_getlk,
+    [RPC_OP_SETLK] = brick_op_setlk,
+    [RPC_OP_FLOCK] = brick_op_flock,
+};
+
+static int exec_one(struct brick_req *r)
+{
+    if (r->opcode >= RPC_OP_MAX || !op_table[r->opcode])
+        return -ENOSYS;
+    int rc = op_table[r->opcode](r);
+    if (rc < 0 && rc != -ENOENT)
+        log_debug("%s from %s failed: %s%s%s", rpc_op_name(r->opcode), r->bc->peer, strerror(-rc),
+                  r->text[0] ? ": " : "", r->text);
+    return rc;
+}
+
+/* Runs the SUB fields in order; the reply has one SUB (ERRNO and that
+ * operation's reply fields) per sub-request run, up to the first failure. */
+static int exec_compound(struct brick_req *r)
+{
+    struct rpc_iter it;
+    struct rpc_field f;
+    struct rpc_buf sub_out;
+    int rc;
+    rpc_buf_init(&sub_out);
+    rpc_iter_init(&it, r->in->body, r->in->body_len);
+    while ((rc = rpc_iter_next(&it, &f)) > 0) {
+        if (f.tag != RPC_T_SUB)
+            continue;
+        struct rpc_msg m;
+        const char *why = NULL;
+        int st;
+        rpc_buf_reset(&sub_out);
+        struct brick_req s = {
+            .b = r->b, .bc = r->bc, .reqid = r->reqid, .in_compound = 1, .in = &m, .out = &sub_out};
+        if (rpc_msg_decode(f.val, f.len, &m, &why) < 0) {
+            snprintf(r->text, sizeof(r->text), "bad sub-request: %s", why ? why : "?");
+            st = -EPROTO;
+        } else if (!rpc_has(&m, RPC_T_OP) || m.op >= RPC_OP_MAX || m.op == RPC_OP_COMPOUND ||
+                   m.op == RPC_OP_HANDSHAKE) {
+            st = rpc_has(&m, RPC_T_OP) && m.op < RPC_OP_MAX ? -EINVAL : -ENOSYS;
+        } else {
+            s.opcode = (uint16_t)m.op;
+            st = exec_one(&s);
+        }
+        size_t mark = rpc_put_begin(r->out, RPC_T_SUB);
+        rpc_put_u64(r->out, RPC_T_ERRNO, (uint64_t)(st < 0 ? -st : 0));
+        if (st == 0)
+            rpc_buf_put(r->out, sub_out.data, sub_out.len);
+        else if (s.text[0])
+            rpc_put_str(r->out, RPC_T_TEXT, s.text);
+        rpc_put_end(r->out, mark);
+        if (st < 0)
+            break;
+    }
+    rpc_buf_free(&sub_out);
+    if (r->out->err)
+        return r->out->err;
+    return rc < 0 ? -EPROTO : 0;
+}
+
+int brick_exec(struct brick_req *r)
+{
+    r->text[0] = 0;
+    if (r->opcode == RPC_OP_COMPOUND)
+        return exec_compound(r);
+    int rc = exec_one(r);
+    if (rc == 0 && r->out->err)
+        rc = r->out->err;
+    return rc;
+}
+
+void (*brick_local_reply_cb)(struct brick_conn *bc, uint64_t reqid, int status,
+                             const struct rpc_buf *body);
+
+void brick_send_reply(struct brick_conn *bc, uint16_t opcode, uint64_t reqid, int status,
+                      const struct rpc_buf *body, const char *text)
+{
+    struct rpc_buf err;
+    rpc_buf_init(&err);
+    if (status < 0) {
+        if (text && *text)
+            rpc_put_str(&err, RPC_T_TEXT, text);
+        body = &err;
+    }
+    if (bc->rc)
+        rpc_conn_reply(bc->rc, reqid, opcode, status, body);
+    else if (brick_local_reply_cb)
+        brick_local_reply_cb(bc, reqid, status, body);
+    rpc_buf_free(&err);
+}

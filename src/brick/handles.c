@@ -1,0 +1,191 @@
+/* Per-connection state: the handle table (FH -> open file or directory).
+ *
+ * A handle id is its slot number plus a generation in bits 20-39, so a
+ * released id is not silently taken to mean the next file opened in the
+ * same slot. Handles are reference counted: a worker using one keeps it
+ * open while another releases it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+
+#define SLOT_BITS 20
+#define SLOT_MAX (1u << SLOT_BITS)
+#define GEN_MASK ((1u << 20) - 1)
+
+struct brick_conn *brick_conn_new(struct brick *b, struct rpc_conn *rc, const char *peer)
+{
+    struct brick_conn *bc = calloc(1, sizeof(*bc));
+    if (!bc)
+        return NULL;
+    bc->b = b;
+    bc->rc = rc;
+    bc->refs = 1;
+    pthread_mutex_init(&bc->lock, NULL);
+    snprintf(bc->peer, sizeof(bc->peer), "%s", peer ? peer : "local");
+    if (rc)
+        rpc_conn_get(rc);
+    return bc;
+}
+
+void brick_conn_get(struct brick_conn *bc)
+{
+    pthread_mutex_lock(&bc->lock);
+    bc->refs++;
+    pthread_mutex_unlock(&bc->lock);
+}
+
+void brick_conn_put(struct brick_conn *bc)
+{
+    pthread_mutex_lock(&bc->lock);
+    int last = --bc->refs == 0;
+    pthread_mutex_unlock(&bc->lock);
+    if (!last)
+        return;
+    brick_conn_shutdown(bc);
+    if (bc->rc)
+        rpc_conn_put(bc->rc);
+    free(bc->fhs);
+    free(bc->fh_gen);
+    pthread_mutex_destroy(&bc->lock);
+    free(bc);
+}
+
+struct brick_fh *brick_fh_new(int fd, int is_dir, int flags)
+{
+    struct brick_fh *fh = calloc(1, sizeof(*fh));
+    if (!fh)
+        return NULL;
+    fh->refs = 1;
+    fh->fd = fd;
+    fh->is_dir = is_dir;
+    fh->flags = flags;
+    pthread_mutex_init(&fh->dir_lock, NULL);
+    return fh;
+}
+
+static void fh_free(struct brick *b, struct brick_fh *fh)
+{
+    if (fh->fd >= 0)
+        b->vfs->close(fh->fd);
+    pthread_mutex_destroy(&fh->dir_lock);
+    free(fh);
+}
+
+int brick_fh_add(struct brick_conn *bc, struct brick_fh *fh, uint64_t *id)
+{
+    pthread_mutex_lock(&bc->lock);
+    if (bc->closed) {
+        pthread_mutex_unlock(&bc->lock);
+        return -ENOTCONN;
+    }
+    uint32_t slot = 0;
+    while (slot < bc->n_fhs && bc->fhs[slot])
+        slot++;
+    if (slot == bc->n_fhs) {
+        if (bc->n_fhs == SLOT_MAX) {
+            pthread_mutex_unlock(&bc->lock);
+            return -EMFILE;
+        }
+        if (bc->n_fhs == bc->cap_fhs) {
+            uint32_t cap = bc->cap_fhs ? bc->cap_fhs * 2 : 16;
+            struct brick_fh **f = realloc(bc->fhs, cap * sizeof(*f));
+            if (f)
+                bc->fhs = f;
+            uint32_t *g = f ? realloc(bc->fh_gen, cap * sizeof(*g)) : NULL;
+            if (!f || !g) {
+                pthread_mutex_unlock(&bc->lock);
+                return -ENOMEM;
+            }
+            bc->fh_gen = g;
+            bc->cap_fhs = cap;
+        }
+        bc->fhs[slot] = NULL;
+        bc->fh_gen[slot] = 0;
+        bc->n_fhs++;
+    }
+    bc->fhs[slot] = fh;
+    bc->fh_gen[slot] = (bc->fh_gen[slot] + 1) & GEN_MASK;
+    *id = (uint64_t)slot | (uint64_t)bc->fh_gen[slot] << SLOT_BITS;
+    pthread_mutex_unlock(&bc->lock);
+    return 0;
+}
+
+/* The slot of id if it names a live handle; the caller holds the lock. */
+static long slot_of(struct brick_conn *bc, uint64_t id, int is_dir)
+{
+    uint64_t slot = id & (SLOT_MAX - 1);
+    uint64_t gen = id >> SLOT_BITS;
+    if (slot >= bc->n_fhs || !bc->fhs[slot] || gen != bc->fh_gen[slot] ||
+        bc->fhs[slot]->is_dir != is_dir)
+        return -EBADF;
+    return (long)slot;
+}
+
+int brick_fh_get(struct brick_conn *bc, uint64_t id, int is_dir, struct brick_fh **out)
+{
+    pthread_mutex_lock(&bc->lock);
+    long slot = slot_of(bc, id, is_dir);
+    if (slot < 0) {
+        pthread_mutex_unlock(&bc->lock);
+        return (int)slot;
+    }
+    *out = bc->fhs[slot];
+    (*out)->refs++;
+    pthread_mutex_unlock(&bc->lock);
+    return 0;
+}
+
+void brick_fh_put(struct brick_conn *bc, struct brick_fh *fh)
+{
+    pthread_mutex_lock(&bc->lock);
+    int last = --fh->refs == 0;
+    pthread_mutex_unlock(&bc->lock);
+    if (last)
+        fh_free(bc->b, fh);
+}
+
+int brick_fh_remove(struct brick_conn *bc, uint64_t id, int is_dir)
+{
+    pthread_mutex_lock(&bc->lock);
+    long slot = slot_of(bc, id, is_dir);
+    if (slot < 0) {
+        pthread_mutex_unlock(&bc->lock);
+        return (int)slot;
+    }
+    struct brick_fh *fh = bc->fhs[slot];
+    bc->fhs[slot] = NULL;
+    pthread_mutex_unlock(&bc->lock);
+    brick_fh_put(bc, fh);
+    return 0;
+}
+
+void brick_conn_shutdown(struct brick_conn *bc)
+{
+    pthread_mutex_lock(&bc->lock);
+    if (bc->closed) {
+        pthread_mutex_unlock(&bc->lock);
+        return;
+    }
+    bc->closed = 1;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < bc->n_fhs; i++)
+        if (bc->fhs[i])
+            n++;
+    pthread_mutex_unlock(&bc->lock);
+    if (n)
+        log_debug("connection %s gone: closing %u handles", bc->peer, n);
+    /* Locks first: they are kept on their own fds (locks.c). */
+    brick_locks_conn_gone(bc);
+    for (uint32_t i = 0; i < bc->n_fhs; i++) {
+        pthread_mutex_lock(&bc->lock);
+        struct brick_fh *fh = bc->fhs[i];
+        bc->fhs[i] = NULL;
+        pthread_mutex_unlock(&bc->lock);
+        if (fh)
+            brick_fh_put(bc, fh);
+    }
+}

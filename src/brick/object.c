@@ -1,0 +1,117 @@
+/* Objects on the brick: their ids (trusted.cairn.gfid), attributes, and the
+ * mode and owner a new object gets. */
+#include <errno.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+
+int brick_req_gfid(const struct rpc_msg *in, gfid_t *g)
+{
+    if (!rpc_has(in, RPC_T_GFID) || gfid_is_null(&in->gfid))
+        return -EINVAL;
+    *g = in->gfid;
+    return 0;
+}
+
+int brick_gfid_ensure(struct brick *b, const struct brick_loc *loc, gfid_t *g)
+{
+    if (loc->is_root) {
+        gfid_root(g);
+        return 0;
+    }
+    for (int tries = 0; tries < 3; tries++) {
+        long n = b->vfs->getxattr(loc->dirfd, loc->name, BRICK_XATTR_GFID, g->b, GFID_LEN);
+        if (n == GFID_LEN)
+            return 0;
+        if (n >= 0 || n == -ERANGE) {
+            log_warn("bad %s on %s (%ld bytes)", BRICK_XATTR_GFID, loc->path, n);
+            return -EIO;
+        }
+        if (n != -ENODATA)
+            return (int)n;
+        /* Put on the brick by hand: give it an id now; a racing lookup may
+         * win, and then its id is the one. */
+        gfid_generate(g);
+        int rc =
+            b->vfs->setxattr(loc->dirfd, loc->name, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
+        if (rc == 0) {
+            log_debug("assigned an id to %s", loc->path);
+            return 0;
+        }
+        if (rc != -EEXIST)
+            return rc;
+    }
+    return -EIO;
+}
+
+int brick_gfid_ensure_fd(struct brick *b, int fd, gfid_t *g)
+{
+    for (int tries = 0; tries < 3; tries++) {
+        long n = b->vfs->fgetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN);
+        if (n == GFID_LEN)
+            return 0;
+        if (n >= 0 || n == -ERANGE)
+            return -EIO;
+        if (n != -ENODATA)
+            return (int)n;
+        gfid_generate(g);
+        int rc = b->vfs->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
+        if (rc == 0)
+            return 0;
+        if (rc != -EEXIST)
+            return rc;
+    }
+    return -EIO;
+}
+
+int brick_loc_attr(struct brick *b, const struct brick_loc *loc, struct rpc_attr *a)
+{
+    struct stat st;
+    gfid_t g;
+    int rc = b->vfs->fstatat(loc->dirfd, loc->name, &st);
+    if (rc < 0)
+        return rc;
+    if ((rc = brick_gfid_ensure(b, loc, &g)) < 0)
+        return rc;
+    rpc_attr_from_stat(a, &st, &g);
+    return 0;
+}
+
+int brick_fd_attr(struct brick *b, int fd, struct rpc_attr *a)
+{
+    struct stat st;
+    gfid_t g;
+    int rc = b->vfs->fstatat(fd, "", &st);
+    if (rc < 0)
+        return rc;
+    if ((rc = brick_gfid_ensure_fd(b, fd, &g)) < 0)
+        return rc;
+    rpc_attr_from_stat(a, &st, &g);
+    return 0;
+}
+
+mode_t brick_create_mode(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in)
+{
+    mode_t mode = (mode_t)(in->mode & 07777);
+    mode_t umask = (mode_t)(rpc_has(in, RPC_T_UMASK) ? in->umask & 0777 : 0);
+    if (!umask)
+        return mode;
+    /* A default ACL on the parent replaces the umask (POSIX.1e); the file
+     * system applies it when we create with the unmasked mode. */
+    long n = b->vfs->getxattr(loc->dirfd, ".", "system.posix_acl_default", NULL, 0);
+    if (n > 0)
+        return mode;
+    return mode & ~umask;
+}
+
+void brick_create_owner(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in,
+                        uid_t *uid, gid_t *gid)
+{
+    *uid = rpc_has(in, RPC_T_UID) ? (uid_t)in->uid : 0;
+    *gid = rpc_has(in, RPC_T_GID) ? (gid_t)in->gid : 0;
+    struct stat pst;
+    if (b->vfs->fstatat(loc->dirfd, "", &pst) == 0 && (pst.st_mode & S_ISGID))
+        *gid = pst.st_gid; /* BSD group semantics of a setgid directory */
+}

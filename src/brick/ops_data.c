@@ -1,0 +1,319 @@
+/* File data: open, create, read, write and the calls on open handles. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+
+#define VFS (r->b->vfs)
+
+/* Largest READ answered in one reply: well inside RPC_MAX_BODY. */
+#define BRICK_MAX_READ (4u << 20)
+
+/* Open flags a client may ask for; the rest (O_CREAT, O_NOFOLLOW, O_PATH,
+ * O_TMPFILE, O_DIRECTORY, ...) are the brick's business. */
+#define OPEN_FLAGS_ALLOWED                                                                         \
+    (O_ACCMODE | O_APPEND | O_TRUNC | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_EXCL)
+
+static int open_flags(const struct rpc_msg *in)
+{
+    int f = rpc_has(in, RPC_T_FLAGS) ? (int)(in->flags & OPEN_FLAGS_ALLOWED) : O_RDONLY;
+    if ((f & O_ACCMODE) == O_ACCMODE)
+        return -EINVAL;
+    return f | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+}
+
+/* Replies FH and ATTR for a freshly opened fd, which the handle takes. */
+static int reply_open(struct brick_req *r, int fd, int flags)
+{
+    struct rpc_attr a;
+    struct stat st;
+    uint64_t id;
+    int rc = brick_fd_attr(r->b, fd, &a);
+    if (rc < 0 || (rc = VFS->fstatat(fd, "", &st)) < 0) {
+        VFS->close(fd);
+        return rc;
+    }
+    struct brick_fh *fh = brick_fh_new(fd, 0, flags);
+    if (!fh) {
+        VFS->close(fd);
+        return -ENOMEM;
+    }
+    fh->dev = st.st_dev;
+    fh->ino = st.st_ino;
+    if ((rc = brick_fh_add(r->bc, fh, &id)) < 0) {
+        brick_fh_put(r->bc, fh);
+        return rc;
+    }
+    rpc_put_u64(r->out, RPC_T_FH, id);
+    rpc_put_attr(r->out, RPC_T_ATTR, &a);
+    return 0;
+}
+
+/* Opens an existing regular file. Anything else is refused before it is
+ * opened: opening a device or FIFO on the server has side effects (and the
+ * kernel client never asks). */
+static int open_existing(struct brick_req *r, const struct brick_loc *loc, int flags)
+{
+    struct stat st;
+    int rc = VFS->fstatat(loc->dirfd, loc->name, &st);
+    if (rc < 0)
+        return rc;
+    if (S_ISDIR(st.st_mode))
+        return -EISDIR;
+    if (S_ISLNK(st.st_mode))
+        return -ELOOP;
+    if (!S_ISREG(st.st_mode))
+        return -EOPNOTSUPP;
+    int fd = VFS->openat(loc->dirfd, loc->name, flags & ~(O_CREAT | O_EXCL), 0);
+    if (fd < 0)
+        return fd;
+    if ((rc = VFS->fstatat(fd, "", &st)) < 0 || !S_ISREG(st.st_mode)) {
+        VFS->close(fd);
+        return rc < 0 ? rc : -EOPNOTSUPP; /* replaced under us */
+    }
+    return fd;
+}
+
+int brick_op_open(struct brick_req *r)
+{
+    struct brick_loc loc;
+    int flags = open_flags(r->in);
+    if (flags < 0)
+        return flags;
+    int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &loc);
+    if (rc == 0 && loc.is_root)
+        rc = -EISDIR;
+    if (rc == 0) {
+        int fd = open_existing(r, &loc, flags);
+        rc = fd < 0 ? fd : reply_open(r, fd, flags);
+    }
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+/* A new file made by CREATE: id, owner; on failure it is removed again. */
+static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd, const gfid_t *g,
+                        mode_t mode)
+{
+    uid_t uid;
+    gid_t gid;
+    struct stat st;
+    int rc = VFS->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
+    if (rc < 0)
+        return rc;
+    brick_create_owner(r->b, loc, r->in, &uid, &gid);
+    if ((rc = VFS->fstatat(fd, "", &st)) < 0)
+        return rc;
+    if (st.st_uid != uid || st.st_gid != gid) {
+        if ((rc = VFS->fchown(fd, uid, gid)) < 0)
+            return rc;
+        if ((mode & (S_ISUID | S_ISGID)) && (rc = VFS->fchmod(fd, mode)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int brick_op_create(struct brick_req *r)
+{
+    struct brick_loc loc;
+    gfid_t g;
+    int rc = brick_req_gfid(r->in, &g);
+    if (rc < 0)
+        return rc;
+    int flags = open_flags(r->in);
+    if (flags < 0)
+        return flags;
+    mode_t type = (mode_t)(r->in->mode & S_IFMT);
+    if (type && type != S_IFREG)
+        return -EINVAL;
+    if ((rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_CREATE, &loc)) < 0)
+        goto out;
+    if (loc.is_root) {
+        rc = -EISDIR;
+        goto out;
+    }
+    mode_t mode = brick_create_mode(r->b, &loc, r->in);
+    for (int tries = 0; tries < 5; tries++) {
+        int fd = VFS->openat(loc.dirfd, loc.name, flags | O_CREAT | O_EXCL, mode);
+        if (fd >= 0) {
+            if ((rc = init_created(r, &loc, fd, &g, mode)) < 0) {
+                log_debug("create of %s failed after the create: %s", loc.path, strerror(-rc));
+                VFS->close(fd);
+                VFS->unlinkat(loc.dirfd, loc.name, 0);
+                goto out;
+            }
+            rc = reply_open(r, fd, flags);
+            goto out;
+        }
+        if (fd != -EEXIST || (flags & O_EXCL)) {
+            rc = fd;
+            goto out;
+        }
+        /* Without O_EXCL an existing file is opened; it may go away
+         * between the two calls, then we try the create again. */
+        fd = open_existing(r, &loc, flags);
+        if (fd >= 0) {
+            rc = reply_open(r, fd, flags);
+            goto out;
+        }
+        if (fd != -ENOENT) {
+            rc = fd;
+            goto out;
+        }
+    }
+    rc = -EAGAIN;
+out:
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+static int file_fh(struct brick_req *r, struct brick_fh **fh)
+{
+    if (!rpc_has(r->in, RPC_T_FH))
+        return -EBADF;
+    return brick_fh_get(r->bc, r->in->fh, 0, fh);
+}
+
+int brick_op_read(struct brick_req *r)
+{
+    struct brick_fh *fh;
+    int rc = file_fh(r, &fh);
+    if (rc < 0)
+        return rc;
+    uint64_t size = r->in->size, off = r->in->offset;
+    if (size > BRICK_MAX_READ)
+        size = BRICK_MAX_READ;
+    if (off > INT64_MAX) {
+        rc = -EINVAL;
+        goto out;
+    }
+    size_t mark = rpc_put_begin(r->out, RPC_T_DATA);
+    uint8_t *p = rpc_buf_grow(r->out, size);
+    if (!p) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t got = 0;
+    while (got < size) {
+        long n = VFS->pread(fh->fd, p + got, size - got, (off_t)(off + got));
+        if (n == -EINTR)
+            continue;
+        if (n < 0) {
+            rc = (int)n;
+            goto out;
+        }
+        if (n == 0)
+            break; /* end of file */
+        got += (size_t)n;
+    }
+    r->out->len = mark + got;
+    rpc_put_end(r->out, mark);
+out:
+    brick_fh_put(r->bc, fh);
+    return rc;
+}
+
+int brick_op_write(struct brick_req *r)
+{
+    struct brick_fh *fh;
+    struct rpc_attr a;
+    int rc = file_fh(r, &fh);
+    if (rc < 0)
+        return rc;
+    const uint8_t *p = r->in->data.p;
+    size_t len = rpc_has(r->in, RPC_T_DATA) ? r->in->data.len : 0, done = 0;
+    uint64_t off = r->in->offset;
+    if (off > INT64_MAX || off + len > INT64_MAX) {
+        rc = -EFBIG;
+        goto out;
+    }
+    while (done < len) {
+        long n = VFS->pwrite(fh->fd, p + done, len - done, (off_t)(off + done));
+        if (n == -EINTR)
+            continue;
+        if (n < 0) {
+            /* What was written stays written, as with write(2). */
+            if (done == 0)
+                rc = (int)n;
+            break;
+        }
+        if (n == 0) {
+            rc = done ? 0 : -EIO;
+            break;
+        }
+        done += (size_t)n;
+    }
+    if (rc == 0 && (rc = brick_fd_attr(r->b, fh->fd, &a)) == 0) {
+        rpc_put_u64(r->out, RPC_T_SIZE, done);
+        rpc_put_attr(r->out, RPC_T_ATTR, &a);
+    }
+out:
+    brick_fh_put(r->bc, fh);
+    return rc;
+}
+
+int brick_op_flush(struct brick_req *r)
+{
+    struct brick_fh *fh;
+    int rc = file_fh(r, &fh);
+    if (rc < 0)
+        return rc;
+    if (rpc_has(r->in, RPC_T_OWNER))
+        brick_locks_flush(r->bc, fh, r->in->owner);
+    brick_fh_put(r->bc, fh);
+    return 0;
+}
+
+int brick_op_release(struct brick_req *r)
+{
+    return brick_fh_remove(r->bc, r->in->fh, 0);
+}
+
+int brick_op_fsync(struct brick_req *r)
+{
+    struct brick_fh *fh;
+    int rc = brick_fh_get(r->bc, r->in->fh, 0, &fh);
+    if (rc < 0 && (rc = brick_fh_get(r->bc, r->in->fh, 1, &fh)) < 0)
+        return rc;
+    rc = VFS->fsync(fh->fd, rpc_has(r->in, RPC_T_FLAGS) && (r->in->flags & 1));
+    brick_fh_put(r->bc, fh);
+    return rc;
+}
+
+int brick_op_fallocate(struct brick_req *r)
+{
+    struct brick_fh *fh;
+    uint64_t off = r->in->offset, len = r->in->size;
+    if (off > INT64_MAX || len > INT64_MAX || r->in->flags > INT32_MAX)
+        return -EINVAL;
+    int rc = file_fh(r, &fh);
+    if (rc < 0)
+        return rc;
+    rc = VFS->fallocate(fh->fd, (int)r->in->flags, (off_t)off, (off_t)len);
+    brick_fh_put(r->bc, fh);
+    return rc;
+}
+
+int brick_op_lseek(struct brick_req *r)
+{
+    struct brick_fh *fh;
+    uint64_t whence = r->in->whence;
+    if (r->in->offset > INT64_MAX || (whence != SEEK_DATA && whence != SEEK_HOLE))
+        return -EINVAL;
+    int rc = file_fh(r, &fh);
+    if (rc < 0)
+        return rc;
+    /* The handle's file position is not used by anything else (reads and
+     * writes are positional), so moving it is harmless. */
+    off_t o = VFS->lseek(fh->fd, (off_t)r->in->offset, (int)whence);
+    brick_fh_put(r->bc, fh);
+    if (o < 0)
+        return (int)o;
+    rpc_put_u64(r->out, RPC_T_OFFSET, (uint64_t)o);
+    return 0;
+}

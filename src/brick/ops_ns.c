@@ -1,0 +1,379 @@
+/* Namespace operations: lookup, attributes, creating and removing names. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+
+#define VFS (r->b->vfs)
+
+static int put_loc_attr(struct brick_req *r, const struct brick_loc *loc)
+{
+    struct rpc_attr a;
+    int rc = brick_loc_attr(r->b, loc, &a);
+    if (rc == 0)
+        rpc_put_attr(r->out, RPC_T_ATTR, &a);
+    return rc;
+}
+
+int brick_op_lookup(struct brick_req *r)
+{
+    struct brick_loc loc;
+    int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &loc);
+    if (rc == 0)
+        rc = put_loc_attr(r, &loc);
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+/* The handle named by FH, file or directory. */
+static int any_fh(struct brick_req *r, struct brick_fh **fh)
+{
+    int rc = brick_fh_get(r->bc, r->in->fh, 0, fh);
+    return rc == 0 ? 0 : brick_fh_get(r->bc, r->in->fh, 1, fh);
+}
+
+int brick_op_getattr(struct brick_req *r)
+{
+    if (rpc_has(r->in, RPC_T_FH)) {
+        struct brick_fh *fh;
+        struct rpc_attr a;
+        int rc = any_fh(r, &fh);
+        if (rc < 0)
+            return rc;
+        rc = brick_fd_attr(r->b, fh->fd, &a);
+        brick_fh_put(r->bc, fh);
+        if (rc == 0)
+            rpc_put_attr(r->out, RPC_T_ATTR, &a);
+        return rc;
+    }
+    return brick_op_lookup(r);
+}
+
+static void set_times(const struct rpc_msg *in, struct timespec ts[2])
+{
+    uint64_t v = in->valid;
+    ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
+    ts[0].tv_sec = ts[1].tv_sec = 0;
+    if (v & RPC_SET_ATIME_NOW) {
+        ts[0].tv_nsec = UTIME_NOW;
+    } else if ((v & RPC_SET_ATIME) && rpc_has(in, RPC_T_ATIME)) {
+        ts[0].tv_sec = in->atime.sec;
+        ts[0].tv_nsec = in->atime.nsec;
+    }
+    if (v & RPC_SET_MTIME_NOW) {
+        ts[1].tv_nsec = UTIME_NOW;
+    } else if ((v & RPC_SET_MTIME) && rpc_has(in, RPC_T_MTIME)) {
+        ts[1].tv_sec = in->mtime.sec;
+        ts[1].tv_nsec = in->mtime.nsec;
+    }
+}
+
+/* SETATTR on an open fd (FH given, or the path opened for a truncate). */
+static int setattr_fd(struct brick_req *r, int fd)
+{
+    const struct rpc_msg *in = r->in;
+    uint64_t v = in->valid;
+    int rc;
+    if (v & (RPC_SET_UID | RPC_SET_GID)) {
+        uid_t u = v & RPC_SET_UID ? (uid_t)in->uid : (uid_t)-1;
+        gid_t g = v & RPC_SET_GID ? (gid_t)in->gid : (gid_t)-1;
+        if ((rc = VFS->fchown(fd, u, g)) < 0)
+            return rc;
+    }
+    if ((v & RPC_SET_MODE) && (rc = VFS->fchmod(fd, (mode_t)(in->mode & 07777))) < 0)
+        return rc;
+    if (v & RPC_SET_SIZE) {
+        if (in->size > INT64_MAX)
+            return -EFBIG;
+        if ((rc = VFS->ftruncate(fd, (off_t)in->size)) < 0)
+            return rc;
+    }
+    if (v & (RPC_SET_ATIME | RPC_SET_MTIME | RPC_SET_ATIME_NOW | RPC_SET_MTIME_NOW)) {
+        struct timespec ts[2];
+        set_times(in, ts);
+        if ((rc = VFS->futimens(fd, ts)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int setattr_loc(struct brick_req *r, const struct brick_loc *loc)
+{
+    const struct rpc_msg *in = r->in;
+    uint64_t v = in->valid;
+    int rc;
+    if (v & RPC_SET_SIZE) {
+        /* Truncation needs an open file: the rest goes through it too. */
+        int fd = VFS->openat(loc->dirfd, loc->name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+        if (fd < 0)
+            return fd == -ELOOP ? -EINVAL : fd;
+        struct stat st;
+        rc = VFS->fstatat(fd, "", &st);
+        if (rc == 0 && !S_ISREG(st.st_mode))
+            rc = -EINVAL;
+        if (rc == 0)
+            rc = setattr_fd(r, fd);
+        VFS->close(fd);
+        return rc;
+    }
+    if (v & (RPC_SET_UID | RPC_SET_GID)) {
+        uid_t u = v & RPC_SET_UID ? (uid_t)in->uid : (uid_t)-1;
+        gid_t g = v & RPC_SET_GID ? (gid_t)in->gid : (gid_t)-1;
+        if ((rc = VFS->fchownat(loc->dirfd, loc->name, u, g)) < 0)
+            return rc;
+    }
+    if ((v & RPC_SET_MODE) &&
+        (rc = VFS->fchmodat(loc->dirfd, loc->name, (mode_t)(in->mode & 07777))) < 0)
+        return rc;
+    if (v & (RPC_SET_ATIME | RPC_SET_MTIME | RPC_SET_ATIME_NOW | RPC_SET_MTIME_NOW)) {
+        struct timespec ts[2];
+        set_times(in, ts);
+        if ((rc = VFS->utimensat(loc->dirfd, loc->name, ts)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int brick_op_setattr(struct brick_req *r)
+{
+    int rc;
+    if (!rpc_has(r->in, RPC_T_VALID))
+        return -EINVAL;
+    if (rpc_has(r->in, RPC_T_FH)) {
+        struct brick_fh *fh;
+        struct rpc_attr a;
+        if ((rc = any_fh(r, &fh)) < 0)
+            return rc;
+        rc = setattr_fd(r, fh->fd);
+        if (rc == 0)
+            rc = brick_fd_attr(r->b, fh->fd, &a);
+        brick_fh_put(r->bc, fh);
+        if (rc == 0)
+            rpc_put_attr(r->out, RPC_T_ATTR, &a);
+        return rc;
+    }
+    struct brick_loc loc;
+    rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &loc);
+    if (rc == 0)
+        rc = setattr_loc(r, &loc);
+    if (rc == 0)
+        rc = put_loc_attr(r, &loc);
+    else
+        log_debug("setattr of %s: %s", loc.path, strerror(-rc));
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+/* After an object was made: its id, its owner, and the attributes for the
+ * reply. On failure the object is removed again, so a failed create leaves
+ * nothing behind. */
+static int finish_create(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
+                         mode_t mode, int is_dir)
+{
+    uid_t uid;
+    gid_t gid;
+    int rc = VFS->setxattr(loc->dirfd, loc->name, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
+    if (rc < 0)
+        goto undo;
+    brick_create_owner(r->b, loc, r->in, &uid, &gid);
+    struct stat st;
+    if ((rc = VFS->fstatat(loc->dirfd, loc->name, &st)) < 0)
+        goto undo;
+    if (st.st_uid != uid || st.st_gid != gid) {
+        if ((rc = VFS->fchownat(loc->dirfd, loc->name, uid, gid)) < 0)
+            goto undo;
+        /* chown drops set-id bits of files; the creator asked for them. */
+        if ((mode & (S_ISUID | S_ISGID)) && !S_ISLNK(st.st_mode) &&
+            (rc = VFS->fchmodat(loc->dirfd, loc->name, st.st_mode & 07777)) < 0)
+            goto undo;
+    }
+    if ((rc = put_loc_attr(r, loc)) < 0)
+        goto undo;
+    return 0;
+undo:
+    log_debug("creating %s failed after the create: %s", loc->path, strerror(-rc));
+    VFS->unlinkat(loc->dirfd, loc->name, is_dir ? AT_REMOVEDIR : 0);
+    return rc;
+}
+
+int brick_op_mknod(struct brick_req *r)
+{
+    struct brick_loc loc;
+    gfid_t g;
+    int rc = brick_req_gfid(r->in, &g);
+    if (rc < 0)
+        return rc;
+    mode_t type = (mode_t)(r->in->mode & S_IFMT);
+    if (type != S_IFREG && type != S_IFIFO && type != S_IFCHR && type != S_IFBLK &&
+        type != S_IFSOCK && type != 0)
+        return -EINVAL;
+    if (!type)
+        type = S_IFREG;
+    if ((rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_CREATE, &loc)) < 0)
+        goto out;
+    mode_t mode = brick_create_mode(r->b, &loc, r->in);
+    dev_t rdev = (type == S_IFCHR || type == S_IFBLK) ? (dev_t)r->in->rdev : 0;
+    if ((rc = VFS->mknodat(loc.dirfd, loc.name, type | mode, rdev)) == 0)
+        rc = finish_create(r, &loc, &g, mode, 0);
+out:
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+int brick_op_mkdir(struct brick_req *r)
+{
+    struct brick_loc loc;
+    gfid_t g;
+    int rc = brick_req_gfid(r->in, &g);
+    if (rc < 0)
+        return rc;
+    if ((rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_CREATE, &loc)) < 0)
+        goto out;
+    if (loc.is_root) {
+        rc = -EEXIST;
+        goto out;
+    }
+    mode_t mode = brick_create_mode(r->b, &loc, r->in);
+    if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0)
+        rc = finish_create(r, &loc, &g, mode, 1);
+out:
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+int brick_op_symlink(struct brick_req *r)
+{
+    struct brick_loc loc;
+    char target[PATH_MAX];
+    gfid_t g;
+    int rc = brick_req_gfid(r->in, &g);
+    if (rc < 0)
+        return rc;
+    if (!rpc_has(r->in, RPC_T_NAME) || memchr(r->in->name.p, 0, r->in->name.len))
+        return -EINVAL;
+    if (r->in->name.len == 0)
+        return -ENOENT;
+    if (rpc_bytes_str(&r->in->name, target, sizeof(target)) < 0)
+        return -ENAMETOOLONG;
+    if ((rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_CREATE, &loc)) < 0)
+        goto out;
+    if ((rc = VFS->symlinkat(target, loc.dirfd, loc.name)) == 0)
+        rc = finish_create(r, &loc, &g, 0777, 0);
+out:
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+int brick_op_link(struct brick_req *r)
+{
+    struct brick_loc from, to;
+    int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &from);
+    if (rc < 0) {
+        brick_loc_release(r->b, &from);
+        return rc;
+    }
+    rc = brick_resolve(r->b, &r->in->path2, BRICK_LOC_CREATE, &to);
+    if (rc == 0 && (from.is_root || to.is_root))
+        rc = from.is_root ? -EPERM : -EEXIST;
+    if (rc == 0)
+        rc = VFS->linkat(from.dirfd, from.name, to.dirfd, to.name);
+    if (rc == 0)
+        rc = put_loc_attr(r, &to);
+    brick_loc_release(r->b, &to);
+    brick_loc_release(r->b, &from);
+    return rc;
+}
+
+static int remove_name(struct brick_req *r, int flags)
+{
+    struct brick_loc loc;
+    int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &loc);
+    if (rc == 0 && loc.is_root)
+        rc = flags ? -EBUSY : -EISDIR;
+    if (rc == 0)
+        rc = VFS->unlinkat(loc.dirfd, loc.name, flags);
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+int brick_op_unlink(struct brick_req *r)
+{
+    return remove_name(r, 0);
+}
+
+int brick_op_rmdir(struct brick_req *r)
+{
+    return remove_name(r, AT_REMOVEDIR);
+}
+
+int brick_op_rename(struct brick_req *r)
+{
+    unsigned flags = rpc_has(r->in, RPC_T_FLAGS) ? (unsigned)r->in->flags : 0;
+    if ((flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) || r->in->flags > UINT32_MAX)
+        return -EINVAL;
+    struct brick_loc from, to;
+    int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &from);
+    if (rc < 0) {
+        brick_loc_release(r->b, &from);
+        return rc;
+    }
+    rc = brick_resolve(r->b, &r->in->path2, BRICK_LOC_CREATE, &to);
+    if (rc == 0 && (from.is_root || to.is_root))
+        rc = -EBUSY;
+    if (rc == 0)
+        rc = VFS->renameat2(from.dirfd, from.name, to.dirfd, to.name, flags);
+    brick_loc_release(r->b, &to);
+    brick_loc_release(r->b, &from);
+    return rc;
+}
+
+int brick_op_readlink(struct brick_req *r)
+{
+    struct brick_loc loc;
+    char buf[PATH_MAX];
+    int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &loc);
+    if (rc == 0) {
+        long n = VFS->readlinkat(loc.dirfd, loc.name, buf, sizeof(buf));
+        if (n < 0)
+            rc = (int)n;
+        else if ((size_t)n >= sizeof(buf))
+            rc = -ENAMETOOLONG;
+        else
+            rpc_put_bytes(r->out, RPC_T_DATA, buf, (size_t)n);
+    }
+    brick_loc_release(r->b, &loc);
+    return rc;
+}
+
+int brick_op_statfs(struct brick_req *r)
+{
+    struct brick_loc loc;
+    struct statfs st;
+    int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &loc);
+    if (rc == 0) {
+        int fd = VFS->openat(loc.dirfd, loc.name, O_PATH | O_NOFOLLOW, 0);
+        rc = fd < 0 ? fd : VFS->fstatfs(fd, &st);
+        if (fd >= 0)
+            VFS->close(fd);
+    }
+    if (rc == 0) {
+        struct rpc_statfs s = {
+            .bsize = (uint64_t)st.f_bsize,
+            .frsize = (uint64_t)(st.f_frsize ? st.f_frsize : st.f_bsize),
+            .blocks = st.f_blocks,
+            .bfree = st.f_bfree,
+            .bavail = st.f_bavail,
+            .files = st.f_files,
+            .ffree = st.f_ffree,
+            .namemax = (uint64_t)st.f_namelen,
+        };
+        rpc_put_statfs(r->out, RPC_T_STATFS, &s);
+    }
+    brick_loc_release(r->b, &loc);
+    return rc;
+}

@@ -1,0 +1,357 @@
+/* The brick server: accept loop, per-connection state, the handshake, and
+ * the hand-over of requests to the worker pool. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/options.h"
+#include "server.h"
+
+struct conn_node {
+    struct conn_node *next;
+    struct brick_conn *bc;
+};
+
+struct brick_server {
+    struct brick *b;
+    int listen_fd;
+    uint16_t port;
+    struct brick_pool *pool;
+    pthread_t accept_thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct conn_node *conns;
+    int n_conns;
+    int stopping;
+};
+
+struct job {
+    struct brick_server *s;
+    struct brick_conn *bc;
+    struct rpc_frame *f;
+};
+
+static void run_job(void *arg)
+{
+    struct job *j = arg;
+    struct rpc_buf out;
+    rpc_buf_init(&out);
+    struct brick_req r = {.b = j->s->b,
+                          .bc = j->bc,
+                          .opcode = j->f->hdr.opcode,
+                          .reqid = j->f->hdr.reqid,
+                          .in = &j->f->msg,
+                          .out = &out};
+    int rc = brick_exec(&r);
+    if (rc != BRICK_DEFERRED)
+        brick_send_reply(j->bc, r.opcode, r.reqid, rc, &out, r.text);
+    rpc_buf_free(&out);
+    rpc_frame_free(j->f);
+    brick_conn_put(j->bc);
+    free(j);
+}
+
+static int same_str(const struct rpc_bytes *a, const char *s)
+{
+    return a->len == strlen(s) && !memcmp(a->p, s, a->len);
+}
+
+static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_frame *f)
+{
+    struct brick *b = s->b;
+    const struct rpc_msg *m = &f->msg;
+    char text[PATH_MAX + 128] = "";
+    int rc = 0;
+    pthread_mutex_lock(&b->opt_lock);
+    int allowed = opt_addr_allowed(b->auth_allow, b->auth_reject, bc->addr);
+    pthread_mutex_unlock(&b->opt_lock);
+    if (!rpc_has(m, RPC_T_NAME) || !same_str(&m->name, b->volume)) {
+        rc = -ENOENT;
+        snprintf(text, sizeof(text), "this brick serves volume %s, not the one asked for",
+                 b->volume);
+    } else if (rpc_has(m, RPC_T_PATH) && !same_str(&m->path, b->path)) {
+        rc = -ENOENT;
+        snprintf(text, sizeof(text), "this brick of volume %s is %s, not the path asked for",
+                 b->volume, b->path);
+    } else if (!allowed) {
+        rc = -EACCES;
+        snprintf(text, sizeof(text), "address %s is not allowed to use volume %s", bc->addr,
+                 b->volume);
+    }
+    struct rpc_buf out;
+    rpc_buf_init(&out);
+    if (rc == 0) {
+        pthread_mutex_lock(&bc->lock);
+        bc->handshaken = 1;
+        pthread_mutex_unlock(&bc->lock);
+        rpc_put_u64(&out, RPC_T_FEATURES, BRICK_FEATURES);
+        rpc_put_str(&out, RPC_T_ID, b->id);
+        log_debug("handshake from %s", bc->peer);
+    } else {
+        log_warn("refused handshake from %s: %s", bc->peer, text);
+    }
+    brick_send_reply(bc, RPC_OP_HANDSHAKE, f->hdr.reqid, rc, &out, text);
+    rpc_buf_free(&out);
+}
+
+/* MGMT_RECONF from cairnd: only a peer on this host may change options. */
+static void reconf(struct brick_server *s, struct brick_conn *bc, struct rpc_frame *f)
+{
+    if (!bc->local_peer) {
+        brick_send_reply(bc, RPC_OP_MGMT_RECONF, f->hdr.reqid, -EACCES, NULL,
+                         "options are only taken from this host");
+        return;
+    }
+    struct rpc_iter it;
+    struct rpc_field fld;
+    rpc_iter_init(&it, f->body, f->hdr.body_len);
+    while (rpc_iter_next(&it, &fld) > 0) {
+        struct rpc_msg o;
+        char name[128], value[4096];
+        if (fld.tag != RPC_T_OPTION || rpc_msg_decode(fld.val, fld.len, &o, NULL) < 0 ||
+            !rpc_has(&o, RPC_T_NAME) || !rpc_has(&o, RPC_T_DATA) ||
+            rpc_bytes_str(&o.name, name, sizeof(name)) < 0 ||
+            rpc_bytes_str(&o.data, value, sizeof(value)) < 0 || memchr(o.data.p, 0, o.data.len))
+            continue;
+        brick_set_option(s->b, name, value);
+    }
+    brick_send_reply(bc, RPC_OP_MGMT_RECONF, f->hdr.reqid, 0, NULL, NULL);
+}
+
+static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
+{
+    struct brick_conn *bc = ctx;
+    struct brick_server *s = bc->owner;
+    uint16_t op = f->hdr.opcode;
+    (void)c;
+    if (op == RPC_OP_HANDSHAKE) {
+        handshake(s, bc, f);
+        rpc_frame_free(f);
+        return;
+    }
+    if (op == RPC_OP_MGMT_RECONF) {
+        reconf(s, bc, f);
+        rpc_frame_free(f);
+        return;
+    }
+    pthread_mutex_lock(&bc->lock);
+    int ok = bc->handshaken;
+    pthread_mutex_unlock(&bc->lock);
+    if (!ok) {
+        brick_send_reply(bc, op, f->hdr.reqid, -EACCES, NULL, "handshake first");
+        rpc_frame_free(f);
+        return;
+    }
+    struct job *j = malloc(sizeof(*j));
+    int rc = -ENOMEM;
+    if (j) {
+        j->s = s;
+        j->bc = bc;
+        j->f = f;
+        brick_conn_get(bc);
+        if ((rc = brick_pool_submit(s->pool, run_job, j)) == 0)
+            return;
+        brick_conn_put(bc);
+        free(j);
+    }
+    brick_send_reply(bc, op, f->hdr.reqid, rc, NULL, NULL);
+    rpc_frame_free(f);
+}
+
+static void conn_remove(struct brick_server *s, struct brick_conn *bc)
+{
+    pthread_mutex_lock(&s->lock);
+    for (struct conn_node **pp = &s->conns; *pp; pp = &(*pp)->next) {
+        if ((*pp)->bc == bc) {
+            struct conn_node *n = *pp;
+            *pp = n->next;
+            free(n);
+            s->n_conns--;
+            break;
+        }
+    }
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
+{
+    struct brick_conn *bc = ctx;
+    (void)c;
+    log_debug("connection from %s closed%s%s", bc->peer, reason ? ": " : "",
+              reason ? strerror(-reason) : "");
+    brick_conn_shutdown(bc);
+    conn_remove(bc->owner, bc);
+    brick_conn_put(bc); /* the server's reference */
+}
+
+static const struct rpc_conn_ops conn_ops = {.request_cb = request_cb, .closed_cb = closed_cb};
+
+/* Numeric form of an address, IPv4-mapped IPv6 shown as IPv4. */
+static void addr_str(const struct sockaddr_storage *ss, char *out, size_t len, uint16_t *port)
+{
+    *port = 0;
+    snprintf(out, len, "?");
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)len);
+        *port = ntohs(a->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss;
+        if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], out, (socklen_t)len);
+        else
+            inet_ntop(AF_INET6, &a->sin6_addr, out, (socklen_t)len);
+        *port = ntohs(a->sin6_port);
+    }
+}
+
+static int is_loopback(const char *a)
+{
+    return !strncmp(a, "127.", 4) || !strcmp(a, "::1");
+}
+
+static void accept_one(struct brick_server *s, int fd)
+{
+    struct sockaddr_storage peer, local;
+    socklen_t pl = sizeof(peer), ll = sizeof(local);
+    char paddr[64], laddr[64], name[96];
+    uint16_t pport = 0, lport = 0;
+    memset(&peer, 0, sizeof(peer));
+    memset(&local, 0, sizeof(local));
+    getpeername(fd, (struct sockaddr *)&peer, &pl);
+    getsockname(fd, (struct sockaddr *)&local, &ll);
+    addr_str(&peer, paddr, sizeof(paddr), &pport);
+    addr_str(&local, laddr, sizeof(laddr), &lport);
+    snprintf(name, sizeof(name), "%s:%u", paddr, pport);
+    net_tune(fd);
+    struct brick_conn *bc = brick_conn_new(s->b, NULL, name);
+    struct conn_node *n = malloc(sizeof(*n));
+    if (!bc || !n) {
+        log_error("out of memory accepting a connection from %s", name);
+        close(fd);
+        free(n);
+        if (bc)
+            brick_conn_put(bc);
+        return;
+    }
+    snprintf(bc->addr, sizeof(bc->addr), "%s", paddr);
+    bc->local_peer = is_loopback(paddr) || !strcmp(paddr, laddr);
+    bc->owner = s;
+    struct rpc_conn *rc = rpc_conn_new(fd, &conn_ops, bc, name);
+    if (!rc) {
+        free(n);
+        brick_conn_put(bc);
+        return;
+    }
+    bc->rc = rc; /* takes over rpc_conn_new's reference */
+    n->bc = bc;
+    pthread_mutex_lock(&s->lock);
+    n->next = s->conns;
+    s->conns = n;
+    s->n_conns++;
+    pthread_mutex_unlock(&s->lock);
+    log_debug("connection from %s", name);
+    if (rpc_conn_start(rc) < 0) {
+        log_error("cannot start a reader for %s", name);
+        rpc_conn_close(rc, -ENOMEM);
+        conn_remove(s, bc);
+        brick_conn_put(bc);
+    }
+}
+
+static void *accept_main(void *arg)
+{
+    struct brick_server *s = arg;
+    for (;;) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        pthread_mutex_lock(&s->lock);
+        int stopping = s->stopping;
+        pthread_mutex_unlock(&s->lock);
+        if (stopping) {
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            log_warn("accept on the brick socket: %s", strerror(errno));
+            usleep(100 * 1000); /* EMFILE and the like: do not spin */
+            continue;
+        }
+        accept_one(s, fd);
+    }
+    return NULL;
+}
+
+int brick_server_start(struct brick *b, const struct net_addr *addr, int threads,
+                       struct brick_server **out)
+{
+    struct brick_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->b = b;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    int rc = net_listen(addr, 128);
+    if (rc < 0)
+        goto fail;
+    s->listen_fd = rc;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char tmp[64];
+    if (getsockname(s->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
+        addr_str(&ss, tmp, sizeof(tmp), &s->port);
+    if ((rc = brick_pool_start(&s->pool, threads)) < 0)
+        goto fail_fd;
+    if ((rc = -pthread_create(&s->accept_thread, NULL, accept_main, s)) < 0)
+        goto fail_pool;
+    *out = s;
+    return 0;
+fail_pool:
+    brick_pool_stop(s->pool);
+fail_fd:
+    close(s->listen_fd);
+fail:
+    free(s);
+    return rc;
+}
+
+uint16_t brick_server_port(const struct brick_server *s)
+{
+    return s->port;
+}
+
+void brick_server_stop(struct brick_server *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->lock);
+    shutdown(s->listen_fd, SHUT_RDWR); /* wakes accept() */
+    pthread_join(s->accept_thread, NULL);
+    close(s->listen_fd);
+    pthread_mutex_lock(&s->lock);
+    for (struct conn_node *n = s->conns; n; n = n->next)
+        rpc_conn_close(n->bc->rc, -ESHUTDOWN);
+    /* Reader threads call closed_cb, which takes each off the list. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    while (s->n_conns > 0)
+        if (pthread_cond_timedwait(&s->cond, &s->lock, &until) != 0)
+            break;
+    if (s->n_conns > 0)
+        log_warn("%d connections did not close in time", s->n_conns);
+    pthread_mutex_unlock(&s->lock);
+    brick_pool_stop(s->pool);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+}

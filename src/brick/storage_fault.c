@@ -1,0 +1,286 @@
+/* brick_vfs_fault: brick_vfs_posix with failures injected on demand, for
+ * tests of the brick's error paths (a full disk in the middle of a create,
+ * a short write). */
+#include <errno.h>
+#include <pthread.h>
+
+#include "storage.h"
+
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int err;
+    unsigned skip;
+    int armed, sticky;
+} faults[BVFS_NCALLS];
+static size_t short_max;
+static unsigned fired;
+
+void brick_fault_arm(enum brick_vfs_call call, int err, unsigned skip, int sticky)
+{
+    pthread_mutex_lock(&fault_lock);
+    faults[call].err = err;
+    faults[call].skip = skip;
+    faults[call].sticky = sticky;
+    faults[call].armed = 1;
+    pthread_mutex_unlock(&fault_lock);
+}
+
+void brick_fault_short_write(size_t max)
+{
+    pthread_mutex_lock(&fault_lock);
+    short_max = max;
+    pthread_mutex_unlock(&fault_lock);
+}
+
+unsigned brick_fault_reset(void)
+{
+    pthread_mutex_lock(&fault_lock);
+    for (int i = 0; i < BVFS_NCALLS; i++)
+        faults[i].armed = 0;
+    short_max = 0;
+    unsigned n = fired;
+    fired = 0;
+    pthread_mutex_unlock(&fault_lock);
+    return n;
+}
+
+/* 0, or the negative errno the call must fail with. */
+static int fault(enum brick_vfs_call call)
+{
+    int rc = 0;
+    pthread_mutex_lock(&fault_lock);
+    if (faults[call].armed) {
+        if (faults[call].skip) {
+            faults[call].skip--;
+        } else {
+            rc = -faults[call].err;
+            fired++;
+            if (!faults[call].sticky)
+                faults[call].armed = 0;
+        }
+    }
+    pthread_mutex_unlock(&fault_lock);
+    return rc;
+}
+
+#define P brick_vfs_posix
+#define CHECKED(call)                                                                              \
+    do {                                                                                           \
+        int f_ = fault(call);                                                                      \
+        if (f_)                                                                                    \
+            return f_;                                                                             \
+    } while (0)
+
+static int f_openat(int dirfd, const char *name, int flags, mode_t mode)
+{
+    CHECKED(BVFS_OPENAT);
+    return P.openat(dirfd, name, flags, mode);
+}
+
+static int f_mkdirat(int dirfd, const char *name, mode_t mode)
+{
+    CHECKED(BVFS_MKDIRAT);
+    return P.mkdirat(dirfd, name, mode);
+}
+
+static int f_mknodat(int dirfd, const char *name, mode_t mode, dev_t rdev)
+{
+    CHECKED(BVFS_MKNODAT);
+    return P.mknodat(dirfd, name, mode, rdev);
+}
+
+static int f_symlinkat(const char *target, int dirfd, const char *name)
+{
+    CHECKED(BVFS_SYMLINKAT);
+    return P.symlinkat(target, dirfd, name);
+}
+
+static int f_linkat(int od, const char *on, int nd, const char *nn)
+{
+    CHECKED(BVFS_LINKAT);
+    return P.linkat(od, on, nd, nn);
+}
+
+static int f_unlinkat(int dirfd, const char *name, int flags)
+{
+    CHECKED(BVFS_UNLINKAT);
+    return P.unlinkat(dirfd, name, flags);
+}
+
+static int f_renameat2(int od, const char *on, int nd, const char *nn, unsigned flags)
+{
+    CHECKED(BVFS_RENAMEAT2);
+    return P.renameat2(od, on, nd, nn, flags);
+}
+
+static int f_fchownat(int dirfd, const char *name, uid_t uid, gid_t gid)
+{
+    CHECKED(BVFS_FCHOWNAT);
+    return P.fchownat(dirfd, name, uid, gid);
+}
+
+static int f_fchown(int fd, uid_t uid, gid_t gid)
+{
+    CHECKED(BVFS_FCHOWN);
+    return P.fchown(fd, uid, gid);
+}
+
+static long f_pread(int fd, void *buf, size_t len, off_t off)
+{
+    CHECKED(BVFS_PREAD);
+    return P.pread(fd, buf, len, off);
+}
+
+static long f_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+    CHECKED(BVFS_PWRITE);
+    pthread_mutex_lock(&fault_lock);
+    if (short_max && len > short_max)
+        len = short_max;
+    pthread_mutex_unlock(&fault_lock);
+    return P.pwrite(fd, buf, len, off);
+}
+
+static int f_fsync(int fd, int datasync)
+{
+    CHECKED(BVFS_FSYNC);
+    return P.fsync(fd, datasync);
+}
+
+static int f_fallocate(int fd, int mode, off_t off, off_t len)
+{
+    CHECKED(BVFS_FALLOCATE);
+    return P.fallocate(fd, mode, off, len);
+}
+
+static int f_ftruncate(int fd, off_t len)
+{
+    CHECKED(BVFS_FTRUNCATE);
+    return P.ftruncate(fd, len);
+}
+
+static long f_getdents(int fd, void *buf, size_t len)
+{
+    CHECKED(BVFS_GETDENTS);
+    return P.getdents(fd, buf, len);
+}
+
+static long f_getxattr(int dirfd, const char *name, const char *xname, void *buf, size_t len)
+{
+    CHECKED(BVFS_GETXATTR);
+    return P.getxattr(dirfd, name, xname, buf, len);
+}
+
+static int f_setxattr(int dirfd, const char *name, const char *xname, const void *val, size_t len,
+                      int flags)
+{
+    CHECKED(BVFS_SETXATTR);
+    return P.setxattr(dirfd, name, xname, val, len, flags);
+}
+
+static long f_fgetxattr(int fd, const char *xname, void *buf, size_t len)
+{
+    CHECKED(BVFS_GETXATTR);
+    return P.fgetxattr(fd, xname, buf, len);
+}
+
+static int f_fsetxattr(int fd, const char *xname, const void *val, size_t len, int flags)
+{
+    CHECKED(BVFS_SETXATTR);
+    return P.fsetxattr(fd, xname, val, len, flags);
+}
+
+/* Calls without a fault point: thin wrappers, since a constant table cannot
+ * copy another table's members. */
+static int f_resolve(int rootfd, const char *path, int flags)
+{
+    return P.resolve(rootfd, path, flags);
+}
+static int f_close(int fd)
+{
+    return P.close(fd);
+}
+static long f_readlinkat(int dirfd, const char *name, char *buf, size_t len)
+{
+    return P.readlinkat(dirfd, name, buf, len);
+}
+static int f_fstatat(int dirfd, const char *name, struct stat *st)
+{
+    return P.fstatat(dirfd, name, st);
+}
+static int f_fchmodat(int dirfd, const char *name, mode_t mode)
+{
+    return P.fchmodat(dirfd, name, mode);
+}
+static int f_utimensat(int dirfd, const char *name, const struct timespec ts[2])
+{
+    return P.utimensat(dirfd, name, ts);
+}
+static int f_fchmod(int fd, mode_t mode)
+{
+    return P.fchmod(fd, mode);
+}
+static int f_futimens(int fd, const struct timespec ts[2])
+{
+    return P.futimens(fd, ts);
+}
+static off_t f_lseek(int fd, off_t off, int whence)
+{
+    return P.lseek(fd, off, whence);
+}
+static int f_fstatfs(int fd, struct statfs *st)
+{
+    return P.fstatfs(fd, st);
+}
+static long f_listxattr(int dirfd, const char *name, char *buf, size_t len)
+{
+    return P.listxattr(dirfd, name, buf, len);
+}
+static int f_removexattr(int dirfd, const char *name, const char *xname)
+{
+    return P.removexattr(dirfd, name, xname);
+}
+static int f_ofd_lock(int fd, int cmd, struct flock *l)
+{
+    return P.ofd_lock(fd, cmd, l);
+}
+static int f_flock(int fd, int op)
+{
+    return P.flock(fd, op);
+}
+
+const struct brick_vfs brick_vfs_fault = {
+    .resolve = f_resolve,
+    .openat = f_openat,
+    .close = f_close,
+    .mkdirat = f_mkdirat,
+    .mknodat = f_mknodat,
+    .symlinkat = f_symlinkat,
+    .linkat = f_linkat,
+    .unlinkat = f_unlinkat,
+    .renameat2 = f_renameat2,
+    .readlinkat = f_readlinkat,
+    .fstatat = f_fstatat,
+    .fchownat = f_fchownat,
+    .fchmodat = f_fchmodat,
+    .utimensat = f_utimensat,
+    .fchown = f_fchown,
+    .fchmod = f_fchmod,
+    .futimens = f_futimens,
+    .pread = f_pread,
+    .pwrite = f_pwrite,
+    .fsync = f_fsync,
+    .fallocate = f_fallocate,
+    .ftruncate = f_ftruncate,
+    .lseek = f_lseek,
+    .getdents = f_getdents,
+    .fstatfs = f_fstatfs,
+    .getxattr = f_getxattr,
+    .setxattr = f_setxattr,
+    .listxattr = f_listxattr,
+    .removexattr = f_removexattr,
+    .fgetxattr = f_fgetxattr,
+    .fsetxattr = f_fsetxattr,
+    .ofd_lock = f_ofd_lock,
+    .flock = f_flock,
+};
