@@ -113,28 +113,33 @@ def test_mount_daemonizes_and_unmounts(cluster, vol, mnt):
 
 @pytest.fixture(scope="module")
 def mount_helper():
-    """Installs mount.cairn into /sbin for `mount -t cairn`, restoring any
-    previous one afterwards."""
+    """Installs mount.cairn into /sbin for `mount -t cairn`, and cairn-fuse
+    where mount.cairn looks for it (mount(8) resets PATH for helpers, so the
+    build dir cannot be reached through PATH): /usr/local/sbin, as `make
+    install` puts it. Previous files are restored afterwards."""
     src = os.path.join(bin_dir(), "mount.cairn")
     if not os.path.exists(src):
         src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__)))), "src", "fuse", "mount.cairn")
     assert os.path.exists(src), "mount.cairn is not built"
-    dst = "/sbin/mount.cairn"
-    backup = None
-    if os.path.lexists(dst):
-        backup = dst + ".systest-backup"
-        shutil.copy2(dst, backup, follow_symlinks=False)
-    subprocess.run(["install", "-m755", src, dst], check=True)
-    env = dict(os.environ)
-    env["PATH"] = bin_dir() + ":" + env.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    installed = []
     try:
+        for s, dst in ((src, "/sbin/mount.cairn"), (exe("cairn-fuse"), "/usr/local/sbin/cairn-fuse")):
+            backup = None
+            if os.path.lexists(dst):
+                backup = dst + ".systest-backup"
+                os.replace(dst, backup)
+            installed.append((dst, backup))
+            subprocess.run(["install", "-m755", s, dst], check=True)
+        env = dict(os.environ)
+        env["PATH"] = bin_dir() + ":" + env.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         yield env
     finally:
-        if backup:
-            os.replace(backup, dst)
-        else:
-            os.unlink(dst)
+        for dst, backup in reversed(installed):
+            if backup:
+                os.replace(backup, dst)
+            elif os.path.lexists(dst):
+                os.unlink(dst)
 
 
 def test_mount_t_cairn_and_umount(cluster, vol, mnt, mount_helper):
