@@ -12,7 +12,12 @@
 
 #include "storage.h"
 
-#define RET(x) return (x) < 0 ? -errno : (x)
+/* Evaluates x once: -errno on failure, else its value. */
+#define RET(x)                                                                                     \
+    do {                                                                                           \
+        __typeof__(x) ret_ = (x);                                                                  \
+        return ret_ < 0 ? -errno : ret_;                                                           \
+    } while (0)
 
 static int p_resolve(int rootfd, const char *path, int flags)
 {
@@ -154,12 +159,14 @@ static int p_fstatfs(int fd, struct statfs *st)
 }
 
 /* The object dirfd/name as a path the l*xattr calls accept: the magic link
- * of the already-resolved directory, then one plain component. */
+ * of the already-resolved directory, then one plain component (or "." for
+ * the directory itself: the link must not be the final component, or the
+ * l*xattr calls would act on the link). */
 static int xpath(char *out, size_t len, int dirfd, const char *name)
 {
     int n;
     if (!*name || !strcmp(name, "."))
-        n = snprintf(out, len, "/proc/self/fd/%d", dirfd);
+        n = snprintf(out, len, "/proc/self/fd/%d/.", dirfd);
     else
         n = snprintf(out, len, "/proc/self/fd/%d/%s", dirfd, name);
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
