@@ -91,3 +91,27 @@ def pytest_runtest_makereport(item, call):
         text = Cluster.tail(p, 1500)
         if text:
             rep.sections.append((f"tail of {p}", text))
+
+
+class TestTimeout(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _time_limit(request):
+    """Fails a test that runs too long (a hang must not stall the whole
+    suite): 120 s, 400 s for tests marked slow."""
+    import signal
+
+    limit = 400 if request.node.get_closest_marker("slow") else 120
+
+    def expired(signum, frame):
+        raise TestTimeout(f"test exceeded {limit}s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(limit)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
