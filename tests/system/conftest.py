@@ -24,9 +24,13 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running test (still run in CI)")
 
 
+_SESSION = {}
+
+
 @pytest.fixture(scope="session")
 def cluster():
     c = Cluster(host=HOST, prefix="st-")
+    _SESSION["cluster"] = c
     try:
         c.start()
         yield c
@@ -97,21 +101,61 @@ class TestTimeout(Exception):
     pass
 
 
+def abort_fuse_mounts(root):
+    """Aborts the FUSE connections of every mount under root, so requests
+    stuck in a hung client fail (ENOTCONN) instead of blocking forever."""
+    import subprocess
+
+    ctl = "/sys/fs/fuse/connections"
+    if os.path.isdir(ctl) and not os.listdir(ctl):
+        subprocess.run(["mount", "-t", "fusectl", "none", ctl], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prefix = os.path.realpath(root) + "/"
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if not parts[4].startswith(prefix):
+                continue
+            minor = int(parts[2].split(":")[1])
+            try:
+                with open(f"{ctl}/{minor}/abort", "w") as a:
+                    a.write("1")
+            except OSError:
+                pass
+
+
 @pytest.fixture(autouse=True)
 def _time_limit(request):
     """Fails a test that runs too long (a hang must not stall the whole
-    suite): 120 s, 400 s for tests marked slow."""
+    suite): 120 s, 400 s for tests marked slow. A SIGALRM ends a hang in
+    Python code; a watchdog thread aborts the FUSE connections (our mounts
+    only) a little later for a request a hung client never answers."""
     import signal
+    import threading
 
     limit = 400 if request.node.get_closest_marker("slow") else 120
+    hung = []
 
     def expired(signum, frame):
         raise TestTimeout(f"test exceeded {limit}s")
 
+    def watchdog():
+        hung.append(True)
+        c = _SESSION.get("cluster")
+        if c is not None:
+            abort_fuse_mounts(c.root)
+
     old = signal.signal(signal.SIGALRM, expired)
     signal.alarm(limit)
+    timer = threading.Timer(limit + 10, watchdog)
+    timer.daemon = True
+    timer.start()
     try:
         yield
     finally:
+        timer.cancel()
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+    if hung:
+        pytest.fail(f"test hung for over {limit + 10}s in a FUSE request; the session's FUSE "
+                    "connections were aborted, so later tests on these mounts fail too")
