@@ -104,6 +104,10 @@ static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd
     gid_t gid;
     struct stat st;
     int rc = VFS->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
+    /* A lookup racing with the create may have given the new file an id
+     * already; the creator's id wins. */
+    if (rc == -EEXIST)
+        rc = VFS->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, 0);
     if (rc < 0)
         return rc;
     brick_create_owner(r->b, loc, r->in, &uid, &gid);

@@ -178,6 +178,8 @@ static int finish_create(struct brick_req *r, const struct brick_loc *loc, const
     uid_t uid;
     gid_t gid;
     int rc = VFS->setxattr(loc->dirfd, loc->name, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
+    if (rc == -EEXIST) /* a racing lookup gave it an id: the creator's wins */
+        rc = VFS->setxattr(loc->dirfd, loc->name, BRICK_XATTR_GFID, g->b, GFID_LEN, 0);
     if (rc < 0)
         goto undo;
     brick_create_owner(r->b, loc, r->in, &uid, &gid);
