@@ -18,7 +18,9 @@ struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done)
     f->cf = fuse_req_userdata(req);
     f->parent = f->parent2 = 0;
     f->flags = 0;
-    f->size = 0;
+    f->size = f->pos = 0;
+    f->off = 0;
+    memset(&f->fi, 0, sizeof(f->fi));
     f->data = NULL;
     f->name[0] = f->name2[0] = 0;
     return f;
