@@ -50,7 +50,7 @@ $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 
 $(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
 
 $(BUILD)/bin/cairn: $(call obj,$(CLI_SRC)) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -67,13 +67,13 @@ $(BUILD)/bin/mount.cairn: src/fuse/mount.cairn
 # Unit tests link every library object; each test_X.c has its own main().
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(FUSE_CFLAGS) -o $@ $^ $(FUSE_LIBS) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(FUSE_CFLAGS) -o $@ $^ $(FUSE_LIBS) -lraft -luv $(LDLIBS_ALL)
 
 # Fuzz targets: built as corpus replayers with gcc (tests/fuzz/replay.c
 # provides main); `make fuzz` builds libFuzzer binaries with clang.
 $(BUILD)/fuzz/%-replay: tests/fuzz/%.c tests/fuzz/replay.c $(LIB_OBJ) $(BRICK_OBJ) $(MGMT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
 
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -pthread \
@@ -81,7 +81,7 @@ FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -pthread \
 fuzz: $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))
 build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(filter-out src/brick/main.c,$(BRICK_SRC)) $(filter-out src/mgmt/main.c,$(MGMT_SRC))
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ -lraft -luv
 
 test: all
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done

@@ -44,8 +44,12 @@ static void pid_path(const struct mgmt *m, const struct mgmt_brick *b, char *out
     snprintf(out, len, "%s/run/bricks/%s.pid", m->workdir, b->id);
 }
 
-static int port_taken(struct mgmt *m, const struct mgmt_brick *self, uint16_t port)
+static int port_taken(struct mgmt *m, const struct mgmt_brick *self, uint16_t port,
+                      const uint16_t *avoid, int n_avoid)
 {
+    for (int i = 0; i < n_avoid; i++)
+        if (avoid[i] == port)
+            return 1;
     for (struct mgmt_vol *v = m->vols; v; v = v->next)
         for (int i = 0; i < v->n_bricks; i++)
             if (&v->bricks[i] != self && v->bricks[i].pid && v->bricks[i].port == port)
@@ -61,12 +65,13 @@ static int port_taken(struct mgmt *m, const struct mgmt_brick *self, uint16_t po
 
 /* Keeps the brick's previous port when it is free, so clients that know it
  * reconnect without asking cairnd again. */
-static int alloc_port(struct mgmt *m, struct mgmt_brick *b)
+int mgmt_brick_alloc_port(struct mgmt *m, struct mgmt_brick *b, const uint16_t *avoid, int n_avoid)
 {
-    if (b->port >= m->port_min && b->port <= m->port_max && !port_taken(m, b, b->port))
+    if (b->port >= m->port_min && b->port <= m->port_max &&
+        !port_taken(m, b, b->port, avoid, n_avoid))
         return 0;
     for (unsigned p = m->port_min; p <= m->port_max; p++)
-        if (!port_taken(m, b, (uint16_t)p)) {
+        if (!port_taken(m, b, (uint16_t)p, avoid, n_avoid)) {
             b->port = (uint16_t)p;
             return 0;
         }
@@ -154,7 +159,7 @@ int mgmt_brick_spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b)
         return 0;
     /* The port first: a started volume's layout names a port for every
      * brick, even one whose process cannot run. */
-    int rc = alloc_port(m, b);
+    int rc = mgmt_brick_alloc_port(m, b, NULL, 0);
     if (rc < 0) {
         log_error("no free port in %u-%u for brick %s:%s", m->port_min, m->port_max, b->host,
                   b->path);
@@ -287,6 +292,14 @@ static void supervise_once(struct mgmt *m)
         for (int i = 0; i < v->n_bricks; i++) {
             struct mgmt_brick *b = &v->bricks[i];
             int status;
+            /* Another server's brick, or one of a volume stopped from another
+             * server: the state says what should run here. */
+            if (!b->local)
+                continue;
+            if (b->pid && v->status != MGMT_VOL_STARTED) {
+                mgmt_brick_kill(m, b);
+                continue;
+            }
             if (b->pid && waitpid(b->pid, &status, WNOHANG) == b->pid) {
                 uint64_t ran = now - b->started_ms;
                 if (ran >= STABLE_MS || b->backoff_ms == 0)

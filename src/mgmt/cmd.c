@@ -2,7 +2,7 @@
  * handlers in cmd_volume.c, cmd_opts.c and cmd_info.c. */
 #include <string.h>
 
-#include "mgmt.h"
+#include "pool.h"
 
 struct cmd {
     const char *word; /* after "volume" */
@@ -34,7 +34,13 @@ void mgmt_print_help(FILE *out)
 {
     for (const struct cmd *c = volume_cmds; c->word; c++)
         fprintf(out, "%s - %s\n", c->usage, c->help);
+    fprintf(out, "volume set <VOLNAME> group virt|metadata-cache|small-file - apply an option "
+                 "profile\n");
     fprintf(out, "volume set help - list every volume option\n");
+    fprintf(out, "peer probe <HOSTNAME>[:<PORT>] - add a server to the trusted pool\n");
+    fprintf(out, "peer detach <HOSTNAME> [force] - remove a server from the pool\n");
+    fprintf(out, "peer status - list the other servers of the pool\n");
+    fprintf(out, "pool list - list every server of the pool\n");
     fprintf(out, "help - show this list\n");
     fprintf(out, "--version - show the version\n");
 }
@@ -57,6 +63,12 @@ int mgmt_cli_run(struct mgmt *m, int argc, char **argv, FILE *out)
         fprintf(out, "cairnd %s\n", MGMT_VERSION);
         return 0;
     }
+    if (strncmp(args[0], "__", 2) == 0)
+        return mgmt_cmd_internal(m, n, args, out);
+    if (strcmp(args[0], "peer") == 0)
+        return mgmt_cmd_peer(m, n, args, out);
+    if (strcmp(args[0], "pool") == 0)
+        return mgmt_cmd_pool(m, n, args, out);
     if (strcmp(args[0], "volume") != 0) {
         fprintf(out, "unrecognized word: %s (position 0)\n", args[0]);
         return 1;

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "../lib/log.h"
-#include "mgmt.h"
+#include "pool.h"
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
@@ -82,6 +82,7 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
     int force = 0, nb = 0, first = 3, last = argc;
     struct mgmt_vol *v = NULL;
     char(*real)[PATH_MAX] = NULL;
+    struct mgmt_peer **remote = NULL;
     if (strcmp(argv[argc - 1], "force") == 0) {
         force = 1;
         last--;
@@ -108,9 +109,10 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         return 2;
     v = calloc(1, sizeof(*v));
     real = calloc((size_t)(last - first), sizeof(*real));
+    remote = calloc((size_t)(last - first), sizeof(*remote));
     if (v)
         v->bricks = calloc((size_t)(last - first), sizeof(*v->bricks));
-    if (!v || !real || !v->bricks)
+    if (!v || !real || !remote || !v->bricks)
         FAIL("out of memory");
     snprintf(v->name, sizeof(v->name), "%s", name);
     for (int i = first; i < last; i++, nb++) {
@@ -119,9 +121,23 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         if (split_brick(argv[i], b) < 0)
             FAIL("wrong brick type: %s, use <HOSTNAME>:<export-dir-abs-path>", argv[i]);
         int local = mgmt_host_is_local(m, b->host);
-        if (local < 0)
+        struct mgmt_peer *owner = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;
+        if (local < 0 && !owner)
             FAIL("Host %s cannot be resolved", b->host);
-        if (!local)
+        if (owner && !mgmt_peer_is_self(m, owner)) {
+            /* Another server's brick: it checks the directory itself, below. */
+            for (int j = 0; j < nb; j++)
+                if (strcmp(v->bricks[j].host, b->host) == 0 &&
+                    (path_within(v->bricks[j].path, b->path) ||
+                     path_within(b->path, v->bricks[j].path)))
+                    FAIL("The brick %s:%s overlaps with the brick %s:%s of the same command (one "
+                         "is inside the other)",
+                         b->host, b->path, v->bricks[j].host, v->bricks[j].path);
+            remote[nb] = owner;
+            snprintf(real[nb], PATH_MAX, "%s", b->path);
+            continue;
+        }
+        if (!local && !owner)
             FAIL("Host %s is not in 'Peer in Cluster' state", b->host);
         if (stat(b->path, &st) < 0)
             FAIL("Brick directory %s:%s does not exist (%s)", b->host, b->path, strerror(errno));
@@ -129,6 +145,8 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
             FAIL("Brick path %s:%s is not a directory", b->host, b->path);
         canonical(b->path, real[nb]);
         for (int j = 0; j < nb; j++) {
+            if (remote[j])
+                continue;
             if (strcmp(real[j], real[nb]) == 0)
                 FAIL("Found duplicate exports %s:%s", b->host, b->path);
             if (path_within(real[nb], real[j]) || path_within(real[j], real[nb]))
@@ -139,6 +157,8 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         for (struct mgmt_vol *o = m->vols; o; o = o->next)
             for (int j = 0; j < o->n_bricks; j++) {
                 char r[PATH_MAX];
+                if (m->n_peers && !o->bricks[j].local)
+                    continue;
                 canonical(o->bricks[j].path, r);
                 if (strcmp(r, real[nb]) == 0)
                     FAIL("%s:%s is already part of volume %s", b->host, b->path, o->name);
@@ -164,6 +184,27 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
                  b->host, b->path);
     }
     v->n_bricks = nb;
+    /* The other servers check their bricks (existence, other volumes, marker,
+     * root partition) before anything is committed. */
+    for (int i = 0; i < nb; i++) {
+        if (!remote[i])
+            continue;
+        char *paths[nb];
+        int n = 0;
+        for (int j = i; j < nb; j++)
+            if (remote[j] && strcmp(remote[j]->uuid, remote[i]->uuid) == 0) {
+                paths[n++] = v->bricks[j].path;
+                if (j != i)
+                    remote[j] = NULL;
+            }
+        char owner[GFID_STRLEN], host[NET_HOST_MAX];
+        snprintf(owner, sizeof(owner), "%s", remote[i]->uuid);
+        snprintf(host, sizeof(host), "%s", v->bricks[i].host);
+        if (mgmt_owner_check_bricks(m, owner, name, force, n, paths, err, sizeof(err)) < 0)
+            FAIL("%s: %s", host, err);
+        if (mgmt_vol_find(m, name))
+            FAIL("Volume %s already exists", name);
+    }
     v->status = MGMT_VOL_CREATED;
     gfid_t g;
     gfid_generate(&g);
@@ -172,28 +213,28 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         gfid_generate(&g);
         gfid_format(&g, v->bricks[i].id);
     }
-    int written = 0, rc = 0;
-    for (; written < nb; written++)
-        if ((rc = mgmt_brickinfo_write(v, &v->bricks[written])) < 0)
-            break;
-    if (rc == 0)
-        rc = mgmt_vol_save(m->workdir, v);
-    if (rc < 0) {
-        for (int i = 0; i < written; i++)
-            mgmt_brickinfo_remove(v->bricks[i].path, v->id);
-        mgmt_vol_remove(m->workdir, v->name);
-        if (written < nb)
-            FAIL("cannot write the marker of brick %s:%s: %s", v->bricks[written].host,
-                 v->bricks[written].path, strerror(-rc));
-        FAIL("cannot write the volume store: %s", strerror(-rc));
-    }
-    mgmt_vol_insert(m, v);
-    log_info("created volume %s (%s) with %d brick(s)", v->name, v->id, nb);
+    /* One entry: the volume exists on every server or on none. Each server
+     * writes the markers of its own bricks when it applies it. */
+    char *text = mgmt_vol_format(v);
+    if (!text)
+        FAIL("out of memory");
+    struct rpc_buf e;
+    rpc_buf_init(&e);
+    rpc_put_u64(&e, RPC_T_OP, MGMT_E_VOL_CREATE);
+    rpc_put_str(&e, RPC_T_DATA, text);
+    free(text);
+    int rc = mgmt_commit(m, &e, err, sizeof(err));
+    rpc_buf_free(&e);
+    if (rc < 0)
+        FAIL("%s", err);
     fprintf(out, "volume create: %s: success: please start the volume to access data\n", name);
     free(real);
+    free(remote);
+    mgmt_vol_free(v);
     return 0;
 fail:
     free(real);
+    free(remote);
     mgmt_vol_free(v);
     return 1;
 }

@@ -8,7 +8,7 @@
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 
-#include "mgmt.h"
+#include "pool.h"
 
 #define RULE "------------------------------------------------------------------------------"
 
@@ -64,9 +64,67 @@ int mgmt_cmd_list(struct mgmt *m, int argc, char **argv, FILE *out)
     return 0;
 }
 
-static int online(const struct mgmt_brick *b)
+/* Bricks of other servers, as their cairnd reported them for the command
+ * being run on this thread. */
+struct remote_brick {
+    char id[GFID_STRLEN];
+    unsigned port;
+    int pid;
+};
+static __thread struct remote_brick *remote;
+static __thread int n_remote, gathered;
+
+/* Whether the brick runs; its port and pid (wherever it runs). */
+static int brick_state(const struct mgmt_brick *b, unsigned *port, int *pid)
 {
-    return b->pid > 0 && kill(b->pid, 0) == 0;
+    *port = b->port;
+    *pid = (int)b->pid;
+    if (b->local || !gathered)
+        return b->pid > 0 && kill(b->pid, 0) == 0;
+    for (int i = 0; i < n_remote; i++)
+        if (strcmp(remote[i].id, b->id) == 0) {
+            *port = remote[i].port;
+            *pid = remote[i].pid;
+            return 1;
+        }
+    return 0;
+}
+
+/* Asks every other server of the pool which of its bricks run. */
+static void gather_remote(struct mgmt *m)
+{
+    int n = m->n_peers;
+    struct mgmt_peer *ps = n ? malloc((size_t)n * sizeof(*ps)) : NULL;
+    if (!ps)
+        return;
+    memcpy(ps, m->peers, (size_t)n * sizeof(*ps));
+    gathered = 1;
+    pthread_mutex_unlock(&m->lock);
+    for (int i = 0; i < n; i++) {
+        if (mgmt_peer_is_self(m, &ps[i]))
+            continue;
+        char *text = NULL;
+        const char *argv[] = {"__status"};
+        if (mgmt_peer_call(ps[i].host, ps[i].port, 1, argv, &text, 3000) == 0 && text) {
+            for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+                 line = strtok_r(NULL, "\n", &save)) {
+                struct remote_brick r;
+                char id[64];
+                if (sscanf(line, "%63s %u %d", id, &r.port, &r.pid) != 3 ||
+                    strlen(id) != GFID_STRLEN - 1)
+                    continue;
+                strcpy(r.id, id);
+                struct remote_brick *nr = realloc(remote, (size_t)(n_remote + 1) * sizeof(r));
+                if (!nr)
+                    break;
+                remote = nr;
+                remote[n_remote++] = r;
+            }
+        }
+        free(text);
+    }
+    pthread_mutex_lock(&m->lock);
+    free(ps);
 }
 
 static void print_row(FILE *out, const char *process, const char *port, const char *rdma,
@@ -125,9 +183,10 @@ static void human_size(double bytes, char *out, size_t len)
 static void print_detail(const struct mgmt_brick *b, FILE *out)
 {
     char port[16], pid[16], fs[PATH_MAX], dev[PATH_MAX], mopts[PATH_MAX], real[PATH_MAX];
-    int on = online(b);
-    snprintf(port, sizeof(port), on ? "%u" : "N/A", b->port);
-    snprintf(pid, sizeof(pid), on ? "%d" : "N/A", (int)b->pid);
+    unsigned bport;
+    int bpid, on = brick_state(b, &bport, &bpid);
+    snprintf(port, sizeof(port), on ? "%u" : "N/A", bport);
+    snprintf(pid, sizeof(pid), on ? "%d" : "N/A", bpid);
     fprintf(out, "Brick                : Brick %s:%s\n", b->host, b->path);
     fprintf(out, "TCP Port             : %s\n", port);
     fprintf(out, "RDMA Port            : 0\n");
@@ -135,7 +194,9 @@ static void print_detail(const struct mgmt_brick *b, FILE *out)
     fprintf(out, "Pid                  : %s\n", pid);
     struct stat st;
     struct statvfs sv;
-    if (stat(b->path, &st) == 0 && statvfs(b->path, &sv) == 0) {
+    if (!b->local && gathered) {
+        fprintf(out, "File System          : N/A (the brick is on %s)\n", b->host);
+    } else if (stat(b->path, &st) == 0 && statvfs(b->path, &sv) == 0) {
         char free_s[32], total_s[32];
         if (!realpath(b->path, real))
             snprintf(real, sizeof(real), "%s", b->path);
@@ -170,17 +231,31 @@ static void print_status(const struct mgmt_vol *v, int detail, FILE *out)
     for (int i = 0; i < v->n_bricks; i++) {
         const struct mgmt_brick *b = &v->bricks[i];
         char name[PATH_MAX + NET_HOST_MAX + 16], port[16], pid[16];
-        int on = online(b);
+        unsigned bport;
+        int bpid, on = brick_state(b, &bport, &bpid);
         snprintf(name, sizeof(name), "Brick %s:%s", b->host, b->path);
-        snprintf(port, sizeof(port), on ? "%u" : "N/A", b->port);
-        snprintf(pid, sizeof(pid), on ? "%d" : "N/A", (int)b->pid);
+        snprintf(port, sizeof(port), on ? "%u" : "N/A", bport);
+        snprintf(pid, sizeof(pid), on ? "%d" : "N/A", bpid);
         print_row(out, name, port, on ? "0" : "N/A", on ? "Y" : "N", pid);
     }
     fprintf(out, " \nTask Status of Volume %s\n" RULE "\n", v->name);
     fprintf(out, "There are no active volume tasks\n \n");
 }
 
+static int status_cmd(struct mgmt *m, int argc, char **argv, FILE *out);
+
 int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    if (m->n_peers > 1)
+        gather_remote(m);
+    int rc = status_cmd(m, argc, argv, out);
+    free(remote);
+    remote = NULL;
+    n_remote = gathered = 0;
+    return rc;
+}
+
+static int status_cmd(struct mgmt *m, int argc, char **argv, FILE *out)
 {
     int detail = 0;
     if (argc > 4)

@@ -1,42 +1,80 @@
-/* volume set, get and reset. A change is validated in full, written to the
- * store, and only then made visible; live options are pushed to the running
- * bricks, others apply when the volume's bricks restart. */
+/* volume set, get and reset. A change is validated in full, then committed
+ * as one entry (pool.h): on every server at once or on none. Live options
+ * are pushed to the running bricks and to subscribed clients; others apply
+ * when the volume's bricks restart. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../lib/log.h"
-#include "mgmt.h"
+#include "pool.h"
 
-/* Copies an option set (for rollback). */
-static int opts_copy(const struct opt_set *from, struct opt_set *to)
+/* Option profiles for `volume set NAME group G`: GlusterFS's group names,
+ * holding only options of the registry that serve the workload. */
+struct group {
+    const char *name;
+    const char *const *kv; /* name, value, ..., NULL */
+};
+static const char *const group_virt[] = {
+    /* VM images: few, large, long-open files; clients must notice a dead
+     * brick quickly and must not cache attributes another host changes. */
+    "network.ping-timeout",
+    "20",
+    "client.attribute-timeout",
+    "0",
+    "client.entry-timeout",
+    "0",
+    "performance.io-thread-count",
+    "32",
+    NULL};
+static const char *const group_metadata_cache[] = {
+    /* long kernel caching of names and attributes */
+    "client.attribute-timeout", "600", "client.entry-timeout", "600", NULL};
+static const char *const group_small_file[] = {
+    /* many small files: more disk threads, cached lookups */
+    "performance.io-thread-count",
+    "32",
+    "client.attribute-timeout",
+    "10",
+    "client.entry-timeout",
+    "10",
+    NULL};
+static const struct group groups[] = {
+    {"virt", group_virt},
+    {"metadata-cache", group_metadata_cache},
+    {"small-file", group_small_file},
+    {NULL, NULL},
+};
+
+static void put_option(struct rpc_buf *e, const char *name, const char *value)
 {
-    memset(to, 0, sizeof(*to));
-    for (size_t i = 0; i < from->n; i++)
-        if (opt_set_put(to, from->kv[i].name, from->kv[i].value) < 0) {
-            opt_set_free(to);
-            return -ENOMEM;
-        }
-    return 0;
+    size_t mark = rpc_put_begin(e, RPC_T_OPTION);
+    rpc_put_str(e, RPC_T_NAME, name);
+    if (value)
+        rpc_put_str(e, RPC_T_DATA, value);
+    rpc_put_end(e, mark);
 }
 
-/* Makes new the volume's options if the store takes them; on failure keeps
- * the old ones. Frees whichever set is not kept. */
-static int commit(struct mgmt *m, struct mgmt_vol *v, struct opt_set *new, int live_changed,
-                  const char *what, FILE *out)
+static void opts_entry(struct rpc_buf *e, const struct mgmt_vol *v, int reset_all)
 {
-    struct opt_set old = v->opts;
-    v->opts = *new;
-    int rc = mgmt_vol_save(m->workdir, v);
+    rpc_buf_init(e);
+    rpc_put_u64(e, RPC_T_OP, MGMT_E_VOL_OPTS);
+    rpc_put_str(e, RPC_T_NAME, v->name);
+    rpc_put_str(e, RPC_T_ID, v->id);
+    if (reset_all)
+        rpc_put_u64(e, RPC_T_FLAGS, 1);
+}
+
+/* Commits e (freeing it); prints the failure. 0 or 1. */
+static int commit(struct mgmt *m, struct rpc_buf *e, const char *what, FILE *out)
+{
+    char err[512];
+    int rc = mgmt_commit(m, e, err, sizeof(err));
+    rpc_buf_free(e);
     if (rc < 0) {
-        v->opts = old;
-        opt_set_free(new);
-        fprintf(out, "%s: failed: cannot write the volume store: %s\n", what, strerror(-rc));
+        fprintf(out, "%s: failed: %s\n", what, err);
         return 1;
     }
-    opt_set_free(&old);
-    if (live_changed && v->status == MGMT_VOL_STARTED)
-        mgmt_bricks_reconfigure(m, v);
     return 0;
 }
 
@@ -49,28 +87,36 @@ int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
         fprintf(out, "volume set: failed: Volume %s does not exist\n", argv[2]);
         return 1;
     }
-    struct opt_set next;
-    if (opts_copy(&v->opts, &next) < 0) {
-        fprintf(out, "volume set: failed: out of memory\n");
-        return 1;
-    }
-    int live = 0;
+    struct rpc_buf e;
+    opts_entry(&e, v, 0);
     for (int i = 3; i + 1 < argc; i += 2) {
         char norm[1024], err[512];
+        if (strcmp(argv[i], "group") == 0) {
+            const struct group *g = groups;
+            while (g->name && strcmp(g->name, argv[i + 1]) != 0)
+                g++;
+            if (!g->name) {
+                fprintf(out,
+                        "volume set: failed: Unable to open file '%s'. Error: No such file or "
+                        "directory (groups: virt, metadata-cache, small-file)\n",
+                        argv[i + 1]);
+                rpc_buf_free(&e);
+                return 1;
+            }
+            for (int k = 0; g->kv[k]; k += 2)
+                put_option(&e, g->kv[k], g->kv[k + 1]);
+            log_info("volume %s: option group %s", v->name, g->name);
+            continue;
+        }
         if (opt_validate(argv[i], argv[i + 1], norm, sizeof(norm), err, sizeof(err)) < 0) {
             fprintf(out, "volume set: failed: %s\n", err);
-            opt_set_free(&next);
+            rpc_buf_free(&e);
             return 1;
         }
-        if (opt_set_put(&next, argv[i], norm) < 0) {
-            fprintf(out, "volume set: failed: out of memory\n");
-            opt_set_free(&next);
-            return 1;
-        }
-        live |= opt_find(argv[i])->live;
+        put_option(&e, argv[i], norm);
         log_info("volume %s: %s set to %s", v->name, argv[i], norm);
     }
-    if (commit(m, v, &next, live, "volume set", out))
+    if (commit(m, &e, "volume set", out))
         return 1;
     fprintf(out, "volume set: success\n");
     return 0;
@@ -88,29 +134,20 @@ int mgmt_cmd_reset(struct mgmt *m, int argc, char **argv, FILE *out)
         fprintf(out, "volume reset: failed: Volume %s does not exist\n", argv[2]);
         return 1;
     }
-    struct opt_set next = {0};
-    int live = 0;
+    struct rpc_buf e;
     if (strcmp(key, "all") == 0) {
-        for (size_t i = 0; i < v->opts.n; i++) {
-            const struct opt_def *d = opt_find(v->opts.kv[i].name);
-            live |= d && d->live;
-        }
+        opts_entry(&e, v, 1);
     } else {
-        const struct opt_def *d = opt_find(key);
-        if (!d) {
+        if (!opt_find(key)) {
             fprintf(out, "volume reset: failed: option : %s does not exist\n", key);
             return 1;
         }
-        if (opts_copy(&v->opts, &next) < 0 || opt_set_put(&next, key, NULL) < 0) {
-            opt_set_free(&next);
-            fprintf(out, "volume reset: failed: out of memory\n");
-            return 1;
-        }
-        live = d->live;
+        opts_entry(&e, v, 0);
+        put_option(&e, key, NULL);
     }
-    if (commit(m, v, &next, live, "volume reset", out))
+    if (commit(m, &e, "volume reset", out))
         return 1;
-    log_info("volume %s: reset %s", v->name, key);
+    log_info("volume %s: reset %s", argv[2], key);
     fprintf(out, "volume reset: success: reset volume successful\n");
     return 0;
 }

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 
 #include "../lib/log.h"
-#include "mgmt.h"
+#include "pool.h"
 
 /* Parses "volume WORD NAME [force]"; returns the volume, or NULL after
  * printing the failure (with *rc set to the exit status). */
@@ -31,8 +31,8 @@ static struct mgmt_vol *target(struct mgmt *m, int argc, char **argv, FILE *out,
 
 /* A brick may only start where `volume create` left its marker: if the
  * brick's file system is not mounted, the empty mount point lacks it. */
-static int check_brick_dir(const struct mgmt_vol *v, const struct mgmt_brick *b, char *err,
-                           size_t errlen)
+int mgmt_check_brick_dir(const struct mgmt_vol *v, const struct mgmt_brick *b, char *err,
+                         size_t errlen)
 {
     struct stat st;
     char name[MGMT_VOLNAME_MAX + 1], id[64];
@@ -51,116 +51,120 @@ static int check_brick_dir(const struct mgmt_vol *v, const struct mgmt_brick *b,
     return 0;
 }
 
+/* An entry naming volume v (kind, NAME, ID). */
+static void vol_entry(struct rpc_buf *e, enum mgmt_entry_kind kind, const struct mgmt_vol *v)
+{
+    rpc_buf_init(e);
+    rpc_put_u64(e, RPC_T_OP, kind);
+    rpc_put_str(e, RPC_T_NAME, v->name);
+    rpc_put_str(e, RPC_T_ID, v->id);
+}
+
+/* Commits status st for volume name; 0 or -errno with err. */
+static int set_status(struct mgmt *m, const char *name, enum mgmt_vol_status st, struct rpc_buf *e,
+                      char *err, size_t errlen)
+{
+    rpc_put_u64(e, RPC_T_MODE, st);
+    int rc = mgmt_commit(m, e, err, errlen);
+    rpc_buf_free(e);
+    return rc;
+}
+
 int mgmt_cmd_start(struct mgmt *m, int argc, char **argv, FILE *out)
 {
     int force, rc;
-    char err[2 * PATH_MAX + 512];
+    char err[2 * PATH_MAX + 512], name[MGMT_VOLNAME_MAX + 1];
+    struct rpc_buf e;
     struct mgmt_vol *v = target(m, argc, argv, out, &force, &rc);
     if (!v)
         return rc;
+    snprintf(name, sizeof(name), "%s", v->name);
     if (v->status == MGMT_VOL_STARTED && !force) {
-        fprintf(out, "volume start: %s: failed: Volume %s already started\n", v->name, v->name);
+        fprintf(out, "volume start: %s: failed: Volume %s already started\n", name, name);
         return 1;
     }
-    for (int i = 0; i < v->n_bricks && !force; i++)
-        if (check_brick_dir(v, &v->bricks[i], err, sizeof(err)) < 0) {
-            fprintf(out, "volume start: %s: failed: %s\n", v->name, err);
-            return 1;
-        }
     enum mgmt_vol_status old = v->status;
-    for (int i = 0; i < v->n_bricks; i++) {
-        struct mgmt_brick *b = &v->bricks[i];
-        b->backoff_ms = 0;
-        b->retry_ms = 0;
-        int src = mgmt_brick_spawn(m, v, b);
-        if (src < 0 && !force) {
-            char log[PATH_MAX + 64];
-            mgmt_brick_log_path(m, b, log, sizeof(log));
-            for (int j = 0; j < v->n_bricks; j++)
-                if (old != MGMT_VOL_STARTED)
-                    mgmt_brick_kill(m, &v->bricks[j]);
-            if (src == -ENOENT)
-                fprintf(out, "volume start: %s: failed: %s is missing or not executable\n", v->name,
-                        m->brickd);
-            else if (src == -EADDRINUSE)
-                fprintf(out, "volume start: %s: failed: no free brick port in %u-%u\n", v->name,
-                        m->port_min, m->port_max);
-            else
-                fprintf(out,
-                        "volume start: %s: failed: Brick %s:%s did not start; see %s and the "
-                        "cairnd log\n",
-                        v->name, b->host, b->path, log);
-            return 1;
-        }
-    }
-    v->status = MGMT_VOL_STARTED;
-    if ((rc = mgmt_vol_save(m->workdir, v)) < 0) {
-        v->status = old;
-        if (old != MGMT_VOL_STARTED)
-            for (int i = 0; i < v->n_bricks; i++)
-                mgmt_brick_kill(m, &v->bricks[i]);
-        fprintf(out, "volume start: %s: failed: cannot write the volume store: %s\n", v->name,
-                strerror(-rc));
+    /* Every owner checks its bricks and names their ports first; the start
+     * then commits everywhere at once, and each owner spawns its bricks. */
+    vol_entry(&e, MGMT_E_VOL_STATUS, v);
+    if ((rc = mgmt_prepare_start_entry(m, name, force, &e, err, sizeof(err))) < 0) {
+        rpc_buf_free(&e);
+        fprintf(out, "volume start: %s: failed: %s\n", name, err);
         return 1;
     }
-    log_info("started volume %s", v->name);
-    fprintf(out, "volume start: %s: success\n", v->name);
+    if ((rc = set_status(m, name, MGMT_VOL_STARTED, &e, err, sizeof(err))) < 0) {
+        fprintf(out, "volume start: %s: failed: %s\n", name, err);
+        return 1;
+    }
+    uint64_t gen = m->gen;
+    if ((rc = mgmt_owners_sync(m, name, gen, force, err, sizeof(err))) < 0 && !force) {
+        char why[256];
+        if ((v = mgmt_vol_find(m, name)) && old != MGMT_VOL_STARTED) {
+            vol_entry(&e, MGMT_E_VOL_STATUS, v);
+            if (set_status(m, name, old, &e, why, sizeof(why)) == 0)
+                mgmt_owners_sync(m, name, m->gen, 1, why, sizeof(why));
+        }
+        fprintf(out, "volume start: %s: failed: %s\n", name, err);
+        return 1;
+    }
+    log_info("started volume %s", name);
+    fprintf(out, "volume start: %s: success\n", name);
     return 0;
 }
 
 int mgmt_cmd_stop(struct mgmt *m, int argc, char **argv, FILE *out)
 {
     int force, rc;
+    char err[1024], name[MGMT_VOLNAME_MAX + 1];
+    struct rpc_buf e;
     struct mgmt_vol *v = target(m, argc, argv, out, &force, &rc);
     if (!v)
         return rc;
+    snprintf(name, sizeof(name), "%s", v->name);
     if (v->status != MGMT_VOL_STARTED && !force) {
-        fprintf(out, "volume stop: %s: failed: Volume %s is not in the started state\n", v->name,
-                v->name);
+        fprintf(out, "volume stop: %s: failed: Volume %s is not in the started state\n", name,
+                name);
         return 1;
     }
-    enum mgmt_vol_status old = v->status;
-    /* Saved first: if cairnd dies in the middle, it must not restart the
-     * bricks of a volume being stopped. */
-    v->status = MGMT_VOL_STOPPED;
-    if ((rc = mgmt_vol_save(m->workdir, v)) < 0 && !force) {
-        v->status = old;
-        fprintf(out, "volume stop: %s: failed: cannot write the volume store: %s\n", v->name,
-                strerror(-rc));
+    /* Committed first: no server restarts the bricks of a volume being
+     * stopped, even if this one dies in the middle. */
+    vol_entry(&e, MGMT_E_VOL_STATUS, v);
+    if ((rc = set_status(m, name, MGMT_VOL_STOPPED, &e, err, sizeof(err))) < 0) {
+        fprintf(out, "volume stop: %s: failed: %s\n", name, err);
         return 1;
     }
-    for (int i = 0; i < v->n_bricks; i++)
-        mgmt_brick_kill(m, &v->bricks[i]);
-    log_info("stopped volume %s", v->name);
-    fprintf(out, "volume stop: %s: success\n", v->name);
+    if (mgmt_owners_sync(m, name, m->gen, force, err, sizeof(err)) < 0)
+        log_warn("volume %s stopped, but: %s", name, err);
+    log_info("stopped volume %s", name);
+    fprintf(out, "volume stop: %s: success\n", name);
     return 0;
 }
 
 int mgmt_cmd_delete(struct mgmt *m, int argc, char **argv, FILE *out)
 {
     int force, rc;
+    char err[1024], name[MGMT_VOLNAME_MAX + 1];
     if (argc != 3)
         return 2;
     struct mgmt_vol *v = target(m, argc, argv, out, &force, &rc);
     if (!v)
         return rc;
+    snprintf(name, sizeof(name), "%s", v->name);
     if (v->status == MGMT_VOL_STARTED) {
         fprintf(out,
                 "volume delete: %s: failed: Volume %s has been started.Volume needs to be "
                 "stopped before deletion.\n",
-                v->name, v->name);
+                name, name);
         return 1;
     }
-    if ((rc = mgmt_vol_remove(m->workdir, v->name)) < 0) {
-        fprintf(out, "volume delete: %s: failed: cannot remove it from the volume store: %s\n",
-                v->name, strerror(-rc));
+    struct rpc_buf e;
+    vol_entry(&e, MGMT_E_VOL_DELETE, v);
+    rc = mgmt_commit(m, &e, err, sizeof(err));
+    rpc_buf_free(&e);
+    if (rc < 0) {
+        fprintf(out, "volume delete: %s: failed: %s\n", name, err);
         return 1;
     }
-    for (int i = 0; i < v->n_bricks; i++)
-        mgmt_brickinfo_remove(v->bricks[i].path, v->id);
-    mgmt_vol_unlink(m, v);
-    log_info("deleted volume %s (%s)", v->name, v->id);
-    fprintf(out, "volume delete: %s: success\n", v->name);
-    mgmt_vol_free(v);
+    fprintf(out, "volume delete: %s: success\n", name);
     return 0;
 }

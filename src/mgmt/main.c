@@ -11,9 +11,11 @@
 
 #include "../lib/log.h"
 #include "daemon.h"
-#include "mgmt.h"
+#include "pool.h"
 
-static struct mgmt the_mgmt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct mgmt the_mgmt = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                               .cond = PTHREAD_COND_INITIALIZER,
+                               .cmd_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void stop_cb(int sig)
 {
@@ -25,8 +27,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: cairnd [--foreground] [--listen ADDR[:PORT]] [--workdir DIR]\n"
             "              [--log-file FILE] [--log-level LEVEL] [--pid-file FILE]\n"
-            "              [--brick-ports MIN-MAX]\n"
-            "Defaults: --listen 0.0.0.0:%d, --workdir /var/lib/cairnd, brick ports %d-%d.\n"
+            "              [--brick-ports MIN-MAX] [--raft-port PORT]\n"
+            "Defaults: --listen 0.0.0.0:%d, --workdir /var/lib/cairnd, brick ports %d-%d,\n"
+            "raft port: the listen port + 1000 (used once the server is in a pool).\n"
             "Without --foreground cairnd daemonizes and logs to DIR/cairnd.log.\n",
             CAIRN_MGMT_PORT, CAIRN_BRICK_PORT_MIN, CAIRN_BRICK_PORT_MAX);
 }
@@ -78,11 +81,18 @@ int main(int argc, char **argv)
     int foreground = 0, level = LOG_INFO, ready_fd = -1;
     char err[PATH_MAX + 256], pidpath[PATH_MAX + 16];
     static const struct option longopts[] = {
-        {"foreground", no_argument, NULL, 'f'},        {"listen", required_argument, NULL, 'l'},
-        {"workdir", required_argument, NULL, 'w'},     {"log-file", required_argument, NULL, 'L'},
-        {"log-level", required_argument, NULL, 'v'},   {"pid-file", required_argument, NULL, 'p'},
-        {"brick-ports", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0},
+        {"foreground", no_argument, NULL, 'f'},
+        {"listen", required_argument, NULL, 'l'},
+        {"workdir", required_argument, NULL, 'w'},
+        {"log-file", required_argument, NULL, 'L'},
+        {"log-level", required_argument, NULL, 'v'},
+        {"pid-file", required_argument, NULL, 'p'},
+        {"brick-ports", required_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"raft-port", required_argument, NULL, 'r'},
+        {"clock-skew-test", required_argument, NULL, 'k'},
+        {NULL, 0, NULL, 0},
     };
     m->port_min = CAIRN_BRICK_PORT_MIN;
     m->port_max = CAIRN_BRICK_PORT_MAX;
@@ -115,6 +125,19 @@ int main(int argc, char **argv)
                 fprintf(stderr, "cairnd: --brick-ports wants MIN-MAX, got %s\n", optarg);
                 return 1;
             }
+            break;
+        case 'r': {
+            char *end;
+            long port = strtol(optarg, &end, 10);
+            if (*end || port <= 0 || port > 65535) {
+                fprintf(stderr, "cairnd: --raft-port wants a port number, got %s\n", optarg);
+                return 1;
+            }
+            m->raft_port = (uint16_t)port;
+            break;
+        }
+        case 'k': /* tests: pretend this server's clock is off by that many seconds */
+            m->clock_skew_test = strtoll(optarg, NULL, 10);
             break;
         case 'h':
             usage(stdout);
@@ -159,7 +182,7 @@ int main(int argc, char **argv)
                 strerror(-lfd));
         return 1;
     }
-    if (mgmt_store_load(m, err, sizeof(err)) < 0) {
+    if (mgmt_pool_load(m, err, sizeof(err)) < 0 || mgmt_store_load(m, err, sizeof(err)) < 0) {
         fprintf(stderr, "cairnd: %s\n", err);
         return 1;
     }
@@ -198,10 +221,19 @@ int main(int argc, char **argv)
     for (struct mgmt_vol *v = m->vols; v; v = v->next)
         if (v->status == MGMT_VOL_STARTED)
             for (int i = 0; i < v->n_bricks; i++)
-                if (mgmt_brick_spawn(m, v, &v->bricks[i]) < 0)
+                if (v->bricks[i].local && mgmt_brick_spawn(m, v, &v->bricks[i]) < 0)
                     log_warn("brick %s:%s of volume %s did not start; retrying later",
                              v->bricks[i].host, v->bricks[i].path, v->name);
     pthread_mutex_unlock(&m->lock);
+    if (mgmt_pool_exists(m)) {
+        /* A member of a pool: its last known state is loaded; Raft brings the
+         * rest (entries committed while it was away). */
+        if (mgmt_pool_start(m, 0, NULL, err, sizeof(err)) < 0) {
+            log_error("cannot rejoin the pool: %s", err);
+            mgmt_report_ready(&ready_fd, 0);
+            return 1;
+        }
+    }
     if (mgmt_supervisor_start(m) < 0) {
         log_error("cannot start the brick supervisor");
         mgmt_report_ready(&ready_fd, 0);
@@ -215,6 +247,7 @@ int main(int argc, char **argv)
     /* Stopping cairnd stops the bricks it runs: nothing is left without a
      * supervisor. */
     log_info("cairnd stopping");
+    mgmt_pool_stop(m);
     pthread_mutex_lock(&m->lock);
     m->stopping = 1;
     for (struct mgmt_vol *v = m->vols; v; v = v->next)

@@ -33,6 +33,7 @@ struct mgmt_brick {
     uint64_t retry_ms;   /* when a dead brick may be spawned again */
     unsigned backoff_ms; /* current restart delay */
     unsigned restarts;
+    int local; /* 1 when this server serves the brick (pool.h) */
 };
 
 struct mgmt_vol {
@@ -43,7 +44,21 @@ struct mgmt_vol {
     int n_bricks;
     struct mgmt_brick *bricks; /* array of n_bricks, owned */
     struct opt_set opts;       /* options set by `volume set`, owned */
+    uint64_t gen;              /* pool generation of its last change (GETVOL, NOTIFY) */
 };
+
+/* A server of the trusted pool (replicated state; pool.h). */
+struct mgmt_peer {
+    char uuid[GFID_STRLEN];
+    uint64_t raft_id;
+    char host[NET_HOST_MAX]; /* as probed: names the server in brick paths */
+    uint16_t port;           /* its cairnd port */
+    char raft_addr[NET_HOST_MAX + 8];
+};
+
+struct mgmt_pool;
+struct mgmt_notify;
+struct mgmt_applier;
 
 struct mgmt {
     pthread_mutex_t lock;
@@ -53,6 +68,18 @@ struct mgmt {
     uint16_t port_min, port_max; /* brick port range */
     struct mgmt_vol *vols;       /* sorted by name */
     volatile int stopping;
+    /* The pool (pool.h). All zero in a struct mgmt that never joins one. */
+    pthread_cond_t cond;      /* broadcast (with lock) after every applied entry */
+    pthread_mutex_t cmd_lock; /* serializes mutating commands on this server */
+    char uuid[GFID_STRLEN];   /* this server's identity */
+    uint16_t raft_port;       /* 0: the cairnd port + 1000 */
+    uint64_t gen;             /* entries applied to the state so far */
+    struct mgmt_peer *peers;  /* replicated: every server of the pool, self included */
+    int n_peers;              /* 0 while standalone */
+    struct mgmt_pool *pool;   /* Raft runtime, NULL while standalone */
+    struct mgmt_applier *applier;
+    struct mgmt_notify *notify;
+    int64_t clock_skew_test; /* seconds added to this server's clock reports (tests) */
 };
 
 const char *mgmt_status_name(enum mgmt_vol_status s);
@@ -100,6 +127,13 @@ int mgmt_supervisor_start(struct mgmt *m);
 void mgmt_bricks_kill_stale(struct mgmt *m);
 /* Path of the brick's log file: DIR/logs/bricks/<path with dashes>.log. */
 void mgmt_brick_log_path(const struct mgmt *m, const struct mgmt_brick *b, char *out, size_t len);
+/* Gives b a free port in the brick range (none of avoid), keeping its
+ * previous one when free. 0 or -EADDRINUSE. */
+int mgmt_brick_alloc_port(struct mgmt *m, struct mgmt_brick *b, const uint16_t *avoid, int n_avoid);
+/* Whether the brick's directory exists and carries v's marker; 0 or -ENOENT
+ * with the reason in err. */
+int mgmt_check_brick_dir(const struct mgmt_vol *v, const struct mgmt_brick *b, char *err,
+                         size_t errlen);
 /* Tells the running bricks of v about changed live options. */
 void mgmt_bricks_reconfigure(struct mgmt *m, struct mgmt_vol *v);
 

@@ -12,7 +12,7 @@
 
 #include "../lib/log.h"
 #include "../rpc/conn.h"
-#include "mgmt.h"
+#include "pool.h"
 
 #define MAX_ARGS 256
 
@@ -41,12 +41,6 @@ static void handle_cli(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
     int argc = 0;
     struct rpc_iter it;
     struct rpc_field fld;
-    if (!p->local) {
-        log_warn("refusing a command from %s: commands are accepted from this server only",
-                 p->addr);
-        reply_text(c, f, 0, "Permission denied: cairnd accepts commands only from its own host", 1);
-        return;
-    }
     rpc_iter_init(&it, f->body, f->hdr.body_len);
     while (rpc_iter_next(&it, &fld) > 0) {
         if (fld.tag != RPC_T_ARG)
@@ -69,9 +63,9 @@ static void handle_cli(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
         reply_text(c, f, -ENOMEM, NULL, -1);
         goto out;
     }
-    pthread_mutex_lock(&p->m->lock);
-    int status = mgmt_cli_run(p->m, argc, argv, out);
-    pthread_mutex_unlock(&p->m->lock);
+    /* Commands from other hosts are refused, except what the servers of a
+     * pool ask each other (pool_rpc.c). */
+    int status = mgmt_cli_dispatch(p->m, argc, argv, out, p->addr, p->local);
     fclose(out);
     reply_text(c, f, 0, text, status);
     free(text);
@@ -112,23 +106,9 @@ static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *
     }
     struct rpc_buf b;
     rpc_buf_init(&b);
-    rpc_put_str(&b, RPC_T_NAME, v->name);
-    rpc_put_str(&b, RPC_T_ID, v->id);
-    for (int i = 0; i < v->n_bricks; i++) {
-        const struct mgmt_brick *br = &v->bricks[i];
-        size_t mark = rpc_put_begin(&b, RPC_T_BRICK);
-        rpc_put_str(&b, RPC_T_HOST, br->host);
-        rpc_put_u64(&b, RPC_T_PORT, br->port);
-        rpc_put_str(&b, RPC_T_PATH, br->path);
-        rpc_put_str(&b, RPC_T_ID, br->id);
-        rpc_put_end(&b, mark);
-    }
-    for (size_t i = 0; i < v->opts.n; i++) {
-        size_t mark = rpc_put_begin(&b, RPC_T_OPTION);
-        rpc_put_str(&b, RPC_T_NAME, v->opts.kv[i].name);
-        rpc_put_str(&b, RPC_T_DATA, v->opts.kv[i].value);
-        rpc_put_end(&b, mark);
-    }
+    mgmt_layout_body(v, &b);
+    /* The connection now hears about changes of this volume (notify.c). */
+    mgmt_notify_subscribe(m, c, v->name);
     pthread_mutex_unlock(&m->lock);
     rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, &b);
     rpc_buf_free(&b);
@@ -160,6 +140,8 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
 
 static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
 {
+    struct peer *p = ctx;
+    mgmt_notify_unsubscribe(p->m, c);
     free(ctx);
     rpc_conn_put(c); /* the reference rpc_conn_new gave the accept loop */
 }

@@ -12,7 +12,7 @@
 
 #include "../lib/log.h"
 #include "../rpc/wire.h"
-#include "mgmt.h"
+#include "pool.h"
 
 #define STORE_VERSION 1
 
@@ -105,6 +105,8 @@ char *mgmt_vol_format(const struct mgmt_vol *v)
     fprintf(f, "# cairnd volume store; edit only while cairnd is stopped\n");
     fprintf(f, "version=%d\nname=%s\nid=%s\ntype=Distribute\nstatus=%s\ntransport=tcp\n",
             STORE_VERSION, v->name, v->id, mgmt_status_name(v->status));
+    if (v->gen)
+        fprintf(f, "generation=%llu\n", (unsigned long long)v->gen);
     for (int i = 0; i < v->n_bricks; i++) {
         const struct mgmt_brick *b = &v->bricks[i];
         fprintf(f, "brick=%s %u %s:%s\n", b->id, b->port, b->host, b->path);
@@ -180,6 +182,11 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
     } else if (strcmp(key, "type") == 0) {
         if (strcmp(val, "Distribute") != 0)
             BAD("line %d: unknown volume type \"%.40s\"", lineno, val);
+    } else if (strcmp(key, "generation") == 0) {
+        char *end;
+        v->gen = strtoull(val, &end, 10);
+        if (*end || end == val)
+            BAD("line %d: bad generation \"%.40s\"", lineno, val);
     } else if (strcmp(key, "transport") == 0) {
         if (strcmp(val, "tcp") != 0)
             BAD("line %d: unknown transport \"%.40s\"", lineno, val);
@@ -444,5 +451,6 @@ int mgmt_store_load(struct mgmt *m, char *err, size_t errlen)
         mgmt_vol_insert(m, v);
     }
     closedir(d);
+    mgmt_mark_local(m);
     return rc;
 }

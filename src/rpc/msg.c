@@ -19,7 +19,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_ERRNO] = K_U64,   [RPC_T_GROUP] = K_REP,     [RPC_T_PID] = K_U64,
     [RPC_T_FEATURES] = K_U64, [RPC_T_BRICK] = K_REP,    [RPC_T_HOST] = K_STR,
     [RPC_T_PORT] = K_U64,    [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
-    [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,
+    [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -44,6 +44,7 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_PORT: return &m->port;
     case RPC_T_EOF: return &m->eof;
     case RPC_T_WHENCE: return &m->whence;
+    case RPC_T_GEN: return &m->gen;
     default: return NULL;
     }
 }

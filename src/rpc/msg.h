@@ -100,6 +100,7 @@ enum rpc_tag {
     RPC_T_EOF = 36,     /* u: readdir reached the end */
     RPC_T_WHENCE = 37,  /* u */
     RPC_T_ID = 38,      /* s: volume id, brick id */
+    RPC_T_GEN = 39,     /* u: generation of a volume's layout and options (GETVOL) */
     RPC_T_MAX = 64,
 };
 
@@ -151,7 +152,7 @@ struct rpc_bytes {
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence;
+        err, pid, features, port, eof, whence, gen;
     struct rpc_bytes path, path2, name, data, text, host, id;
     gfid_t gfid;
     struct rpc_attr attr;
