@@ -22,10 +22,12 @@ const struct opt_def opt_table[] = {
     {"auth.reject", OPT_STRING, "", 0, 0, NULL, true,
      "Comma-separated addresses (globs or IPv4 CIDR blocks) refused even when auth.allow "
      "matches them."},
-    {"client.attribute-timeout", OPT_TIME, "1", 0, 3600, NULL, true,
-     "Seconds the kernel may cache file attributes on a FUSE client."},
-    {"client.entry-timeout", OPT_TIME, "1", 0, 3600, NULL, true,
-     "Seconds the kernel may cache name lookups (and negative lookups) on a FUSE client."},
+    {"client.attribute-timeout", OPT_TIME, "0", 0, 3600, NULL, true,
+     "Seconds the kernel may cache file attributes on a FUSE client. 0 asks the brick at "
+     "every access, so a change made by another client is seen at once."},
+    {"client.entry-timeout", OPT_TIME, "0", 0, 3600, NULL, true,
+     "Seconds the kernel may cache name lookups on a FUSE client. 0 asks the brick at every "
+     "access, so names created or removed by another client are seen at once."},
     {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's brick processes."},
     {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
