@@ -14,6 +14,8 @@ struct ino {
     struct ino *parent; /* NULL for the root and for removed names */
     char *name;
     uint64_t nlookup, nchildren;
+    uint64_t *fhs; /* open file handles, for attribute calls once unlinked */
+    size_t n_fh, cap_fh;
     struct ino *next_id, *next_gfid, *next_name;
 };
 
@@ -164,6 +166,7 @@ static void maybe_free(struct cl_itable *t, struct ino *i)
         }
         index_del(&t->by_id, OFF_ID, i);
         index_del(&t->by_gfid, OFF_GFID, i);
+        free(i->fhs);
         free(i->name);
         free(i);
         t->count--;
@@ -224,6 +227,7 @@ void cl_itable_free(struct cl_itable *t)
         struct ino *i = t->by_id.b[k];
         while (i) {
             struct ino *next = i->next_id;
+            free(i->fhs);
             free(i->name);
             free(i);
             i = next;
@@ -413,4 +417,52 @@ uint64_t cl_itable_child(struct cl_itable *t, uint64_t parent_id, const char *na
     uint64_t id = i ? i->nodeid : 0;
     pthread_mutex_unlock(&t->lock);
     return id;
+}
+
+int cl_itable_open_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh)
+{
+    int rc = 0;
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    if (!i) {
+        rc = -ENOENT;
+    } else if (i->n_fh == i->cap_fh) {
+        size_t cap = i->cap_fh ? i->cap_fh * 2 : 2;
+        uint64_t *fhs = realloc(i->fhs, cap * sizeof(*fhs));
+        if (!fhs)
+            rc = -ENOMEM;
+        else {
+            i->fhs = fhs;
+            i->cap_fh = cap;
+        }
+    }
+    if (rc == 0)
+        i->fhs[i->n_fh++] = fh;
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+void cl_itable_close_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    for (size_t k = 0; i && k < i->n_fh; k++)
+        if (i->fhs[k] == fh) {
+            i->fhs[k] = i->fhs[--i->n_fh];
+            break;
+        }
+    pthread_mutex_unlock(&t->lock);
+}
+
+int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh)
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    if (i && i->n_fh) {
+        *fh = i->fhs[i->n_fh - 1];
+        rc = 0;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
 }

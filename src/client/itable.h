@@ -48,6 +48,14 @@ void cl_itable_unlink(struct cl_itable *t, uint64_t parent, const char *name);
  * it. */
 void cl_itable_rename(struct cl_itable *t, uint64_t oldparent, const char *oldname,
                       uint64_t newparent, const char *newname, int exchange);
+/* Open file handles of an inode: the kernel asks for the attributes of an
+ * open, unlinked file (fstat, ftruncate) by node id alone, and such an inode
+ * has no path left; one of its handles reaches the object instead.
+ * open_fh returns 0, -ENOENT or -ENOMEM; any_fh 0 or -ENOENT (none open). */
+int cl_itable_open_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh);
+void cl_itable_close_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh);
+int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh);
+
 /* Number of inodes (including the root); for tests and statistics. */
 size_t cl_itable_count(struct cl_itable *t);
 /* The node id of name in parent, 0 if unknown; for tests. */

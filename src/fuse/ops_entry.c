@@ -33,15 +33,21 @@ void cf_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
     fuse_reply_none(req);
 }
 
-/* By handle when the kernel gives one (fstat, ftruncate of an unlinked
- * file), else by path. */
+/* By handle when the kernel gives one, else by path; an unlinked file has
+ * no path, but while it is open one of its handles reaches it. */
 static int target(struct fop *f, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    uint64_t fh;
     if (fi) {
         RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
         return 0;
     }
-    return fop_path(f, ino, NULL);
+    int rc = fop_path(f, ino, NULL);
+    if (rc == -ENOENT && cl_itable_any_fh(f->cf->it, ino, &fh) == 0) {
+        RPC_SET(&f->op.args, fh, RPC_T_FH, fh);
+        rc = 0;
+    }
+    return rc;
 }
 
 void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -25,8 +25,11 @@ static void open_cb(struct cl_op *op)
         FOP_FAIL(f, -EPROTO);
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
-    if (fuse_reply_open(f->req, &f->fi) != 0)
+    cl_itable_open_fh(f->cf->it, f->parent, f->fi.fh);
+    if (fuse_reply_open(f->req, &f->fi) != 0) {
+        cl_itable_close_fh(f->cf->it, f->parent, f->fi.fh);
         fop_release_orphan(f->cf, RPC_OP_RELEASE, f->fi.fh);
+    }
     fop_free(f);
 }
 
@@ -36,6 +39,7 @@ void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!f)
         return;
     f->fi = *fi;
+    f->parent = ino; /* the opened inode, to record its handle */
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -58,7 +62,9 @@ static void create_cb(struct cl_op *op)
     }
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
+    cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
     if (fuse_reply_create(f->req, &e, &f->fi) != 0) {
+        cl_itable_close_fh(f->cf->it, e.ino, f->fi.fh);
         cl_itable_forget(f->cf->it, e.ino, 1);
         fop_release_orphan(f->cf, RPC_OP_RELEASE, f->fi.fh);
     }
@@ -165,6 +171,8 @@ static void release_cb(struct cl_op *op)
 
 void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    struct cf *cf = fuse_req_userdata(req);
+    cl_itable_close_fh(cf->it, ino, fi->fh);
     struct fop *f = fop_new(req, RPC_OP_RELEASE, release_cb);
     if (!f)
         return;

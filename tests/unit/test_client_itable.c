@@ -23,8 +23,37 @@ static const char *path_of(struct cl_itable *t, uint64_t id, const char *name)
     return rc < 0 ? "(err)" : buf;
 }
 
+static void test_open_handles(void)
+{
+    struct cl_itable *t = cl_itable_new();
+    gfid_t g;
+    int err;
+    uint64_t fh = 0;
+    gfid_generate(&g);
+    uint64_t id = cl_itable_link(t, CL_ROOT_ID, "f", &g, &err);
+    CHECK_EQ(cl_itable_any_fh(t, id, &fh), -ENOENT);
+    CHECK_EQ(cl_itable_open_fh(t, id, 7), 0);
+    CHECK_EQ(cl_itable_open_fh(t, id, 9), 0);
+    CHECK_EQ(cl_itable_open_fh(t, id, 11), 0);
+    cl_itable_unlink(t, CL_ROOT_ID, "f");
+    char path[64];
+    CHECK_EQ(cl_itable_path(t, id, NULL, path, sizeof(path)), -ENOENT);
+    CHECK_EQ(cl_itable_any_fh(t, id, &fh), 0);
+    CHECK(fh == 7 || fh == 9 || fh == 11);
+    cl_itable_close_fh(t, id, 11);
+    cl_itable_close_fh(t, id, 7);
+    CHECK_EQ(cl_itable_any_fh(t, id, &fh), 0);
+    CHECK_EQ(fh, 9);
+    cl_itable_close_fh(t, id, 9);
+    CHECK_EQ(cl_itable_any_fh(t, id, &fh), -ENOENT);
+    CHECK_EQ(cl_itable_open_fh(t, 424242, 1), -ENOENT);
+    cl_itable_forget(t, id, 1);
+    cl_itable_free(t);
+}
+
 int main(void)
 {
+    test_open_handles();
     struct cl_itable *t = cl_itable_new();
     CHECK(t != NULL);
     int err;
