@@ -15,9 +15,11 @@
 #define BRICK_MAX_READ (4u << 20)
 
 /* Open flags a client may ask for; the rest (O_CREAT, O_NOFOLLOW, O_PATH,
- * O_TMPFILE, O_DIRECTORY, ...) are the brick's business. */
+ * O_TMPFILE, O_DIRECTORY, ...) are the brick's business. O_DIRECT is the
+ * client's: its kernel bypasses its own page cache; request buffers on the
+ * brick are not aligned for O_DIRECT, and O_SYNC/O_DSYNC carry durability. */
 #define OPEN_FLAGS_ALLOWED                                                                         \
-    (O_ACCMODE | O_APPEND | O_TRUNC | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_EXCL)
+    (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME | O_EXCL)
 
 static int open_flags(const struct rpc_msg *in)
 {
