@@ -27,7 +27,7 @@
 
 #define PEER_CONNECT_MS 2000
 #define PEER_CALL_MS 30000
-#define LEADER_WAIT_MS 4000
+#define LEADER_WAIT_MS 3000
 #define SYNC_WAIT_MS 10000
 
 int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const *argv, char **text,
@@ -61,6 +61,8 @@ int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const 
             *text = strndup((const char *)r->msg.text.p, r->msg.text.len);
     } else if (rc == 0) {
         rc = -EPROTO;
+    } else if (rc == -ENOTCONN || rc == -ETIMEDOUT || rc == -ECONNRESET) {
+        rc = -ECONNABORTED; /* sent, but no answer: the command may have run */
     }
     rpc_frame_free(r);
     rpc_conn_close(c, 0);
@@ -298,6 +300,12 @@ int mgmt_prepare_start_entry(struct mgmt *m, const char *volname, int force, str
         snprintf(host, sizeof(host), "%s", own[i]->host);
         text = NULL;
         rc = call_peer_unlocked(m, own[i], 4, argv, &text, PEER_CALL_MS);
+        if (rc < 0 && force) {
+            /* its bricks start when it is back: the volume is started */
+            log_warn("volume %s: %s is not reachable; starting without its bricks", volname, host);
+            free(text);
+            continue;
+        }
         if (rc < 0)
             snprintf(err, errlen, "Host %s is not reachable: %s", host, strerror(-rc));
         else if (rc > 0)
@@ -363,7 +371,10 @@ int mgmt_owners_sync(struct mgmt *m, const char *volname, uint64_t gen, int forc
         snprintf(g, sizeof(g), "%llu", (unsigned long long)gen);
         const char *argv[] = {"__sync", volname, g};
         rc = call_peer_unlocked(m, &copy[i], 3, argv, &text, PEER_CALL_MS);
-        if (rc != 0 && first == 0) {
+        if (rc < 0 && force)
+            log_warn("volume %s: %s is not reachable; it catches up when it is back", volname,
+                     copy[i].host);
+        else if (rc != 0 && first == 0) {
             if (rc < 0)
                 snprintf(err, errlen, "Host %s is not reachable: %s", copy[i].host, strerror(-rc));
             else
@@ -373,7 +384,6 @@ int mgmt_owners_sync(struct mgmt *m, const char *volname, uint64_t gen, int forc
         }
         free(text);
     }
-    (void)force;
     return first;
 }
 
@@ -399,6 +409,13 @@ static int cmd_hello(struct mgmt *m, FILE *out)
         n++;
     if (strcmp(m->listen.host, "0.0.0.0") != 0 && strcmp(m->listen.host, "::") != 0)
         self_raft_addr(m, m->listen.host, raft, sizeof(raft));
+    int leader = 0;
+    if (m->pool) {
+        struct mgmt_pool_info info;
+        mgmt_pool_info(m->pool, &info);
+        leader = info.state == RAFT_LEADER;
+    }
+    fprintf(out, "leader=%d\ngeneration=%llu\n", leader, (unsigned long long)m->gen);
     fprintf(out, "uuid=%s\nraft=%s\nraft-port=%u\npeers=%d\nvolumes=%d\nclock=%lld\n", m->uuid,
             raft, m->raft_port ? m->raft_port : (unsigned)(m->listen.port + 1000),
             m->n_peers > 1 ? m->n_peers : 0, n, (long long)time(NULL) + m->clock_skew_test);
@@ -583,6 +600,16 @@ static int forward(struct mgmt *m, int argc, char **argv, FILE *out)
         char *text = NULL;
         if (rc == 0) {
             rc = mgmt_peer_call(leader.host, leader.port, argc + 1, fargv, &text, PEER_CALL_MS);
+            if (rc == -ECONNABORTED) {
+                /* Never sent twice: it may have taken effect before the
+                 * leader went away. */
+                fprintf(out,
+                        "%s %s: failed: the pool's leader %s went away while running the "
+                        "command; it took effect everywhere or nowhere: check with `volume "
+                        "info`\n",
+                        argv[0], argc > 1 ? argv[1] : "", leader.host);
+                break;
+            }
             /* 75 (EX_TEMPFAIL): that server is no longer the leader */
             if (rc >= 0 && rc != 75) {
                 if (text)
