@@ -230,15 +230,16 @@ void brick_locks_fini(struct brick *b)
     b->locks = NULL;
 }
 
-/* Drops queued waits matching (bc, and lf when given / every lock of bc);
- * returns them as answers. Lock held. */
+/* Drops queued waits of bc, narrowed to the POSIX waits of lf and the
+ * flock waits of fh when those are given; returns them as answers. Lock
+ * held. */
 static struct answer *take_waiters(struct brick_locks *L, struct brick_conn *bc, struct lockfd *lf,
-                                   int status)
+                                   const struct brick_fh *fh, int status)
 {
     struct answer *out = NULL;
     for (struct waiter **pp = &L->waiters; *pp;) {
         struct waiter *w = *pp;
-        if (w->bc != bc || (lf && w->lf != lf)) {
+        if (w->bc != bc || (lf && w->lf != lf) || (fh && w->fh != fh)) {
             pp = &w->next;
             continue;
         }
@@ -268,7 +269,7 @@ void brick_locks_conn_gone(struct brick_conn *bc)
     if (!L)
         return;
     pthread_mutex_lock(&L->lock);
-    struct answer *a = take_waiters(L, bc, NULL, -ENOTCONN);
+    struct answer *a = take_waiters(L, bc, NULL, NULL, -ENOTCONN);
     for (struct lockfd **pp = &L->fds; *pp;) {
         struct lockfd *lf = *pp;
         if (lf->bc != bc) {
@@ -302,7 +303,7 @@ void brick_locks_flush(struct brick_conn *bc, struct brick_fh *fh, uint64_t owne
     struct answer *a = NULL;
     if (lf) {
         /* The owner closed the file: its waits end and its locks go. */
-        a = take_waiters(L, bc, lf, -EINTR);
+        a = take_waiters(L, bc, lf, NULL, -EINTR);
         for (struct lockfd **pp = &L->fds; *pp; pp = &(*pp)->next) {
             if (*pp == lf) {
                 *pp = lf->next;
@@ -453,9 +454,18 @@ int brick_op_setlk(struct brick_req *r)
         brick_fh_put(r->bc, fh);
         return -EBADF;
     }
-    int wait = rpc_has(r->in, RPC_T_FLAGS) && (r->in->flags & 1) && !r->in_compound;
+    uint64_t flags = rpc_has(r->in, RPC_T_FLAGS) ? r->in->flags : 0;
+    int wait = (flags & RPC_LK_WAIT) && !r->in_compound;
     struct lockfd *lf = NULL;
     pthread_mutex_lock(&L->lock);
+    if (flags & RPC_LK_CANCEL) {
+        lf = find_lockfd(L, r->bc, r->in->owner, fh);
+        struct answer *a = lf ? take_waiters(L, r->bc, lf, NULL, -EINTR) : NULL;
+        pthread_mutex_unlock(&L->lock);
+        brick_fh_put(r->bc, fh);
+        answer_all(a, 1);
+        return 0;
+    }
     if (fl.l_type == F_UNLCK) {
         lf = find_lockfd(L, r->bc, r->in->owner, fh);
         rc = lf ? r->b->vfs->ofd_lock(lf->fd, F_OFD_SETLK, &fl) : 0;
@@ -498,13 +508,22 @@ int brick_op_flock(struct brick_req *r)
     struct brick_fh *fh;
     uint64_t f = rpc_has(r->in, RPC_T_FLAGS) ? r->in->flags : 0;
     int op = (int)(f & (LOCK_SH | LOCK_EX | LOCK_UN));
+    int cancel = (f & RPC_FLOCK_CANCEL) != 0;
+    f &= ~(uint64_t)RPC_FLOCK_CANCEL;
     if ((f & ~(uint64_t)(LOCK_SH | LOCK_EX | LOCK_UN | LOCK_NB)) ||
-        (op != LOCK_SH && op != LOCK_EX && op != LOCK_UN))
+        (!cancel && op != LOCK_SH && op != LOCK_EX && op != LOCK_UN))
         return -EINVAL;
     int rc = brick_fh_get(r->bc, r->in->fh, 0, &fh);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&L->lock);
+    if (cancel) {
+        struct answer *a = take_waiters(L, r->bc, NULL, fh, -EINTR);
+        pthread_mutex_unlock(&L->lock);
+        brick_fh_put(r->bc, fh);
+        answer_all(a, 1);
+        return 0;
+    }
     rc = r->b->vfs->flock(fh->fd, op | LOCK_NB);
     if (op == LOCK_UN)
         pthread_cond_broadcast(&L->cond);

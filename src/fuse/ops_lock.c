@@ -3,6 +3,7 @@
  * worker is free: the reply comes from the op's completion. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 
@@ -72,6 +73,51 @@ void cf_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct 
     fop_submit(f);
 }
 
+/* A blocking wait runs on the brick; when the application's call is
+ * interrupted (a signal, or the process being killed, which otherwise
+ * hangs until the reply) the kernel sends INTERRUPT and we ask the brick
+ * to end the wait, which then answers the original request with EINTR. */
+static void cancel_done_cb(struct cl_op *op)
+{
+    cl_op_release(op);
+    free(op);
+}
+
+static void wait_interrupt_cb(fuse_req_t req, void *data)
+{
+    struct fop *f = data;
+    struct cl_op *c = malloc(sizeof(*c));
+    if (!c)
+        return; /* the wait goes on until granted or the file is closed */
+    cl_op_init(c, (uint16_t)f->op.args.op, cancel_done_cb, NULL);
+    c->args.fh = f->op.args.fh;
+    c->args.owner = f->op.args.owner;
+    c->args.lock = f->op.args.lock;
+    c->args.present = f->op.args.present & ((1ull << RPC_T_FH) | (1ull << RPC_T_OWNER) |
+                                            (1ull << RPC_T_LOCK));
+    RPC_SET(&c->args, flags, RPC_T_FLAGS,
+            f->op.args.op == RPC_OP_SETLK ? RPC_LK_CANCEL
+                                          : (f->op.args.flags | RPC_FLOCK_CANCEL));
+    cl_submit(f->cf->stack, c);
+}
+
+static void wait_done_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    /* After this returns the interrupt callback has run or never will. */
+    fuse_req_interrupt_func(f->req, NULL, NULL);
+    fop_done_err_cb(op);
+}
+
+static void submit_maybe_waiting(struct fop *f, int waits)
+{
+    if (waits) {
+        f->op.done = wait_done_cb;
+        fuse_req_interrupt_func(f->req, wait_interrupt_cb, f);
+    }
+    fop_submit(f);
+}
+
 void cf_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
               int sleep)
 {
@@ -81,8 +127,8 @@ void cf_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct 
     int rc = set_lock(f, fi, lock);
     if (rc < 0)
         FOP_FAIL(f, rc);
-    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, sleep ? 1 : 0);
-    fop_submit(f);
+    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, sleep ? RPC_LK_WAIT : 0);
+    submit_maybe_waiting(f, sleep && lock->l_type != F_UNLCK);
 }
 
 void cf_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
@@ -93,5 +139,5 @@ void cf_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
     RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
     RPC_SET(&f->op.args, owner, RPC_T_OWNER, fi->lock_owner);
     RPC_SET(&f->op.args, flags, RPC_T_FLAGS, (uint64_t)(unsigned)op);
-    fop_submit(f);
+    submit_maybe_waiting(f, !(op & LOCK_NB) && !(op & LOCK_UN));
 }

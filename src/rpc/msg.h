@@ -115,6 +115,14 @@ enum rpc_tag {
 #define RPC_SET_MTIME_NOW (1u << 7)
 #define RPC_SET_CTIME (1u << 8)
 
+/* SETLK FLAGS bits; FLOCK FLAGS are LOCK_SH/EX/UN/NB plus RPC_FLOCK_CANCEL.
+ * A cancel ends the caller's queued wait for that handle and owner with
+ * -EINTR (the application's blocking call was interrupted); locks already
+ * held stay. */
+#define RPC_LK_WAIT 1u
+#define RPC_LK_CANCEL 2u
+#define RPC_FLOCK_CANCEL 0x100u
+
 /* Attributes of one object as they travel: 16-byte gfid then 13 u64 values. */
 #define RPC_ATTR_LEN (16 + 13 * 8)
 struct rpc_attr {
