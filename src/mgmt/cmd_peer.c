@@ -200,7 +200,7 @@ static int probe(struct mgmt *m, const char *arg, FILE *out)
         return 1;
     }
     struct mgmt_peer np = {0};
-    snprintf(np.uuid, sizeof(np.uuid), "%s", h.uuid);
+    snprintf(np.uuid, sizeof(np.uuid), "%.*s", GFID_STRLEN - 1, h.uuid);
     np.raft_id = mgmt_raft_id(h.uuid);
     snprintf(np.host, sizeof(np.host), "%s", a.host);
     np.port = a.port;
