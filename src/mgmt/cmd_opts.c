@@ -103,8 +103,15 @@ int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
                 rpc_buf_free(&e);
                 return 1;
             }
-            for (int k = 0; g->kv[k]; k += 2)
-                put_option(&e, g->kv[k], g->kv[k + 1]);
+            for (int k = 0; g->kv[k]; k += 2) {
+                if (opt_validate(g->kv[k], g->kv[k + 1], norm, sizeof(norm), err, sizeof(err)) <
+                    0) {
+                    fprintf(out, "volume set: failed: group %s: %s\n", g->name, err);
+                    rpc_buf_free(&e);
+                    return 1;
+                }
+                put_option(&e, g->kv[k], norm);
+            }
             log_info("volume %s: option group %s", v->name, g->name);
             continue;
         }

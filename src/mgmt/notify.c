@@ -60,7 +60,8 @@ void mgmt_layout_body(const struct mgmt_vol *v, struct rpc_buf *b)
 }
 
 /* Called from GETVOL with m->lock held (the caller's connection). */
-void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volname)
+void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volname,
+                           const char *addr)
 {
     struct mgmt_notify *n = get(m);
     if (!n)
@@ -74,7 +75,7 @@ void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volna
         rpc_conn_get(c);
         s->c = c;
         snprintf(s->vol, sizeof(s->vol), "%s", volname);
-        snprintf(s->addr, sizeof(s->addr), "%s", rpc_conn_peer(c));
+        snprintf(s->addr, sizeof(s->addr), "%s", addr);
     }
     pthread_mutex_unlock(&n->lock);
 }
@@ -104,6 +105,8 @@ void mgmt_notify_volume(struct mgmt *m, const char *volname)
     struct mgmt_vol *v = mgmt_vol_find(m, volname);
     struct rpc_buf b;
     rpc_buf_init(&b);
+    const char *allow = v ? opt_value(&v->opts, "auth.allow") : NULL;
+    const char *reject = v ? opt_value(&v->opts, "auth.reject") : NULL;
     if (v && v->status == MGMT_VOL_STARTED) {
         mgmt_layout_body(v, &b);
     } else {
@@ -124,6 +127,10 @@ void mgmt_notify_volume(struct mgmt *m, const char *volname)
         struct sub *s = &n->subs[i];
         if (strcmp(s->vol, volname) != 0 || !rpc_conn_is_open(s->c))
             continue;
+        if (v && !opt_addr_allowed(allow, reject, s->addr)) {
+            log_info("not notifying %s about volume %s: auth.allow/auth.reject", s->addr, volname);
+            continue;
+        }
         if (rpc_conn_notify(s->c, RPC_OP_MGMT_GETVOL, &b) < 0)
             log_debug("cannot notify %s about volume %s", s->addr, volname);
         else

@@ -145,7 +145,9 @@ int mgmt_cmd_mutates(int argc, char **argv);
 
 /* ---- notify.c: clients told about volume changes ---- */
 struct rpc_conn;
-void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volname);
+/* addr: the client's numeric address (auth.allow/auth.reject apply). */
+void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volname,
+                           const char *addr);
 void mgmt_notify_unsubscribe(struct mgmt *m, struct rpc_conn *c);
 /* Sends the current layout of volname to every subscribed connection. m->lock held. */
 void mgmt_notify_volume(struct mgmt *m, const char *volname);

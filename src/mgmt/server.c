@@ -108,7 +108,7 @@ static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *
     rpc_buf_init(&b);
     mgmt_layout_body(v, &b);
     /* The connection now hears about changes of this volume (notify.c). */
-    mgmt_notify_subscribe(m, c, v->name);
+    mgmt_notify_subscribe(m, c, v->name, p->addr);
     pthread_mutex_unlock(&m->lock);
     rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, &b);
     rpc_buf_free(&b);
