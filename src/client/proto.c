@@ -41,6 +41,7 @@ struct proto {
     uint64_t gen;      /* generation of conn (read by reply callbacks) */
     struct waiter *wait_head, **wait_tail;
     unsigned inflight; /* calls sent and not answered, on any connection */
+    unsigned live;     /* connections whose reader may still call closed_cb */
     int stopping;
     int thread_started;
     pthread_t thread;
@@ -59,6 +60,8 @@ static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
     }
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
+    /* The last touch of p: proto_destroy waits for this. */
+    __atomic_sub_fetch(&p->live, 1, __ATOMIC_RELEASE);
 }
 
 static const struct rpc_conn_ops conn_ops = {.closed_cb = closed_cb};
@@ -257,7 +260,12 @@ static void start_connect(struct proto *p)
     }
     if (!(c = rpc_conn_new(fd, &conn_ops, p, p->peer)))
         goto fail;
-    if (rpc_conn_start(c) < 0 || !(k = malloc(sizeof(*k))))
+    __atomic_add_fetch(&p->live, 1, __ATOMIC_RELAXED);
+    if (rpc_conn_start(c) < 0) {
+        __atomic_sub_fetch(&p->live, 1, __ATOMIC_RELAXED);
+        goto fail;
+    }
+    if (!(k = malloc(sizeof(*k))))
         goto fail;
     k->p = p;
     k->c = c;
@@ -440,9 +448,10 @@ static void proto_destroy(struct cl_layer *self)
         rpc_conn_close(h, -ENOTCONN);
         rpc_conn_put(h);
     }
-    /* In-flight calls reference p; wait for their callbacks (the reader
-     * thread fails them on close). */
-    for (int i = 0; i < 5000 && __atomic_load_n(&p->inflight, __ATOMIC_RELAXED); i++) {
+    /* In-flight calls and connection readers reference p; closing made
+     * the readers fail the calls and exit, which takes moments. */
+    while (__atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE) ||
+           __atomic_load_n(&p->live, __ATOMIC_ACQUIRE)) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
