@@ -492,6 +492,10 @@ int mgmt_commit(struct mgmt *m, struct rpc_buf *entry, char *err, size_t errlen)
     pthread_mutex_unlock(&m->lock);
     int rc = mgmt_pool_propose(p, entry->data, entry->len, err, errlen);
     pthread_mutex_lock(&m->lock);
+    if (rc == -EAGAIN)
+        REFUSE(rc, "the pool has no quorum (this server lost the leadership: a majority of the "
+                   "pool's servers must be up); the change is not in force unless `volume info` "
+                   "shows it later");
     if (rc < 0)
         return rc;
     struct timespec ts;

@@ -158,8 +158,15 @@ class Pool:
         return self
 
     def close(self):
+        # cairnd first (each stops its own bricks on SIGTERM): stopping volumes
+        # one by one through a pool that is losing its servers would wait for
+        # quorum each time
         for n in self.nodes:
-            n.close()
+            if n.proc and n.proc.poll() is None:
+                kill_pid(n.proc.pid)
+                n.proc.wait()
+        for n in self.nodes:
+            n.close()  # leftover brick processes (by path), directories
 
     def node(self, host):
         return next(n for n in self.nodes if n.host == host)

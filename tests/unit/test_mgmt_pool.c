@@ -191,6 +191,9 @@ int main(void)
     CHECK(mgmt_cmd_mutates(3, c5));
     CHECK(!mgmt_cmd_mutates(2, c6));
 
+    mgmt_state_clear(&copy);
+    free(re.peers);
+    mgmt_state_clear(&m);
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
