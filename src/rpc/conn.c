@@ -462,12 +462,16 @@ int rpc_conn_start(struct rpc_conn *c)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rpc_conn_get(c);
-    int rc = pthread_create(&c->reader, &attr, reader_main, c);
+    /* Nothing of c may be touched once the thread runs: it can finish and
+     * drop the last reference before pthread_create returns. */
+    c->reader_started = 1;
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, reader_main, c);
     pthread_attr_destroy(&attr);
     if (rc) {
+        c->reader_started = 0;
         rpc_conn_put(c);
         return -rc;
     }
-    c->reader_started = 1;
     return 0;
 }
