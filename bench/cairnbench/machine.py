@@ -40,8 +40,13 @@ def describe(workdir):
             os_rel = "Debian " + f.read().strip()
     except OSError:
         pass
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
     return {
         "hostname": platform.node(),
+        "loadavg_at_start": [round(x, 2) for x in load] if load else None,
         "cores": os.cpu_count(),
         "cpu": cpu,
         "memory_bytes": mem,

@@ -91,6 +91,10 @@ def render(data):
     if m:
         from cairnbench.machine import one_line
         out.append(f"Machine: {one_line(m)}  ")
+    if m.get("loadavg_at_start"):
+        out.append("Load average when the run started (1/5/15 min): "
+                   + " / ".join(str(x) for x in m["loadavg_at_start"])
+                   + "  ")
     if data.get("date"):
         out.append(f"Date: {data['date']}  ")
     if data.get("command"):
