@@ -91,11 +91,30 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         FAIL("%s", err);
     if (mgmt_vol_find(m, name))
         FAIL("Volume %s already exists", name);
+    int replica = 0, arbiter = 0;
+    /* GlusterFS order: [replica N [arbiter 1]] [transport tcp] BRICK... */
+    if (first < last && strcmp(argv[first], "replica") == 0) {
+        char *end;
+        long n = first + 1 < last ? strtol(argv[first + 1], &end, 10) : 0;
+        if (first + 1 >= last || *end || end == argv[first + 1] || n < 2 || n > 16)
+            FAIL("replica count must be a number from 2 to 16");
+        replica = (int)n;
+        first += 2;
+        if (first < last && strcmp(argv[first], "arbiter") == 0) {
+            if (first + 1 >= last || strcmp(argv[first + 1], "1") != 0)
+                FAIL("arbiter count must be 1");
+            if (replica != 3)
+                FAIL("For arbiter configuration, replica count must be 3 (2 data bricks and "
+                     "1 arbiter)");
+            arbiter = 1;
+            first += 2;
+        }
+    }
     for (int i = first; i < last; i++) {
         if (is_keyword(argv[i]))
-            FAIL("%s volumes are not supported yet: Cairn creates distribute volumes only "
-                 "(replication is planned)",
-                 strcmp(argv[i], "arbiter") == 0 ? "arbiter" : argv[i]);
+            FAIL("%s volumes are not supported yet (Cairn creates distribute and replicate "
+                 "volumes; write replica N [arbiter 1] before the bricks)",
+                 argv[i]);
         if (strcmp(argv[i], "transport") == 0) {
             if (i + 1 >= last || strcmp(argv[i + 1], "tcp") != 0)
                 FAIL("transport %s is not supported (only tcp)", i + 1 < last ? argv[i + 1] : "");
@@ -107,6 +126,8 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
     }
     if (first >= last)
         return 2;
+    if (replica && (last - first) % replica)
+        FAIL("Incorrect number of bricks supplied %d with count %d", last - first, replica);
     v = calloc(1, sizeof(*v));
     real = calloc((size_t)(last - first), sizeof(*real));
     remote = calloc((size_t)(last - first), sizeof(*remote));
@@ -115,6 +136,8 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
     if (!v || !real || !remote || !v->bricks)
         FAIL("out of memory");
     snprintf(v->name, sizeof(v->name), "%s", name);
+    v->replica = replica;
+    v->arbiter = arbiter;
     for (int i = first; i < last; i++, nb++) {
         struct mgmt_brick *b = &v->bricks[nb];
         struct stat st, root;

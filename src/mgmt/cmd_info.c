@@ -15,15 +15,23 @@
 static void print_info(const struct mgmt_vol *v, FILE *out)
 {
     fprintf(out, "\nVolume Name: %s\n", v->name);
-    fprintf(out, "Type: Distribute\n");
+    int r = v->replica > 1 ? v->replica : 1, sets = v->n_bricks / r;
+    fprintf(out, "Type: %s\n",
+            r == 1 ? "Distribute" : sets > 1 ? "Distributed-Replicate" : "Replicate");
     fprintf(out, "Volume ID: %s\n", v->id);
     fprintf(out, "Status: %s\n", mgmt_status_name(v->status));
     fprintf(out, "Snapshot Count: 0\n");
-    fprintf(out, "Number of Bricks: %d\n", v->n_bricks);
+    if (r == 1)
+        fprintf(out, "Number of Bricks: %d\n", v->n_bricks);
+    else if (v->arbiter)
+        fprintf(out, "Number of Bricks: %d x (%d + 1) = %d\n", sets, r - 1, v->n_bricks);
+    else
+        fprintf(out, "Number of Bricks: %d x %d = %d\n", sets, r, v->n_bricks);
     fprintf(out, "Transport-type: tcp\n");
     fprintf(out, "Bricks:\n");
     for (int i = 0; i < v->n_bricks; i++)
-        fprintf(out, "Brick%d: %s:%s\n", i + 1, v->bricks[i].host, v->bricks[i].path);
+        fprintf(out, "Brick%d: %s:%s%s\n", i + 1, v->bricks[i].host, v->bricks[i].path,
+                r > 1 && v->arbiter && i % r == r - 1 ? " (arbiter)" : "");
     if (v->opts.n) {
         fprintf(out, "Options Reconfigured:\n");
         for (size_t i = 0; i < v->opts.n; i++)

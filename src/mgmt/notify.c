@@ -42,6 +42,10 @@ void mgmt_layout_body(const struct mgmt_vol *v, struct rpc_buf *b)
     rpc_put_str(b, RPC_T_NAME, v->name);
     rpc_put_str(b, RPC_T_ID, v->id);
     rpc_put_u64(b, RPC_T_GEN, v->gen);
+    if (v->replica > 1) {
+        rpc_put_u64(b, RPC_T_REPLICA, (uint64_t)v->replica);
+        rpc_put_u64(b, RPC_T_ARBITER, (uint64_t)v->arbiter);
+    }
     for (int i = 0; i < v->n_bricks; i++) {
         const struct mgmt_brick *br = &v->bricks[i];
         size_t mark = rpc_put_begin(b, RPC_T_BRICK);

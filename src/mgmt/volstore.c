@@ -103,8 +103,11 @@ char *mgmt_vol_format(const struct mgmt_vol *v)
     if (!f)
         return NULL;
     fprintf(f, "# cairnd volume store; edit only while cairnd is stopped\n");
-    fprintf(f, "version=%d\nname=%s\nid=%s\ntype=Distribute\nstatus=%s\ntransport=tcp\n",
-            STORE_VERSION, v->name, v->id, mgmt_status_name(v->status));
+    fprintf(f, "version=%d\nname=%s\nid=%s\ntype=%s\nstatus=%s\ntransport=tcp\n",
+            STORE_VERSION, v->name, v->id, v->replica > 1 ? "Replicate" : "Distribute",
+            mgmt_status_name(v->status));
+    if (v->replica > 1)
+        fprintf(f, "replica=%d\narbiter=%d\n", v->replica, v->arbiter);
     if (v->gen)
         fprintf(f, "generation=%llu\n", (unsigned long long)v->gen);
     for (int i = 0; i < v->n_bricks; i++) {
@@ -180,8 +183,18 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
             BAD("line %d: bad volume id \"%.40s\"", lineno, val);
         strcpy(v->id, val);
     } else if (strcmp(key, "type") == 0) {
-        if (strcmp(val, "Distribute") != 0)
+        if (strcmp(val, "Distribute") != 0 && strcmp(val, "Replicate") != 0)
             BAD("line %d: unknown volume type \"%.40s\"", lineno, val);
+    } else if (strcmp(key, "replica") == 0) {
+        char *end;
+        long n = strtol(val, &end, 10);
+        if (*end || end == val || n < 2 || n > 16)
+            BAD("line %d: bad replica count \"%.40s\"", lineno, val);
+        v->replica = (int)n;
+    } else if (strcmp(key, "arbiter") == 0) {
+        if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
+            BAD("line %d: bad arbiter count \"%.40s\"", lineno, val);
+        v->arbiter = val[0] - '0';
     } else if (strcmp(key, "generation") == 0) {
         char *end;
         v->gen = strtoull(val, &end, 10);
@@ -276,6 +289,9 @@ int mgmt_vol_parse(const char *text, size_t len, struct mgmt_vol **out, char *er
         BAD("volume name or id missing");
     if (v->n_bricks == 0)
         BAD("volume %s has no bricks", v->name);
+    if (v->replica > 1 && v->n_bricks % v->replica)
+        BAD("volume %s: %d bricks are not a multiple of replica %d", v->name, v->n_bricks,
+            v->replica);
     free(copy);
     *out = v;
     return 0;

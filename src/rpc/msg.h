@@ -54,6 +54,10 @@ enum rpc_op {
     RPC_OP_GETLK = 60,
     RPC_OP_SETLK = 61,
     RPC_OP_FLOCK = 62,
+    /* brick: replication (docs/replication.md) */
+    RPC_OP_MARK = 70,   /* OP (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
+    RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
+    RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
@@ -101,6 +105,9 @@ enum rpc_tag {
     RPC_T_WHENCE = 37,  /* u */
     RPC_T_ID = 38,      /* s: volume id, brick id */
     RPC_T_GEN = 39,     /* u: generation of a volume's layout and options (GETVOL) */
+    RPC_T_REPLICA = 40, /* u: GETVOL: bricks per replica set (absent: 1) */
+    RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
+    RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
     RPC_T_MAX = 64,
 };
 
@@ -160,7 +167,7 @@ struct rpc_bytes {
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence, gen;
+        err, pid, features, port, eof, whence, gen, replica, arbiter, pending;
     struct rpc_bytes path, path2, name, data, text, host, id;
     gfid_t gfid;
     struct rpc_attr attr;
