@@ -24,7 +24,9 @@
  * orphans every existing brick's ids. */
 #define BRICK_XATTR_PREFIX "trusted.cairn."
 #define BRICK_XATTR_GFID "trusted.cairn.gfid"
-#define BRICK_XATTR_VERSION "trusted.cairn.version" /* reserved for replication */
+#define BRICK_XATTR_VERSION "trusted.cairn.version" /* reserved */
+/* u32 LE bitmask: replicas of the set that missed changes (version.c) */
+#define BRICK_XATTR_PENDING "trusted.cairn.pending"
 
 /* Handshake feature bits this brick offers (none yet). */
 #define BRICK_FEATURES 0ull
@@ -181,6 +183,18 @@ int brick_op_removexattr(struct brick_req *r);
 int brick_op_getlk(struct brick_req *r);
 int brick_op_setlk(struct brick_req *r);
 int brick_op_flock(struct brick_req *r);
+
+/* ---- replica state (version.c, docs/replication.md) ---- */
+
+/* Before a modifying request that carries PENDING runs: the heal index
+ * entries and pending marks of the objects it changes. -errno fails it. */
+int brick_version_pre(struct brick_req *r);
+/* After it succeeded: marks of the objects it made; PENDING in a LOOKUP
+ * reply when asked. */
+void brick_version_post(struct brick_req *r);
+int brick_op_mark(struct brick_req *r);
+int brick_op_index(struct brick_req *r);
+int brick_op_unmark(struct brick_req *r);
 
 /* ---- handles (handles.c) ---- */
 

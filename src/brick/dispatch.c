@@ -40,13 +40,21 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_GETLK] = brick_op_getlk,
     [RPC_OP_SETLK] = brick_op_setlk,
     [RPC_OP_FLOCK] = brick_op_flock,
+    [RPC_OP_MARK] = brick_op_mark,
+    [RPC_OP_INDEX] = brick_op_index,
+    [RPC_OP_UNMARK] = brick_op_unmark,
 };
 
 static int exec_one(struct brick_req *r)
 {
     if (r->opcode >= RPC_OP_MAX || !op_table[r->opcode])
         return -ENOSYS;
-    int rc = op_table[r->opcode](r);
+    /* Replica state is recorded in the same execution as the change. */
+    int rc = brick_version_pre(r);
+    if (rc == 0)
+        rc = op_table[r->opcode](r);
+    if (rc >= 0 && rc != BRICK_DEFERRED)
+        brick_version_post(r);
     if (rc < 0 && rc != -ENOENT)
         log_debug("%s from %s failed: %s%s%s", rpc_op_name(r->opcode), r->bc->peer, strerror(-rc),
                   r->text[0] ? ": " : "", r->text);
