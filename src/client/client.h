@@ -27,9 +27,13 @@ struct cl_volinfo {
     struct cl_brickinfo *bricks;
     int n_bricks;
     struct opt_set opts; /* options set on the volume */
+    uint64_t gen;        /* generation (GEN); 0 when the server sent none */
 };
 
 void cl_volinfo_free(struct cl_volinfo *v);
+/* Fills out from a GETVOL reply or notification body (NAME, ID, GEN, BRICK*,
+ * OPTION*). Returns 0, -EPROTO (malformed; out is freed) or -ENOMEM. */
+int cl_volinfo_parse(const struct rpc_frame *r, struct cl_volinfo *out);
 
 /* Asks cairnd at mgmt for the layout of volume name (MGMT_GETVOL). On failure
  * returns -errno and writes the reason (cairnd's TEXT when it sent one, e.g.

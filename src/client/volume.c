@@ -65,6 +65,7 @@ static int parse_layout(const struct rpc_frame *r, struct cl_volinfo *v)
     v->name = dup_bytes(&m->name);
     v->id = rpc_has(m, RPC_T_ID) ? dup_bytes(&m->id) : strdup("");
     v->bricks = calloc(m->n_brick, sizeof(*v->bricks));
+    v->gen = rpc_has(m, RPC_T_GEN) ? m->gen : 0;
     if (!v->name || !v->id || !v->bricks)
         return -ENOMEM;
     struct rpc_iter it;
@@ -86,6 +87,15 @@ static int parse_layout(const struct rpc_frame *r, struct cl_volinfo *v)
             return rc;
     }
     return rc < 0 ? -EPROTO : 0;
+}
+
+int cl_volinfo_parse(const struct rpc_frame *r, struct cl_volinfo *out)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = parse_layout(r, out);
+    if (rc < 0)
+        cl_volinfo_free(out);
+    return rc;
 }
 
 int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_ms,
@@ -131,11 +141,9 @@ int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_m
         }
         goto out;
     }
-    rc = parse_layout(reply, out);
-    if (rc < 0) {
+    rc = cl_volinfo_parse(reply, out);
+    if (rc < 0)
         snprintf(err, errlen, "cairnd at %s sent a malformed layout of volume %s", peer, name);
-        cl_volinfo_free(out);
-    }
 out:
     rpc_frame_free(reply);
     rpc_conn_close(c, -ENOTCONN);
