@@ -73,6 +73,18 @@ static inline void cl_op_release(struct cl_op *op)
     op->reply = NULL;
 }
 
+/* Applies changed volume options to top and every layer below it, children
+ * first (a layer shared by two parents is reconfigured once per parent). */
+static inline void cl_layer_reconfigure_all(struct cl_layer *top, const struct opt_set *opts)
+{
+    if (!top)
+        return;
+    for (int i = 0; i < top->n_children; i++)
+        cl_layer_reconfigure_all(top->children[i], opts);
+    if (top->reconfigure)
+        top->reconfigure(top, opts);
+}
+
 /* Runs an operation synchronously (for setup paths and tests; never on a
  * thread that completes operations). Returns op->status. */
 int cl_op_run(struct cl_layer *l, struct cl_op *op);

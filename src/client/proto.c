@@ -30,7 +30,7 @@ struct proto {
     struct net_addr addr;
     char peer[NET_HOST_MAX + 16];
     char *volume, *brick_path;
-    int ping_ms;
+    int ping_ms; /* written under lock (reconfigure); read atomically without it */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -250,7 +250,8 @@ static void hs_cb(void *arg, int status, struct rpc_frame *reply, int *take)
  * the lock. The answer arrives in hs_cb. */
 static void start_connect(struct proto *p)
 {
-    int tmo = p->ping_ms < 5000 ? p->ping_ms : 5000;
+    int ping_ms = __atomic_load_n(&p->ping_ms, __ATOMIC_RELAXED);
+    int tmo = ping_ms < 5000 ? ping_ms : 5000;
     int fd = net_connect(&p->addr, tmo);
     struct rpc_conn *c = NULL;
     struct hs_call *k = NULL;
@@ -375,16 +376,17 @@ static void *proto_thread(void *arg)
         if (p->hs && now >= p->hs_deadline_ms) {
             /* Silent brick: give up on this attempt; hs_cb cleans up. */
             struct rpc_conn *h = p->hs;
+            int ping_ms = p->ping_ms;
             rpc_conn_get(h);
             pthread_mutex_unlock(&p->lock);
-            log_warn("no handshake answer from brick %s in %d ms", p->peer, p->ping_ms);
+            log_warn("no handshake answer from brick %s in %d ms", p->peer, ping_ms);
             rpc_conn_close(h, -ETIMEDOUT);
             rpc_conn_put(h);
             pthread_mutex_lock(&p->lock);
         }
         if (c) {
             rpc_conn_get(c);
-            uint64_t idle = (uint64_t)p->ping_ms / 3;
+            uint64_t timeout = (uint64_t)p->ping_ms, idle = timeout / 3;
             int ping =
                 __atomic_load_n(&p->inflight, __ATOMIC_RELAXED) && now - p->last_ping_ms >= idle;
             if (ping)
@@ -396,7 +398,7 @@ static void *proto_thread(void *arg)
              * brick answers pings from its reader thread. */
             if (ping)
                 rpc_conn_call(c, RPC_OP_PING, NULL, NULL, NULL);
-            rpc_conn_tick(c, now, idle, (uint64_t)p->ping_ms);
+            rpc_conn_tick(c, now, idle, timeout);
             rpc_conn_put(c);
             pthread_mutex_lock(&p->lock);
         }
@@ -424,6 +426,25 @@ static void *proto_thread(void *arg)
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
+}
+
+/* network.ping-timeout, live: the connection thread uses the new value from
+ * its next tick (liveness checks, reconnect waits, handshakes); operations
+ * already waiting for a connection keep the deadline they got. */
+static void proto_reconfigure(struct cl_layer *self, const struct opt_set *opts)
+{
+    struct proto *p = self->priv;
+    int64_t sec = opt_int(opts, "network.ping-timeout");
+    if (sec <= 0 || sec > 86400)
+        return;
+    int ms = (int)sec * 1000;
+    pthread_mutex_lock(&p->lock);
+    int old = p->ping_ms;
+    __atomic_store_n(&p->ping_ms, ms, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    if (old != ms)
+        log_debug("brick %s:%s: ping timeout %d ms (was %d ms)", p->peer, p->brick_path, ms, old);
 }
 
 static void proto_destroy(struct cl_layer *self)
@@ -488,6 +509,7 @@ struct cl_layer *cl_proto_new(const struct cl_proto_params *params)
     p->backoff_ms = BACKOFF_MIN_MS;
     p->layer.name = "protocol/client";
     p->layer.submit = proto_submit;
+    p->layer.reconfigure = proto_reconfigure;
     p->layer.destroy = proto_destroy;
     p->layer.priv = p;
 
