@@ -52,7 +52,7 @@ $(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
 
-$(BUILD)/bin/cairn: $(call obj,$(CLI_SRC)) $(LIB_OBJ)
+$(BUILD)/bin/cairn: $(call obj,$(CLI_SRC)) $(CLIENT_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 

@@ -287,14 +287,14 @@ void brick_version_post(struct brick_req *r)
     }
 }
 
-/* MARK: OP (the opcode a replica missed), its PATH/PATH2/FH, PENDING. */
+/* MARK: FLAGS (the opcode a replica missed), its PATH/PATH2/FH, PENDING. */
 int brick_op_mark(struct brick_req *r)
 {
-    if (!rpc_has(r->in, RPC_T_OP) || !rpc_has(r->in, RPC_T_PENDING))
+    if (!rpc_has(r->in, RPC_T_FLAGS) || !rpc_has(r->in, RPC_T_PENDING))
         return -EINVAL;
     if (!(uint32_t)r->in->pending)
         return 0;
-    return mark_for(r, (unsigned)r->in->op, (uint32_t)r->in->pending, 1, 1);
+    return mark_for(r, (unsigned)r->in->flags, (uint32_t)r->in->pending, 1, 1);
 }
 
 /* UNMARK: PATH, GFID, PENDING (bits to clear). Without PATH, drops the index

@@ -26,6 +26,8 @@ struct cl_volinfo {
     char *name, *id;
     struct cl_brickinfo *bricks;
     int n_bricks;
+    int replica; /* bricks per replica set (consecutive); 1: no replication */
+    int arbiter; /* 1: the last brick of each set is an arbiter */
     struct opt_set opts; /* options set on the volume */
     uint64_t gen;        /* generation (GEN); 0 when the server sent none */
 };
@@ -76,8 +78,10 @@ struct cl_stack_params {
 };
 
 /* Builds the stack for a volume. A volume of one brick is served by its
- * protocol client alone. Volumes of several bricks are refused with -ENOTSUP
- * and a message in err (distribute is not written yet). */
+ * protocol client alone, a volume of one replica set by the replicate layer
+ * over its bricks' protocol clients. Volumes of several bricks or sets are
+ * refused with -ENOTSUP and a message in err (distribute is not written
+ * yet). */
 int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *p,
                    struct cl_layer **out, char *err, size_t errlen);
 void cl_stack_destroy(struct cl_layer *top);

@@ -3,9 +3,15 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../lib/log.h"
 #include "client.h"
+#include "replicate.h"
+
+/* How often a replicate layer looks for heals to do while a child has been
+ * down (ms). */
+#define REPL_HEAL_INTERVAL_MS 2000
 
 struct run_wait {
     pthread_mutex_t lock;
@@ -46,7 +52,8 @@ int cl_op_run(struct cl_layer *l, struct cl_op *op)
 int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
                    struct cl_layer **out, char *err, size_t errlen)
 {
-    if (v->n_bricks != 1) {
+    int set = v->replica > 1 ? v->replica : 1;
+    if (v->n_bricks != set) {
         snprintf(err, errlen,
                  "volume %s has %d bricks; this client serves single-brick volumes only "
                  "(distribute is not implemented yet)",
@@ -58,14 +65,30 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
                       : (int)(opt_int(&v->opts, "network.ping-timeout") * 1000);
     if (ping_ms <= 0)
         ping_ms = CL_DEFAULT_PING_TIMEOUT_MS;
-    struct cl_proto_params pp = {
-        .addr = v->bricks[0].addr,
-        .volume = v->name,
-        .brick_path = v->bricks[0].path,
-        .ping_timeout_ms = ping_ms,
-    };
-    struct cl_layer *l = cl_proto_new(&pp);
+    struct cl_layer *ch[CL_REPL_MAX];
+    for (int i = 0; i < set; i++) {
+        struct cl_proto_params pp = {
+            .addr = v->bricks[i].addr,
+            .volume = v->name,
+            .brick_path = v->bricks[i].path,
+            .ping_timeout_ms = ping_ms,
+        };
+        ch[i] = cl_proto_new(&pp);
+        if (!ch[i]) {
+            while (i-- > 0)
+                ch[i]->destroy(ch[i]);
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+    }
+    if (set == 1) {
+        *out = ch[0];
+        return 0;
+    }
+    struct cl_layer *l = cl_repl_new(ch, set, v->arbiter, v->name, REPL_HEAL_INTERVAL_MS);
     if (!l) {
+        for (int i = 0; i < set; i++)
+            ch[i]->destroy(ch[i]);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -77,6 +100,9 @@ void cl_stack_destroy(struct cl_layer *top)
 {
     if (!top)
         return;
+    /* The replicate layer's heal thread uses the children: stop it first. */
+    if (top->name && strcmp(top->name, "replicate") == 0)
+        cl_repl_stop(top);
     for (int i = 0; i < top->n_children; i++)
         cl_stack_destroy(top->children[i]);
     top->destroy(top);

@@ -62,6 +62,11 @@ static int parse_layout(const struct rpc_frame *r, struct cl_volinfo *v)
     const struct rpc_msg *m = &r->msg;
     if (!rpc_has(m, RPC_T_NAME) || m->n_brick == 0)
         return -EPROTO;
+    v->replica = rpc_has(m, RPC_T_REPLICA) ? (int)m->replica : 1;
+    v->arbiter = rpc_has(m, RPC_T_ARBITER) && m->arbiter ? 1 : 0;
+    if (v->replica < 1 || v->replica > 16 || m->n_brick % (uint32_t)v->replica ||
+        (v->arbiter && v->replica < 3))
+        return -EPROTO;
     v->name = dup_bytes(&m->name);
     v->id = rpc_has(m, RPC_T_ID) ? dup_bytes(&m->id) : strdup("");
     v->bricks = calloc(m->n_brick, sizeof(*v->bricks));

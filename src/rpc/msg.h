@@ -55,7 +55,7 @@ enum rpc_op {
     RPC_OP_SETLK = 61,
     RPC_OP_FLOCK = 62,
     /* brick: replication (docs/replication.md) */
-    RPC_OP_MARK = 70,   /* OP (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
+    RPC_OP_MARK = 70,   /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
     RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
     RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
     /* management (cairnd) */

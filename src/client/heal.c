@@ -1,0 +1,631 @@
+/* Self-heal of one replica set (replicate.h, docs/replication.md).
+ *
+ * For each heal index entry, every up child is asked for the object (LOOKUP
+ * with PENDING returns its marks). A child that some other child accuses
+ * (has its bit in trusted.cairn.pending) is stale; the sources are the
+ * children holding the object that nobody accuses. The stale copies are made
+ * equal to a source (names, type, data, owner, mode, times, user xattrs;
+ * directories entry by entry), then the healed bits are cleared. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../lib/log.h"
+#include "client.h"
+#include "replicate.h"
+
+#define COPY_CHUNK (1u << 20)
+
+struct hctx {
+    struct cl_layer **ch;
+    int n, arbiter;
+    struct cl_heal_stats *st;
+};
+
+struct look {
+    int rc; /* 0, -ENOENT, other -errno */
+    struct rpc_attr a;
+    uint32_t pending;
+};
+
+static void path_op(struct cl_op *op, uint16_t code, const char *path)
+{
+    cl_op_init(op, code, NULL, NULL);
+    rpc_set_str(&op->args, RPC_T_PATH, &op->args.path, path);
+}
+
+static int do_lookup(struct cl_layer *c, const char *path, struct look *l)
+{
+    struct cl_op op;
+    path_op(&op, RPC_OP_LOOKUP, path);
+    RPC_SET(&op.args, pending, RPC_T_PENDING, 0);
+    memset(l, 0, sizeof(*l));
+    l->rc = cl_op_run(c, &op);
+    if (l->rc == 0) {
+        if (!rpc_has(&op.reply->msg, RPC_T_ATTR))
+            l->rc = -EPROTO;
+        else
+            l->a = op.reply->msg.attr;
+        if (rpc_has(&op.reply->msg, RPC_T_PENDING))
+            l->pending = (uint32_t)op.reply->msg.pending;
+    }
+    cl_op_release(&op);
+    return l->rc;
+}
+
+static int simple(struct cl_layer *c, struct cl_op *op)
+{
+    int rc = cl_op_run(c, op);
+    cl_op_release(op);
+    return rc;
+}
+
+static void join(char *out, size_t len, const char *dir, const char *name)
+{
+    snprintf(out, len, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, name);
+}
+
+/* Names of a directory (without . and ..): a malloc'd array of malloc'd
+ * strings in *names, count returned, or -errno. */
+static int list_dir(struct cl_layer *c, const char *path, char ***names)
+{
+    struct cl_op op;
+    path_op(&op, RPC_OP_OPENDIR, path);
+    int rc = cl_op_run(c, &op);
+    if (rc < 0) {
+        cl_op_release(&op);
+        return rc;
+    }
+    uint64_t fh = op.reply->msg.fh, cookie = 0;
+    cl_op_release(&op);
+    char **v = NULL;
+    int n = 0, eof = 0;
+    while (!eof && rc == 0) {
+        cl_op_init(&op, RPC_OP_READDIR, NULL, NULL);
+        RPC_SET(&op.args, fh, RPC_T_FH, fh);
+        RPC_SET(&op.args, offset, RPC_T_OFFSET, cookie);
+        RPC_SET(&op.args, size, RPC_T_SIZE, 65536);
+        if ((rc = cl_op_run(c, &op)) < 0)
+            break;
+        const struct rpc_frame *f = op.reply;
+        eof = rpc_has(&f->msg, RPC_T_EOF) && f->msg.eof;
+        struct rpc_iter it;
+        struct rpc_field fl;
+        int got = 0;
+        rpc_iter_init(&it, f->body, f->hdr.body_len);
+        while (rpc_iter_next(&it, &fl) > 0) {
+            struct rpc_msg d;
+            if (fl.tag != RPC_T_DIRENT || rpc_msg_decode(fl.val, fl.len, &d, NULL) < 0)
+                continue;
+            got++;
+            cookie = d.offset;
+            char name[256];
+            if (rpc_bytes_str(&d.name, name, sizeof(name)) < 0 || !strcmp(name, ".") ||
+                !strcmp(name, ".."))
+                continue;
+            char **nv = realloc(v, (size_t)(n + 1) * sizeof(*v));
+            if (!nv || !(nv[n] = strdup(name))) {
+                v = nv ? nv : v;
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+            n++;
+        }
+        if (!got)
+            eof = 1;
+        cl_op_release(&op);
+    }
+    cl_op_init(&op, RPC_OP_RELEASEDIR, NULL, NULL);
+    RPC_SET(&op.args, fh, RPC_T_FH, fh);
+    simple(c, &op);
+    if (rc < 0) {
+        for (int i = 0; i < n; i++)
+            free(v[i]);
+        free(v);
+        return rc;
+    }
+    *names = v;
+    return n;
+}
+
+static void free_names(char **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Removes path (a whole tree) from child c. */
+static int remove_tree(struct cl_layer *c, const char *path)
+{
+    struct look l;
+    if (do_lookup(c, path, &l) < 0)
+        return l.rc == -ENOENT ? 0 : l.rc;
+    struct cl_op op;
+    if (S_ISDIR(l.a.mode)) {
+        char **names;
+        int k = list_dir(c, path, &names);
+        if (k < 0)
+            return k;
+        for (int i = 0; i < k; i++) {
+            char sub[4096];
+            join(sub, sizeof(sub), path, names[i]);
+            remove_tree(c, sub);
+        }
+        free_names(names, k);
+        path_op(&op, RPC_OP_RMDIR, path);
+    } else {
+        path_op(&op, RPC_OP_UNLINK, path);
+    }
+    int rc = simple(c, &op);
+    return rc == -ENOENT ? 0 : rc;
+}
+
+static int copy_data(struct cl_layer *src, struct cl_layer *dst, const char *path, uint64_t dfh,
+                     uint64_t size)
+{
+    struct cl_op op;
+    path_op(&op, RPC_OP_OPEN, path);
+    RPC_SET(&op.args, flags, RPC_T_FLAGS, O_RDONLY);
+    int rc = cl_op_run(src, &op);
+    if (rc < 0) {
+        cl_op_release(&op);
+        return rc;
+    }
+    uint64_t sfh = op.reply->msg.fh;
+    cl_op_release(&op);
+    for (uint64_t off = 0; off < size && rc == 0;) {
+        cl_op_init(&op, RPC_OP_READ, NULL, NULL);
+        RPC_SET(&op.args, fh, RPC_T_FH, sfh);
+        RPC_SET(&op.args, offset, RPC_T_OFFSET, off);
+        RPC_SET(&op.args, size, RPC_T_SIZE, COPY_CHUNK);
+        if ((rc = cl_op_run(src, &op)) < 0)
+            break;
+        struct rpc_bytes d = op.reply->msg.data;
+        if (d.len == 0) {
+            cl_op_release(&op);
+            break;
+        }
+        struct cl_op w;
+        cl_op_init(&w, RPC_OP_WRITE, NULL, NULL);
+        RPC_SET(&w.args, fh, RPC_T_FH, dfh);
+        RPC_SET(&w.args, offset, RPC_T_OFFSET, off);
+        rpc_set_bytes(&w.args, RPC_T_DATA, &w.args.data, d.p, d.len);
+        rc = simple(dst, &w);
+        off += d.len;
+        cl_op_release(&op);
+    }
+    cl_op_init(&op, RPC_OP_RELEASE, NULL, NULL);
+    RPC_SET(&op.args, fh, RPC_T_FH, sfh);
+    simple(src, &op);
+    return rc;
+}
+
+static void copy_xattrs(struct cl_layer *src, struct cl_layer *dst, const char *path)
+{
+    struct cl_op op;
+    path_op(&op, RPC_OP_LISTXATTR, path);
+    RPC_SET(&op.args, size, RPC_T_SIZE, 65536);
+    if (cl_op_run(src, &op) == 0 && rpc_has(&op.reply->msg, RPC_T_DATA)) {
+        struct rpc_bytes l = op.reply->msg.data;
+        for (uint32_t o = 0; o < l.len;) {
+            const char *name = (const char *)l.p + o;
+            size_t nl = strnlen(name, l.len - o);
+            o += (uint32_t)nl + 1;
+            if (nl == 0 || nl >= 256)
+                continue;
+            char nm[256];
+            memcpy(nm, name, nl);
+            nm[nl] = 0;
+            struct cl_op g;
+            path_op(&g, RPC_OP_GETXATTR, path);
+            rpc_set_str(&g.args, RPC_T_NAME, &g.args.name, nm);
+            RPC_SET(&g.args, size, RPC_T_SIZE, 65536);
+            if (cl_op_run(src, &g) == 0 && rpc_has(&g.reply->msg, RPC_T_DATA)) {
+                struct cl_op s;
+                path_op(&s, RPC_OP_SETXATTR, path);
+                rpc_set_str(&s.args, RPC_T_NAME, &s.args.name, nm);
+                rpc_set_bytes(&s.args, RPC_T_DATA, &s.args.data, g.reply->msg.data.p,
+                              g.reply->msg.data.len);
+                simple(dst, &s);
+            }
+            cl_op_release(&g);
+        }
+    }
+    cl_op_release(&op);
+}
+
+static int set_meta(struct cl_layer *dst, const char *path, const struct rpc_attr *a, int link)
+{
+    struct cl_op op;
+    path_op(&op, RPC_OP_SETATTR, path);
+    uint64_t valid = RPC_SET_UID | RPC_SET_GID | RPC_SET_ATIME | RPC_SET_MTIME;
+    if (!link)
+        valid |= RPC_SET_MODE;
+    RPC_SET(&op.args, valid, RPC_T_VALID, valid);
+    RPC_SET(&op.args, mode, RPC_T_MODE, a->mode & 07777);
+    RPC_SET(&op.args, uid, RPC_T_UID, a->uid);
+    RPC_SET(&op.args, gid, RPC_T_GID, a->gid);
+    op.args.atime = (struct rpc_time){a->atime, a->atime_ns};
+    op.args.mtime = (struct rpc_time){a->mtime, a->mtime_ns};
+    op.args.present |= 1ull << RPC_T_ATIME | 1ull << RPC_T_MTIME;
+    return simple(dst, &op);
+}
+
+static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_arbiter);
+
+/* Makes dst's directory path list what src's does. */
+static int heal_entries(struct hctx *h, int src, int dst, const char *path, int is_arbiter)
+{
+    char **sn = NULL, **dn = NULL;
+    int ns = list_dir(h->ch[src], path, &sn);
+    if (ns < 0)
+        return ns;
+    int nd = list_dir(h->ch[dst], path, &dn);
+    if (nd < 0) {
+        free_names(sn, ns);
+        return nd;
+    }
+    int rc = 0;
+    for (int i = 0; i < nd; i++) {
+        int found = 0;
+        for (int j = 0; j < ns && !found; j++)
+            found = strcmp(dn[i], sn[j]) == 0;
+        char sub[4096];
+        join(sub, sizeof(sub), path, dn[i]);
+        if (!found && remove_tree(h->ch[dst], sub) < 0)
+            rc = -EIO;
+    }
+    for (int j = 0; j < ns; j++) {
+        char sub[4096];
+        join(sub, sizeof(sub), path, sn[j]);
+        struct look ls, ld;
+        if (do_lookup(h->ch[src], sub, &ls) < 0)
+            continue;
+        do_lookup(h->ch[dst], sub, &ld);
+        if (ld.rc == 0 && gfid_equal(&ld.a.gfid, &ls.a.gfid) &&
+            (ld.a.mode & S_IFMT) == (ls.a.mode & S_IFMT))
+            continue; /* the same object: its own index entry heals its content */
+        if (heal_tree(h, src, dst, sub, is_arbiter) < 0)
+            rc = -EIO;
+    }
+    free_names(sn, ns);
+    free_names(dn, nd);
+    return rc;
+}
+
+/* Makes dst's object at path a copy of src's (recursively for a new
+ * directory). */
+static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_arbiter)
+{
+    struct cl_layer *S = h->ch[src], *D = h->ch[dst];
+    struct look ls, ld;
+    if (do_lookup(S, path, &ls) < 0)
+        return ls.rc;
+    do_lookup(D, path, &ld);
+    int same = ld.rc == 0 && gfid_equal(&ld.a.gfid, &ls.a.gfid) &&
+               (ld.a.mode & S_IFMT) == (ls.a.mode & S_IFMT);
+    if (ld.rc == 0 && !same && strcmp(path, "/") != 0) {
+        int rc = remove_tree(D, path);
+        if (rc < 0)
+            return rc;
+    }
+    struct cl_op op;
+    int rc = 0;
+    mode_t type = (mode_t)(ls.a.mode & S_IFMT);
+    if (type == S_IFDIR) {
+        if (!same && strcmp(path, "/") != 0) {
+            path_op(&op, RPC_OP_MKDIR, path);
+            RPC_SET(&op.args, mode, RPC_T_MODE, ls.a.mode & 07777);
+            RPC_SET(&op.args, umask, RPC_T_UMASK, 0);
+            RPC_SET(&op.args, uid, RPC_T_UID, ls.a.uid);
+            RPC_SET(&op.args, gid, RPC_T_GID, ls.a.gid);
+            memcpy(&op.args.gfid, &ls.a.gfid, sizeof(gfid_t));
+            op.args.present |= 1ull << RPC_T_GFID;
+            if ((rc = simple(D, &op)) < 0)
+                return rc;
+        }
+        if ((rc = heal_entries(h, src, dst, path, is_arbiter)) < 0)
+            return rc;
+    } else if (type == S_IFREG) {
+        if (!same) {
+            path_op(&op, RPC_OP_CREATE, path);
+            RPC_SET(&op.args, flags, RPC_T_FLAGS, O_WRONLY | O_EXCL);
+            RPC_SET(&op.args, mode, RPC_T_MODE, S_IFREG | (ls.a.mode & 07777));
+            RPC_SET(&op.args, umask, RPC_T_UMASK, 0);
+            RPC_SET(&op.args, uid, RPC_T_UID, ls.a.uid);
+            RPC_SET(&op.args, gid, RPC_T_GID, ls.a.gid);
+            memcpy(&op.args.gfid, &ls.a.gfid, sizeof(gfid_t));
+            op.args.present |= 1ull << RPC_T_GFID;
+        } else {
+            path_op(&op, RPC_OP_OPEN, path);
+            RPC_SET(&op.args, flags, RPC_T_FLAGS, O_WRONLY | O_TRUNC);
+        }
+        if ((rc = cl_op_run(D, &op)) < 0) {
+            cl_op_release(&op);
+            return rc;
+        }
+        uint64_t dfh = op.reply->msg.fh;
+        cl_op_release(&op);
+        if (!is_arbiter)
+            rc = copy_data(S, D, path, dfh, ls.a.size);
+        cl_op_init(&op, RPC_OP_RELEASE, NULL, NULL);
+        RPC_SET(&op.args, fh, RPC_T_FH, dfh);
+        simple(D, &op);
+        if (rc < 0)
+            return rc;
+    } else if (type == S_IFLNK) {
+        if (!same) {
+            path_op(&op, RPC_OP_READLINK, path);
+            if ((rc = cl_op_run(S, &op)) < 0) {
+                cl_op_release(&op);
+                return rc;
+            }
+            char target[4096];
+            rc = rpc_bytes_str(&op.reply->msg.data, target, sizeof(target));
+            cl_op_release(&op);
+            if (rc < 0)
+                return rc;
+            path_op(&op, RPC_OP_SYMLINK, path);
+            rpc_set_str(&op.args, RPC_T_NAME, &op.args.name, target);
+            RPC_SET(&op.args, uid, RPC_T_UID, ls.a.uid);
+            RPC_SET(&op.args, gid, RPC_T_GID, ls.a.gid);
+            memcpy(&op.args.gfid, &ls.a.gfid, sizeof(gfid_t));
+            op.args.present |= 1ull << RPC_T_GFID;
+            if ((rc = simple(D, &op)) < 0)
+                return rc;
+        }
+    } else if (!same) {
+        path_op(&op, RPC_OP_MKNOD, path);
+        RPC_SET(&op.args, mode, RPC_T_MODE, ls.a.mode);
+        RPC_SET(&op.args, rdev, RPC_T_RDEV, ls.a.rdev);
+        RPC_SET(&op.args, umask, RPC_T_UMASK, 0);
+        RPC_SET(&op.args, uid, RPC_T_UID, ls.a.uid);
+        RPC_SET(&op.args, gid, RPC_T_GID, ls.a.gid);
+        memcpy(&op.args.gfid, &ls.a.gfid, sizeof(gfid_t));
+        op.args.present |= 1ull << RPC_T_GFID;
+        if ((rc = simple(D, &op)) < 0)
+            return rc;
+    }
+    if (type != S_IFLNK)
+        copy_xattrs(S, D, path);
+    rc = set_meta(D, path, &ls.a, type == S_IFLNK);
+    if (rc < 0)
+        log_warn("heal: setting owner, mode and times of %s failed: %s", path, strerror(-rc));
+    return 0;
+}
+
+/* Heals one object named by path (and gfid, when known from an index). */
+static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
+{
+    struct look l[CL_REPL_MAX];
+    uint32_t up = 0, have = 0, accused = 0;
+    for (int i = 0; i < h->n; i++) {
+        if (!cl_proto_connected(h->ch[i]))
+            continue;
+        up |= 1u << i;
+        do_lookup(h->ch[i], path, &l[i]);
+        if (l[i].rc == 0 && (!g || gfid_equal(&l[i].a.gfid, g))) {
+            have |= 1u << i;
+            accused |= l[i].pending;
+        } else if (l[i].rc != -ENOENT && l[i].rc != 0) {
+            h->st->pending++;
+            return -EAGAIN;
+        }
+    }
+    uint32_t all = (1u << h->n) - 1;
+    uint32_t data = h->arbiter ? all & ~(1u << (h->n - 1)) : all;
+    uint32_t sources = have & ~accused & data;
+    if (!have) {
+        /* Gone everywhere: its parent's entry heal removed or will remove
+         * it; nothing left to mark. */
+        if (g)
+            for (int i = 0; i < h->n; i++)
+                if (up >> i & 1) {
+                    struct cl_op op;
+                    cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
+                    memcpy(&op.args.gfid, g, sizeof(*g));
+                    op.args.present |= 1ull << RPC_T_GFID;
+                    RPC_SET(&op.args, pending, RPC_T_PENDING, all);
+                    simple(h->ch[i], &op);
+                }
+        return 0;
+    }
+    if (!sources) {
+        log_error("heal: %s is in split brain (every copy is accused: 0x%x)", path, accused);
+        h->st->split++;
+        return -EIO;
+    }
+    int src = __builtin_ctz(sources);
+    uint32_t sinks = up & ~sources & ~(have & ~accused);
+    /* A child holding no object, or another one, under this name is a sink
+     * too (it missed the create). */
+    for (int i = 0; i < h->n; i++)
+        if ((up >> i & 1) && !(have >> i & 1))
+            sinks |= 1u << i;
+    int rc = 0;
+    for (int i = 0; i < h->n; i++) {
+        if (!(sinks >> i & 1))
+            continue;
+        int arb = h->arbiter && i == h->n - 1;
+        if (heal_tree(h, src, i, path, arb) < 0) {
+            log_warn("heal: copying %s from child %d to child %d failed", path, src, i);
+            rc = -EIO;
+        }
+    }
+    if (rc < 0 || (accused & ~up)) {
+        h->st->pending++;
+        if (rc == 0) /* a child it is accused of missing is down: later */
+            return -EAGAIN;
+        return rc;
+    }
+    /* Everything up now agrees: clear the marks that said otherwise. */
+    for (int i = 0; i < h->n; i++) {
+        if (!(up >> i & 1))
+            continue;
+        struct cl_op op;
+        path_op(&op, RPC_OP_UNMARK, path);
+        memcpy(&op.args.gfid, &l[src].a.gfid, sizeof(gfid_t));
+        op.args.present |= 1ull << RPC_T_GFID;
+        RPC_SET(&op.args, pending, RPC_T_PENDING, all);
+        int u = simple(h->ch[i], &op);
+        if (u < 0 && u != -ENOENT && u != -ESTALE)
+            log_warn("heal: clearing the marks of %s on child %d failed: %s", path, i,
+                     strerror(-u));
+    }
+    if (sinks)
+        h->st->healed++;
+    return 0;
+}
+
+static int walk_full(struct hctx *h, const char *path)
+{
+    heal_one(h, path, NULL);
+    struct look l;
+    int src = -1;
+    for (int i = 0; i < h->n && src < 0; i++)
+        if (cl_proto_connected(h->ch[i]) && (!h->arbiter || i != h->n - 1) &&
+            do_lookup(h->ch[i], path, &l) == 0 && S_ISDIR(l.a.mode))
+            src = i;
+    if (src < 0)
+        return 0;
+    char **names;
+    int k = list_dir(h->ch[src], path, &names);
+    for (int i = 0; i < k; i++) {
+        char sub[4096];
+        join(sub, sizeof(sub), path, names[i]);
+        walk_full(h, sub);
+    }
+    if (k > 0)
+        free_names(names, k);
+    return 0;
+}
+
+/* Index entries of child c: fills a malloc'd buffer of "gfid path\n" lines. */
+static int read_index(struct cl_layer *c, char **out, size_t *len)
+{
+    size_t cap = 0, used = 0;
+    char *buf = NULL;
+    uint64_t skip = 0;
+    for (;;) {
+        struct cl_op op;
+        cl_op_init(&op, RPC_OP_INDEX, NULL, NULL);
+        RPC_SET(&op.args, offset, RPC_T_OFFSET, skip);
+        RPC_SET(&op.args, size, RPC_T_SIZE, 1u << 20);
+        int rc = cl_op_run(c, &op);
+        if (rc < 0) {
+            cl_op_release(&op);
+            free(buf);
+            return rc;
+        }
+        struct rpc_bytes d = op.reply->msg.data;
+        int eof = !rpc_has(&op.reply->msg, RPC_T_EOF) || op.reply->msg.eof;
+        if (used + d.len + 1 > cap) {
+            cap = (used + d.len + 1) * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                cl_op_release(&op);
+                free(buf);
+                return -ENOMEM;
+            }
+            buf = nb;
+        }
+        memcpy(buf + used, d.p, d.len);
+        used += d.len;
+        for (uint32_t i = 0; i < d.len; i++)
+            skip += d.p[i] == '\n';
+        cl_op_release(&op);
+        if (eof || d.len == 0)
+            break;
+    }
+    if (!buf && !(buf = malloc(1)))
+        return -ENOMEM;
+    buf[used] = 0;
+    *out = buf;
+    *len = used;
+    return 0;
+}
+
+int cl_heal_set(struct cl_layer **children, int n, int arbiter, int full, struct cl_heal_stats *st)
+{
+    struct hctx h = {.ch = children, .n = n, .arbiter = arbiter, .st = st};
+    int rc = 0;
+    if (full)
+        walk_full(&h, "/");
+    /* Directories first would be ideal; a second pass catches entries whose
+     * parent was healed by the first. */
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned before = st->healed;
+        for (int i = 0; i < n; i++) {
+            if (!cl_proto_connected(children[i]))
+                continue;
+            char *idx;
+            size_t len;
+            int r = read_index(children[i], &idx, &len);
+            if (r < 0) {
+                rc = r;
+                continue;
+            }
+            for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+                *nl = 0;
+                char *sp = strchr(line, ' ');
+                gfid_t g;
+                if (!sp)
+                    continue;
+                *sp = 0;
+                if (gfid_parse(line, &g) < 0)
+                    continue;
+                st->entries++;
+                if (sp[1] != '/') {
+                    /* The object's path is unknown (its file was unlinked while
+                     * open): its parent's entry heal covers it. */
+                    struct cl_op op;
+                    cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
+                    memcpy(&op.args.gfid, &g, sizeof(g));
+                    op.args.present |= 1ull << RPC_T_GFID;
+                    RPC_SET(&op.args, pending, RPC_T_PENDING, 0);
+                    simple(children[i], &op);
+                    continue;
+                }
+                heal_one(&h, sp + 1, &g);
+            }
+            free(idx);
+        }
+        if (st->healed == before)
+            break;
+        if (pass == 0)
+            st->pending = 0, st->split = 0;
+    }
+    return rc;
+}
+
+int cl_heal_info(struct cl_layer **children, char **names, int n, FILE *out)
+{
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "Brick %s\n", names[i]);
+        char *idx;
+        size_t len;
+        int r = cl_proto_connected(children[i]) ? read_index(children[i], &idx, &len) : -ENOTCONN;
+        if (r < 0) {
+            fprintf(out, "Status: %s\nNumber of entries: -\n\n",
+                    r == -ENOTCONN ? "Transport endpoint is not connected" : strerror(-r));
+            rc = r;
+            continue;
+        }
+        int count = 0;
+        for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+            *nl = 0;
+            char *sp = strchr(line, ' ');
+            fprintf(out, "%s\n", sp && sp[1] == '/' ? sp + 1 : line);
+            count++;
+        }
+        free(idx);
+        fprintf(out, "Status: Connected\nNumber of entries: %d\n\n", count);
+    }
+    return rc;
+}

@@ -1,0 +1,757 @@
+/* The replicate layer (replicate.h, docs/replication.md): fan-out with
+ * quorum for changes, one child for reads, per-open vectors of child
+ * handles, and a background heal thread. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/log.h"
+#include "client.h"
+#include "replicate.h"
+
+#define NOFH UINT64_MAX
+
+struct rfh {
+    uint64_t fh[CL_REPL_MAX]; /* child handles; NOFH where the open failed */
+    int read_child, lock_child, is_dir;
+    int inuse;
+};
+
+struct repl {
+    struct cl_layer layer;
+    int n, arbiter;
+    char *volume;
+    /* suspect: the child was seen down since the last clean heal pass, so
+     * its copies may be stale: reads avoid it. Atomic bits. */
+    uint32_t suspect;
+    pthread_mutex_t lock; /* the handle table */
+    struct rfh **fhs;
+    size_t n_fhs;
+    /* heal thread */
+    pthread_t thread;
+    int thread_started, stopping, interval_ms;
+    pthread_cond_t cond;
+    pthread_mutex_t heal_lock;
+};
+
+/* ---- pure helpers ---- */
+
+int cl_repl_quorum_met(int n, int arbiter, int data_op, uint32_t ok)
+{
+    int c = __builtin_popcount(ok);
+    if (arbiter && data_op && !(ok & ((1u << (n - 1)) - 1)))
+        return 0;
+    return 2 * c > n || (2 * c == n && (ok & 1));
+}
+
+static int transient(int e)
+{
+    return e == -ENOTCONN || e == -ETIMEDOUT;
+}
+
+int cl_repl_merge_error(int n, uint32_t asked, const int *errs)
+{
+    int best = 0, best_count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(asked >> i & 1) || errs[i] >= 0 || transient(errs[i]))
+            continue;
+        int c = 0;
+        for (int j = 0; j < n; j++)
+            if ((asked >> j & 1) && errs[j] == errs[i])
+                c++;
+        if (c > best_count) {
+            best = errs[i];
+            best_count = c;
+        }
+    }
+    return best ? best : -ENOTCONN;
+}
+
+int cl_repl_pick(int n, uint64_t hash, uint32_t prefer, uint32_t usable)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t set = pass == 0 ? usable & prefer : usable;
+        for (int k = 0; k < n; k++) {
+            int i = (int)((hash + (uint64_t)k) % (uint64_t)n);
+            if (set >> i & 1)
+                return i;
+        }
+    }
+    return -1;
+}
+
+static uint64_t hash_bytes(const struct rpc_bytes *b)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < b->len; i++)
+        h = (h ^ b->p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* ---- child state ---- */
+
+static uint32_t up_mask(struct repl *r)
+{
+    uint32_t m = 0;
+    for (int i = 0; i < r->n; i++)
+        if (cl_proto_connected(r->layer.children[i]))
+            m |= 1u << i;
+        else
+            __atomic_or_fetch(&r->suspect, 1u << i, __ATOMIC_RELAXED);
+    return m;
+}
+
+static uint32_t data_mask(struct repl *r)
+{
+    uint32_t all = (1u << r->n) - 1;
+    return r->arbiter ? all & ~(1u << (r->n - 1)) : all;
+}
+
+static void child_failed(struct repl *r, int i, int status)
+{
+    if (transient(status) || status == -EIO)
+        __atomic_or_fetch(&r->suspect, 1u << i, __ATOMIC_RELAXED);
+}
+
+/* ---- handles ---- */
+
+static struct rfh *fh_get(struct repl *r, uint64_t id)
+{
+    struct rfh *h = NULL;
+    pthread_mutex_lock(&r->lock);
+    if (id >= 1 && id <= r->n_fhs && r->fhs[id - 1] && r->fhs[id - 1]->inuse)
+        h = r->fhs[id - 1];
+    pthread_mutex_unlock(&r->lock);
+    return h;
+}
+
+static int fh_add(struct repl *r, struct rfh *h, uint64_t *id)
+{
+    pthread_mutex_lock(&r->lock);
+    size_t i;
+    for (i = 0; i < r->n_fhs && r->fhs[i]; i++)
+        ;
+    if (i == r->n_fhs) {
+        size_t cap = r->n_fhs ? r->n_fhs * 2 : 64;
+        struct rfh **n = realloc(r->fhs, cap * sizeof(*n));
+        if (!n) {
+            pthread_mutex_unlock(&r->lock);
+            return -ENOMEM;
+        }
+        memset(n + r->n_fhs, 0, (cap - r->n_fhs) * sizeof(*n));
+        r->fhs = n;
+        r->n_fhs = cap;
+    }
+    h->inuse = 1;
+    r->fhs[i] = h;
+    *id = i + 1;
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
+static void fh_remove(struct repl *r, uint64_t id)
+{
+    pthread_mutex_lock(&r->lock);
+    if (id >= 1 && id <= r->n_fhs && r->fhs[id - 1]) {
+        free(r->fhs[id - 1]);
+        r->fhs[id - 1] = NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- fan-out ---- */
+
+enum fan_kind { FAN_CHANGE, FAN_OPEN, FAN_CLOSE, FAN_SYNC, FAN_MARK };
+
+struct fan {
+    struct repl *r;
+    struct cl_op *parent;
+    enum fan_kind kind;
+    int data_op;
+    uint32_t asked, missed;
+    int remaining;
+    struct rfh *h;      /* FH ops and opens */
+    uint64_t parent_fh; /* FAN_CLOSE: the id to free */
+    int errs[CL_REPL_MAX];
+    struct cl_op sub[CL_REPL_MAX];
+    /* FAN_MARK: the fan whose result waits for the marks */
+    struct fan *after;
+    int result;
+    struct rpc_frame *reply;
+};
+
+static int is_change(unsigned op)
+{
+    switch (op) {
+    case RPC_OP_CREATE:
+    case RPC_OP_MKNOD:
+    case RPC_OP_MKDIR:
+    case RPC_OP_SYMLINK:
+    case RPC_OP_LINK:
+    case RPC_OP_UNLINK:
+    case RPC_OP_RMDIR:
+    case RPC_OP_RENAME:
+    case RPC_OP_SETATTR:
+    case RPC_OP_SETXATTR:
+    case RPC_OP_REMOVEXATTR:
+    case RPC_OP_WRITE:
+    case RPC_OP_FALLOCATE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int is_data(unsigned op)
+{
+    return op == RPC_OP_WRITE || op == RPC_OP_FALLOCATE;
+}
+
+static void fan_finish(struct fan *f);
+
+static void sub_done_cb(struct cl_op *sub)
+{
+    struct fan *f = sub->ctx;
+    if (__atomic_sub_fetch(&f->remaining, 1, __ATOMIC_ACQ_REL) == 0)
+        fan_finish(f);
+}
+
+/* Submits the prepared sub-operations of f->asked. Touches nothing of f
+ * after the last submit (its completion may free f). */
+static void fan_go(struct fan *f)
+{
+    struct cl_layer **ch = f->r->layer.children;
+    int idx[CL_REPL_MAX], k = 0;
+    for (int i = 0; i < f->r->n; i++)
+        if (f->asked >> i & 1)
+            idx[k++] = i;
+    f->remaining = k;
+    for (int j = 0; j < k; j++)
+        cl_submit(ch[idx[j]], &f->sub[idx[j]]);
+}
+
+static void complete_and_free(struct fan *f, int status, struct rpc_frame *reply)
+{
+    struct cl_op *parent = f->parent;
+    free(f);
+    cl_op_complete(parent, status, reply);
+}
+
+/* Sends MARK to the children in ok for the change of f the children in
+ * failed missed; f completes when the marks are written. */
+static int send_marks(struct fan *f, uint32_t ok, uint32_t failed)
+{
+    struct fan *m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    m->r = f->r;
+    m->kind = FAN_MARK;
+    m->after = f;
+    m->asked = ok;
+    const struct rpc_msg *a = &f->parent->args;
+    for (int i = 0; i < f->r->n; i++) {
+        if (!(ok >> i & 1))
+            continue;
+        struct cl_op *s = &m->sub[i];
+        cl_op_init(s, RPC_OP_MARK, sub_done_cb, m);
+        RPC_SET(&s->args, flags, RPC_T_FLAGS, a->op);
+        RPC_SET(&s->args, pending, RPC_T_PENDING, failed);
+        if (rpc_has(a, RPC_T_PATH))
+            rpc_set_bytes(&s->args, RPC_T_PATH, &s->args.path, a->path.p, a->path.len);
+        if (rpc_has(a, RPC_T_PATH2))
+            rpc_set_bytes(&s->args, RPC_T_PATH2, &s->args.path2, a->path2.p, a->path2.len);
+        if (f->h && f->h->fh[i] != NOFH)
+            RPC_SET(&s->args, fh, RPC_T_FH, f->h->fh[i]);
+    }
+    fan_go(m);
+    return 0;
+}
+
+static void free_op_cb(struct cl_op *op)
+{
+    cl_op_release(op);
+    free(op);
+}
+
+static void release_child_fhs(struct repl *r, struct rfh *h, unsigned op)
+{
+    /* Fire and forget: the handles of a failed open. */
+    for (int i = 0; i < r->n; i++) {
+        if (h->fh[i] == NOFH)
+            continue;
+        struct cl_op *s = calloc(1, sizeof(*s));
+        if (!s)
+            continue;
+        cl_op_init(s, h->is_dir ? RPC_OP_RELEASEDIR : RPC_OP_RELEASE, NULL, NULL);
+        s->done = free_op_cb;
+        RPC_SET(&s->args, fh, RPC_T_FH, h->fh[i]);
+        cl_submit(r->layer.children[i], s);
+    }
+    (void)op;
+}
+
+static void fan_finish(struct fan *f)
+{
+    struct repl *r = f->r;
+    uint32_t ok = 0;
+    int first_ok = -1, first_data_ok = -1;
+    for (int i = 0; i < r->n; i++) {
+        if (!(f->asked >> i & 1))
+            continue;
+        f->errs[i] = f->sub[i].status;
+        if (f->sub[i].status == 0) {
+            ok |= 1u << i;
+            if (first_ok < 0)
+                first_ok = i;
+            if (first_data_ok < 0 && (data_mask(r) >> i & 1))
+                first_data_ok = i;
+        } else {
+            child_failed(r, i, f->sub[i].status);
+        }
+    }
+    if (f->kind == FAN_MARK) {
+        struct fan *after = f->after;
+        for (int i = 0; i < r->n; i++)
+            if (f->asked >> i & 1)
+                cl_op_release(&f->sub[i]);
+        free(f);
+        complete_and_free(after, after->result, after->reply);
+        return;
+    }
+    int chosen = first_data_ok >= 0 ? first_data_ok : first_ok;
+    int status;
+    if (f->kind == FAN_CLOSE)
+        status = 0;
+    else if (f->kind == FAN_SYNC)
+        status = ok ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
+    else if (cl_repl_quorum_met(r->n, r->arbiter, f->data_op, ok) &&
+             (f->kind != FAN_OPEN || first_data_ok >= 0))
+        status = 0;
+    else
+        status = cl_repl_merge_error(r->n, f->asked, f->errs);
+    if (f->kind == FAN_OPEN && !ok && status == 0)
+        status = -EIO;
+    struct rpc_frame *reply = NULL;
+    if (status == 0 && chosen >= 0) {
+        reply = f->sub[chosen].reply;
+        f->sub[chosen].reply = NULL;
+    }
+    for (int i = 0; i < r->n; i++)
+        if (f->asked >> i & 1) {
+            if (f->kind == FAN_OPEN && f->sub[i].status == 0 && f->sub[i].reply)
+                f->h->fh[i] = f->sub[i].reply->msg.fh;
+            else if (f->kind == FAN_OPEN && f->sub[i].status == 0 && i == chosen && reply)
+                f->h->fh[i] = reply->msg.fh;
+            cl_op_release(&f->sub[i]);
+        }
+    if (f->kind == FAN_CLOSE) {
+        fh_remove(r, f->parent_fh);
+        complete_and_free(f, 0, NULL);
+        return;
+    }
+    if (f->kind == FAN_OPEN) {
+        struct rfh *h = f->h;
+        if (status == 0) {
+            uint64_t id;
+            status = fh_add(r, h, &id);
+            if (status == 0) {
+                uint32_t cand = 0;
+                for (int i = 0; i < r->n; i++)
+                    if (h->fh[i] != NOFH && (data_mask(r) >> i & 1))
+                        cand |= 1u << i;
+                uint32_t clean = ~__atomic_load_n(&r->suspect, __ATOMIC_RELAXED);
+                h->read_child = cl_repl_pick(r->n, id, clean, cand);
+                reply->msg.fh = id;
+            }
+        }
+        if (status < 0) {
+            release_child_fhs(r, h, f->parent->args.op);
+            free(h);
+            rpc_frame_free(reply);
+            reply = NULL;
+        }
+        f->h = NULL;
+        /* A create is a change too: the children that failed get marks. */
+    }
+    uint32_t failed = f->asked & ~ok;
+    if (status == 0 && failed && (f->kind == FAN_CHANGE || f->parent->args.op == RPC_OP_CREATE)) {
+        f->result = status;
+        f->reply = reply;
+        if (f->kind == FAN_OPEN)
+            f->h = fh_get(r, reply->msg.fh);
+        /* MARK by handle needs the child's handle: map back. */
+        if (send_marks(f, ok, failed) == 0)
+            return;
+    }
+    complete_and_free(f, status, reply);
+}
+
+/* Prepares a fan-out of parent to the children in ask; missed are the
+ * children that will not get it. */
+static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind kind, struct rfh *h,
+                           uint32_t ask, uint32_t missed)
+{
+    struct fan *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->r = r;
+    f->parent = parent;
+    f->kind = kind;
+    f->h = h;
+    f->asked = ask;
+    f->missed = missed;
+    f->data_op = is_data((unsigned)parent->args.op);
+    for (int i = 0; i < r->n; i++) {
+        if (!(ask >> i & 1))
+            continue;
+        struct cl_op *s = &f->sub[i];
+        cl_op_init(s, (uint16_t)parent->args.op, sub_done_cb, f);
+        s->args = parent->args;
+        if (h && rpc_has(&s->args, RPC_T_FH))
+            s->args.fh = h->fh[i];
+        if (missed && kind == FAN_CHANGE)
+            RPC_SET(&s->args, pending, RPC_T_PENDING, missed);
+        else if (missed && kind == FAN_OPEN && parent->args.op == RPC_OP_CREATE)
+            RPC_SET(&s->args, pending, RPC_T_PENDING, missed);
+        int arb = r->arbiter && i == r->n - 1;
+        if (arb && f->data_op) {
+            /* The arbiter keeps no data: it records the change's marks. */
+            struct rpc_msg a;
+            memset(&a, 0, sizeof(a));
+            a.op = RPC_OP_MARK;
+            RPC_SET(&a, flags, RPC_T_FLAGS, parent->args.op);
+            RPC_SET(&a, pending, RPC_T_PENDING, missed);
+            RPC_SET(&a, fh, RPC_T_FH, h ? h->fh[i] : 0);
+            s->args = a;
+        } else if (arb && parent->args.op == RPC_OP_SETATTR) {
+            s->args.valid &= ~(uint64_t)RPC_SET_SIZE;
+        }
+    }
+    return f;
+}
+
+static void fan_change(struct repl *r, struct cl_op *op)
+{
+    uint32_t up = up_mask(r), ask = up, all = (1u << r->n) - 1;
+    struct rfh *h = NULL;
+    if (rpc_has(&op->args, RPC_T_FH)) {
+        h = fh_get(r, op->args.fh);
+        if (!h) {
+            cl_op_complete(op, -EBADF, NULL);
+            return;
+        }
+        for (int i = 0; i < r->n; i++)
+            if (h->fh[i] == NOFH)
+                ask &= ~(1u << i);
+    }
+    int data_op = is_data((unsigned)op->args.op);
+    /* Not enough children to make a quorum: nothing is sent, so nothing is
+     * half done. */
+    if (!cl_repl_quorum_met(r->n, r->arbiter, data_op, ask)) {
+        log_debug("%s refused: quorum not met (up 0x%x of %d)", rpc_op_name((unsigned)op->args.op),
+                  ask, r->n);
+        cl_op_complete(op, -ENOTCONN, NULL);
+        return;
+    }
+    struct fan *f = fan_new(r, op, FAN_CHANGE, h, ask, all & ~ask);
+    if (!f) {
+        cl_op_complete(op, -ENOMEM, NULL);
+        return;
+    }
+    fan_go(f);
+}
+
+static void fan_open(struct repl *r, struct cl_op *op)
+{
+    uint32_t up = up_mask(r), all = (1u << r->n) - 1;
+    unsigned code = (unsigned)op->args.op;
+    if ((code == RPC_OP_CREATE && !cl_repl_quorum_met(r->n, r->arbiter, 0, up)) ||
+        !(up & data_mask(r))) {
+        cl_op_complete(op, -ENOTCONN, NULL);
+        return;
+    }
+    struct rfh *h = calloc(1, sizeof(*h));
+    if (!h) {
+        cl_op_complete(op, -ENOMEM, NULL);
+        return;
+    }
+    for (int i = 0; i < CL_REPL_MAX; i++)
+        h->fh[i] = NOFH;
+    h->is_dir = code == RPC_OP_OPENDIR;
+    h->lock_child = -1;
+    uint32_t ask = up;
+    if (h->is_dir)
+        ask &= data_mask(r) | (r->arbiter ? 0 : all); /* listings come from data children */
+    struct fan *f = fan_new(r, op, FAN_OPEN, NULL, ask, all & ~ask);
+    if (!f) {
+        free(h);
+        cl_op_complete(op, -ENOMEM, NULL);
+        return;
+    }
+    f->h = h;
+    fan_go(f);
+}
+
+static void fan_handles(struct repl *r, struct cl_op *op, enum fan_kind kind)
+{
+    struct rfh *h = fh_get(r, op->args.fh);
+    if (!h) {
+        cl_op_complete(op, kind == FAN_CLOSE ? 0 : -EBADF, NULL);
+        return;
+    }
+    uint32_t ask = 0;
+    for (int i = 0; i < r->n; i++)
+        if (h->fh[i] != NOFH)
+            ask |= 1u << i;
+    ask &= up_mask(r); /* a down child's handles died with its connection */
+    if (!ask) {
+        if (kind == FAN_CLOSE)
+            fh_remove(r, op->args.fh);
+        cl_op_complete(op, kind == FAN_CLOSE ? 0 : -ENOTCONN, NULL);
+        return;
+    }
+    struct fan *f = fan_new(r, op, kind, h, ask, 0);
+    if (!f) {
+        cl_op_complete(op, -ENOMEM, NULL);
+        return;
+    }
+    f->parent_fh = op->args.fh;
+    fan_go(f);
+}
+
+/* ---- reads: one child, failing over ---- */
+
+struct single {
+    struct repl *r;
+    struct cl_op *parent;
+    struct rfh *h;
+    uint32_t tried;
+    uint64_t hash;
+    int fixed; /* >= 0: this child only (readdir past its start, locks) */
+    int child; /* the child asked last */
+    struct cl_op sub;
+};
+
+static void single_try(struct single *s);
+
+static void single_done_cb(struct cl_op *sub)
+{
+    struct single *s = sub->ctx;
+    int st = sub->status;
+    if (st < 0)
+        child_failed(s->r, s->child, st);
+    if (st < 0 && (transient(st) || st == -EIO) && s->fixed < 0) {
+        cl_op_release(sub);
+        single_try(s);
+        return;
+    }
+    struct cl_op *parent = s->parent;
+    struct rpc_frame *reply = sub->reply;
+    sub->reply = NULL;
+    free(s);
+    cl_op_complete(parent, st, reply);
+}
+
+static void single_try(struct single *s)
+{
+    struct repl *r = s->r;
+    uint32_t usable = up_mask(r) & data_mask(r) & ~s->tried;
+    if (s->h) {
+        uint32_t have = 0;
+        for (int i = 0; i < r->n; i++)
+            if (s->h->fh[i] != NOFH)
+                have |= 1u << i;
+        usable &= have;
+    }
+    uint32_t clean = ~__atomic_load_n(&r->suspect, __ATOMIC_RELAXED);
+    int i;
+    if (s->fixed >= 0)
+        i = s->tried || (s->h && s->h->fh[s->fixed] == NOFH) ? -1 : s->fixed;
+    else
+        i = cl_repl_pick(r->n, s->hash, clean, usable);
+    if (i < 0) {
+        struct cl_op *parent = s->parent;
+        free(s);
+        cl_op_complete(parent, -ENOTCONN, NULL);
+        return;
+    }
+    s->tried |= 1u << i;
+    s->child = i;
+    cl_op_init(&s->sub, (uint16_t)s->parent->args.op, single_done_cb, s);
+    s->sub.args = s->parent->args;
+    if (s->h)
+        s->sub.args.fh = s->h->fh[i];
+    if (s->h && s->fixed < 0)
+        s->h->read_child = i;
+    cl_submit(r->layer.children[i], &s->sub);
+}
+
+/* fixed: -1, or -2 for the handle's read child, or a child index. */
+static void do_single(struct repl *r, struct cl_op *op, int by_fh, int fixed)
+{
+    struct single *s = calloc(1, sizeof(*s));
+    if (!s) {
+        cl_op_complete(op, -ENOMEM, NULL);
+        return;
+    }
+    s->r = r;
+    s->parent = op;
+    s->fixed = -1;
+    if (by_fh) {
+        s->h = fh_get(r, op->args.fh);
+        if (!s->h) {
+            free(s);
+            cl_op_complete(op, -EBADF, NULL);
+            return;
+        }
+        s->hash = (uint64_t)(s->h->read_child < 0 ? 0 : s->h->read_child);
+        s->fixed = fixed == -2 ? s->h->read_child : fixed;
+        if (fixed == -2 && s->fixed < 0) {
+            free(s);
+            cl_op_complete(op, -ENOTCONN, NULL);
+            return;
+        }
+    } else {
+        s->hash = rpc_has(&op->args, RPC_T_PATH) ? hash_bytes(&op->args.path) : 0;
+    }
+    single_try(s);
+}
+
+/* Locks: the first up child holding a handle, fixed per handle. */
+static void do_lock(struct repl *r, struct cl_op *op)
+{
+    struct rfh *h = fh_get(r, op->args.fh);
+    if (!h) {
+        cl_op_complete(op, -EBADF, NULL);
+        return;
+    }
+    if (h->lock_child < 0) {
+        uint32_t up = up_mask(r) & data_mask(r);
+        for (int i = 0; i < r->n && h->lock_child < 0; i++)
+            if ((up >> i & 1) && h->fh[i] != NOFH)
+                h->lock_child = i;
+    }
+    if (h->lock_child < 0) {
+        cl_op_complete(op, -ENOTCONN, NULL);
+        return;
+    }
+    do_single(r, op, 1, h->lock_child);
+}
+
+static void repl_submit(struct cl_layer *self, struct cl_op *op)
+{
+    struct repl *r = self->priv;
+    unsigned code = (unsigned)op->args.op;
+    int by_fh = rpc_has(&op->args, RPC_T_FH);
+    if (code == RPC_OP_CREATE || code == RPC_OP_OPEN || code == RPC_OP_OPENDIR) {
+        fan_open(r, op);
+    } else if (is_change(code)) {
+        fan_change(r, op);
+    } else if (code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR) {
+        fan_handles(r, op, FAN_CLOSE);
+    } else if (code == RPC_OP_FLUSH || code == RPC_OP_FSYNC) {
+        fan_handles(r, op, FAN_SYNC);
+    } else if (code == RPC_OP_GETLK || code == RPC_OP_SETLK || code == RPC_OP_FLOCK) {
+        do_lock(r, op);
+    } else if (code == RPC_OP_READDIR) {
+        do_single(r, op, 1, op->args.offset != 0 ? -2 : -1);
+    } else {
+        do_single(r, op, by_fh, -1);
+    }
+}
+
+/* ---- background heal ---- */
+
+static void *heal_thread(void *arg)
+{
+    struct repl *r = arg;
+    pthread_mutex_lock(&r->heal_lock);
+    while (!r->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)r->interval_ms * 1000000ull;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&r->cond, &r->heal_lock, &ts);
+        if (r->stopping)
+            break;
+        uint32_t sus = __atomic_load_n(&r->suspect, __ATOMIC_RELAXED);
+        uint32_t up = up_mask(r);
+        if (!sus || (sus & ~up))
+            continue; /* nothing to do, or a child is still down */
+        pthread_mutex_unlock(&r->heal_lock);
+        struct cl_heal_stats st = {0};
+        int rc = cl_heal_set(r->layer.children, r->n, r->arbiter, 0, &st);
+        if (rc == 0 && st.pending == 0 && st.split == 0) {
+            __atomic_and_fetch(&r->suspect, ~sus, __ATOMIC_RELAXED);
+            log_info("volume %s: self-heal done (%u entries, %u healed)", r->volume, st.entries,
+                     st.healed);
+        }
+        pthread_mutex_lock(&r->heal_lock);
+    }
+    pthread_mutex_unlock(&r->heal_lock);
+    return NULL;
+}
+
+void cl_repl_stop(struct cl_layer *l)
+{
+    struct repl *r = l->priv;
+    if (!r->thread_started)
+        return;
+    pthread_mutex_lock(&r->heal_lock);
+    r->stopping = 1;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->heal_lock);
+    pthread_join(r->thread, NULL);
+    r->thread_started = 0;
+}
+
+static void repl_destroy(struct cl_layer *self)
+{
+    struct repl *r = self->priv;
+    cl_repl_stop(self);
+    for (size_t i = 0; i < r->n_fhs; i++)
+        free(r->fhs[i]);
+    free(r->fhs);
+    free(r->volume);
+    free(self->children);
+    pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->heal_lock);
+    pthread_cond_destroy(&r->cond);
+    free(r);
+}
+
+struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, const char *volume,
+                             int heal_interval_ms)
+{
+    if (n < 2 || n > CL_REPL_MAX)
+        return NULL;
+    struct repl *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->layer.children = calloc((size_t)n, sizeof(*children));
+    r->volume = strdup(volume ? volume : "");
+    if (!r->layer.children || !r->volume) {
+        free(r->layer.children);
+        free(r->volume);
+        free(r);
+        return NULL;
+    }
+    memcpy(r->layer.children, children, (size_t)n * sizeof(*children));
+    r->layer.n_children = n;
+    r->layer.name = "replicate";
+    r->layer.submit = repl_submit;
+    r->layer.destroy = repl_destroy;
+    r->layer.priv = r;
+    r->n = n;
+    r->arbiter = arbiter ? 1 : 0;
+    r->interval_ms = heal_interval_ms;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->heal_lock, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    if (heal_interval_ms > 0 && pthread_create(&r->thread, NULL, heal_thread, r) == 0)
+        r->thread_started = 1;
+    return &r->layer;
+}

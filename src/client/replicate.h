@@ -1,0 +1,61 @@
+/* The replicate layer: one replica set of N protocol children (the last one
+ * an arbiter when asked). See docs/replication.md.
+ *
+ * Modifying operations go to every up child at once, each carrying PENDING
+ * (the children that will not get it), and succeed on quorum. Reads go to one
+ * child. A child whose connection is down is skipped without waiting.
+ *
+ * Ownership: the layer owns neither its children nor their lifetime;
+ * cl_stack_destroy stops it (cl_repl_stop) before destroying the children. */
+#ifndef CAIRN_CLIENT_REPLICATE_H
+#define CAIRN_CLIENT_REPLICATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "layer.h"
+
+#define CL_REPL_MAX 16
+
+/* Whether the children in ok (bit i: child i succeeded) make a quorum of a
+ * set of n (cluster.quorum-type auto: more than half, or exactly half
+ * including the first child). With an arbiter (child n-1) a data change also
+ * needs one data child. Pure. */
+int cl_repl_quorum_met(int n, int arbiter, int data_op, uint32_t ok);
+
+/* The error a failed fan-out returns: the most frequent errno among children
+ * that answered (not ENOTCONN/ETIMEDOUT), else -ENOTCONN. errs[i] is 0 for a
+ * success or a child that was not asked (asked bit clear). Pure. */
+int cl_repl_merge_error(int n, uint32_t asked, const int *errs);
+
+/* The child that serves a read: the first candidate from the start slot
+ * (hash % n) in usable (bit set: up, not tried); prefer[] bits are tried
+ * first. -1 when none. Pure. */
+int cl_repl_pick(int n, uint64_t hash, uint32_t prefer, uint32_t usable);
+
+/* Creates the layer over children[0..n) (2 <= n <= CL_REPL_MAX). The child
+ * layers must be protocol layers (cl_proto_connected tells whether they are
+ * up). heal_interval_ms 0: no background heal. NULL on ENOMEM / bad n. */
+struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, const char *volume,
+                             int heal_interval_ms);
+/* Stops the background heal thread; the layer stays usable until destroy. */
+void cl_repl_stop(struct cl_layer *l);
+
+/* ---- heal (heal.c) ---- */
+
+struct cl_heal_stats {
+    unsigned entries; /* index entries looked at */
+    unsigned healed;  /* objects brought in line */
+    unsigned pending; /* left for later (a child down, an error) */
+    unsigned split;   /* no replica is unaccused: split brain */
+};
+
+/* One heal pass over a replica set: every index entry of every up child
+ * (full: also every object, walking the tree from the root). Uses the
+ * children synchronously; never call on a completion thread. Progress and
+ * problems go to the log. 0 or -errno (a child's INDEX failing). */
+int cl_heal_set(struct cl_layer **children, int n, int arbiter, int full, struct cl_heal_stats *st);
+/* Prints each child's index entries (heal info) in GlusterFS's layout. */
+int cl_heal_info(struct cl_layer **children, char **names, int n, FILE *out);
+
+#endif
