@@ -9,6 +9,7 @@
 #include "../lib/net.h"
 #include "../lib/options.h"
 #include "../rpc/conn.h"
+#include "cli.h"
 
 #define CLI_VERSION "0.1.0"
 #define CONNECT_TIMEOUT_MS 5000
@@ -62,6 +63,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "Invalid --remote-host %s\n", remote);
         return 1;
     }
+    if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "heal") == 0)
+        return cli_volume_heal(&addr, argc - i, argv + i);
     int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
     if (fd < 0) {
         int rc = run_locally(argc - i, argv + i);
