@@ -15,9 +15,13 @@
 #include "../client/client.h"
 #include "../client/itable.h"
 
+#define CF_MAX_BACKUPS 8
+
 /* Mount configuration (options.c). */
 struct cf_config {
     struct net_addr server;
+    struct net_addr backup[CF_MAX_BACKUPS]; /* -o backup-servers, tried in order */
+    int n_backup;
     char volume[256];
     char mountpoint[PATH_MAX];
     char fsname[NET_HOST_MAX + 300];
@@ -33,12 +37,44 @@ struct cf_config {
 /* Parses the command line; on a usage error prints it and returns -EINVAL. */
 int cf_parse_args(int argc, char **argv, struct cf_config *cfg);
 
+struct cf_live;
+
 /* State of one mount, the session's userdata. */
 struct cf {
     struct cl_layer *stack;
     struct cl_itable *it;
+    /* Changed live by the management connection's thread (live.c): read them
+     * with cf_attr_timeout / cf_entry_timeout. */
     double attr_timeout, entry_timeout;
+    struct cf_live *live;
 };
+
+static inline double cf_attr_timeout(struct cf *cf)
+{
+    double d;
+    __atomic_load(&cf->attr_timeout, &d, __ATOMIC_RELAXED);
+    return d;
+}
+
+static inline double cf_entry_timeout(struct cf *cf)
+{
+    double d;
+    __atomic_load(&cf->entry_timeout, &d, __ATOMIC_RELAXED);
+    return d;
+}
+
+/* ---- live.c: volume changes applied to a running mount ----
+ * Starts the management connection (after daemonizing: threads do not
+ * survive fork) to servers[first] of the n servers, with vol the layout the
+ * stack was built from (taken over: cf_live_stop frees it). Live options of
+ * later layouts are applied to cf and its stack; mount options given on the
+ * command line keep precedence. Returns 0 or -errno. */
+int cf_live_start(struct cf *cf, const struct cf_config *cfg, const struct net_addr *servers, int n,
+                  int first, struct cl_volinfo *vol);
+/* Stops the management connection: before the stack is destroyed. */
+void cf_live_stop(struct cf *cf);
+/* Frees what cf_live_start took over (the layout): after the stack is gone. */
+void cf_live_free(struct cf *cf);
 
 struct fop {
     struct cl_op op;

@@ -111,8 +111,8 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
     if (!e->ino)
         return err;
     rpc_attr_to_stat(&m->attr, &e->attr);
-    e->attr_timeout = f->cf->attr_timeout;
-    e->entry_timeout = f->cf->entry_timeout;
+    e->attr_timeout = cf_attr_timeout(f->cf);
+    e->entry_timeout = cf_entry_timeout(f->cf);
     return 0;
 }
 
@@ -136,7 +136,7 @@ void fop_done_attr_cb(struct cl_op *op)
     }
     struct stat st;
     rpc_attr_to_stat(&op->reply->msg.attr, &st);
-    fuse_reply_attr(f->req, &st, f->cf->attr_timeout);
+    fuse_reply_attr(f->req, &st, cf_attr_timeout(f->cf));
     fop_free(f);
 }
 

@@ -1,10 +1,12 @@
 /* cairn-fuse: mounts a Cairn volume through FUSE.
  *
- * Order matters: the volume is fetched (a stopped or unknown volume fails
- * here, on stderr, with exit status 1) and the mount is made before the
- * process daemonizes, so `mount` returns only when the mount exists. Brick
- * connections are made after daemonizing, since threads do not survive
- * fork(). SIGTERM/SIGINT/SIGHUP end the session and unmount. */
+ * Order matters: the volume is fetched (from the spec's server, else from
+ * each backup server in turn; a stopped or unknown volume fails here, on
+ * stderr, with exit status 1) and the mount is made before the process
+ * daemonizes, so `mount` returns only when the mount exists. Brick
+ * connections and the management connection that hears about volume changes
+ * (live.c) are made after daemonizing, since threads do not survive fork().
+ * SIGTERM/SIGINT/SIGHUP end the session and unmount. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../client/volwatch.h"
 #include "../lib/log.h"
 #include "bridge.h"
 
@@ -122,7 +125,12 @@ int main(int argc, char **argv)
     log_init("cairn-fuse", LOG_INFO);
     if (cf_parse_args(argc, argv, &cfg) < 0)
         return 1;
-    rc = cl_volume_fetch(&cfg.server, cfg.volume, FETCH_TIMEOUT_MS, &vol, err, sizeof(err));
+    struct net_addr servers[1 + CF_MAX_BACKUPS];
+    int n_servers = 1 + cfg.n_backup, used = 0;
+    servers[0] = cfg.server;
+    memcpy(servers + 1, cfg.backup, sizeof(cfg.backup[0]) * (size_t)cfg.n_backup);
+    rc = cl_volume_fetch_any(servers, n_servers, cfg.volume, FETCH_TIMEOUT_MS, &vol, &used, err,
+                             sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "cairn-fuse: %s\n", err);
         return 1;
@@ -163,8 +171,11 @@ int main(int argc, char **argv)
     }
     if (open_log(&cfg) < 0)
         goto out_unmount;
-    log_info("mounting %s (volume %s, %s:%d%s) on %s", cfg.fsname, vol.name,
-             vol.bricks[0].addr.host, vol.bricks[0].addr.port, vol.bricks[0].path, cfg.mountpoint);
+    char from[NET_HOST_MAX + 16];
+    net_format_addr(&servers[used], from, sizeof(from));
+    log_info("mounting %s (volume %s, %s:%d%s, layout from %s) on %s", cfg.fsname, vol.name,
+             vol.bricks[0].addr.host, vol.bricks[0].addr.port, vol.bricks[0].path, from,
+             cfg.mountpoint);
     if (fuse_daemonize(cfg.foreground) != 0)
         goto out_unmount;
 
@@ -174,6 +185,9 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto out_unmount;
     }
+    if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
+        log_error("cannot keep the management connection: volume changes will not reach this "
+                  "mount until it is remounted");
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
     if (!lc)
         goto out_stack;
@@ -184,7 +198,9 @@ int main(int argc, char **argv)
     status = rc == 0 ? 0 : 1;
     log_info("unmounting %s", cfg.mountpoint);
 out_stack:
+    cf_live_stop(&cf);
     cl_stack_destroy(cf.stack);
+    cf_live_free(&cf);
 out_unmount:
     fuse_session_unmount(se);
 out_sig:

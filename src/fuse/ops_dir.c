@@ -93,8 +93,8 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         int err;
         e.ino = cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, &err);
         rpc_attr_to_stat(&d->attr, &e.attr);
-        e.attr_timeout = f->cf->attr_timeout;
-        e.entry_timeout = f->cf->entry_timeout;
+        e.attr_timeout = cf_attr_timeout(f->cf);
+        e.entry_timeout = cf_entry_timeout(f->cf);
         if (!e.ino)
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
     } else {

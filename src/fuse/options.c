@@ -13,8 +13,11 @@ static void usage(const char *prog)
             "usage: %s HOST[:PORT]:/VOLNAME MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
             "  -f                    stay in the foreground\n"
             "  -d                    debug: foreground, FUSE requests traced\n"
-            "  -o ping-timeout=SEC   brick liveness timeout (default: the volume's\n"
-            "                        network.ping-timeout)\n"
+            "  -o ping-timeout=SEC   brick liveness timeout, whole seconds (default: the\n"
+            "                        volume's network.ping-timeout)\n"
+            "  -o backup-servers=HOST[:PORT]:HOST[:PORT]...   cairnd servers to fetch the\n"
+            "                        volume from when HOST of the spec does not answer\n"
+            "                        (also backup-volfile-servers=, GlusterFS's name)\n"
             "  -o attribute-timeout=SEC, entry-timeout=SEC   kernel cache times\n"
             "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
             "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
@@ -44,6 +47,46 @@ static int parse_seconds(const char *v, double *out)
     return 0;
 }
 
+/* HOST[:PORT]:HOST[:PORT]...; a host may be an [IPv6] literal. A numeric
+ * field after a host is its port. */
+static int parse_backups(struct cf_config *c, const char *v)
+{
+    const char *s = v;
+    while (*s) {
+        const char *end = *s == '[' ? strchr(s, ']') : s + strcspn(s, ":");
+        if (!end)
+            return -EINVAL;
+        if (*s == '[')
+            end++;
+        if (end == s || c->n_backup == CF_MAX_BACKUPS)
+            return -EINVAL;
+        const char *port = NULL;
+        size_t hl = (size_t)(end - s), pl = 0;
+        const char *next = end;
+        if (*next == ':') {
+            next++;
+            size_t dl = strspn(next, "0123456789");
+            if (dl > 0 && (next[dl] == ':' || next[dl] == 0)) {
+                port = next;
+                pl = dl;
+                next += dl;
+                if (*next == ':')
+                    next++;
+            }
+        }
+        char one[NET_HOST_MAX + 16];
+        if (hl + pl + 2 > sizeof(one))
+            return -EINVAL;
+        snprintf(one, sizeof(one), "%.*s%s%.*s", (int)hl, s, port ? ":" : "", (int)pl,
+                 port ? port : "");
+        if (net_parse_addr(one, CAIRN_MGMT_PORT, &c->backup[c->n_backup]) < 0)
+            return -EINVAL;
+        c->n_backup++;
+        s = next;
+    }
+    return c->n_backup > 0 ? 0 : -EINVAL;
+}
+
 static int parse_one(struct cf_config *c, char *o)
 {
     char *eq = strchr(o, '=');
@@ -51,10 +94,17 @@ static int parse_one(struct cf_config *c, char *o)
     size_t klen = eq ? (size_t)(eq - o) : strlen(o);
 #define KEY(s) (klen == strlen(s) && strncmp(o, s, klen) == 0)
     if (KEY("ping-timeout")) {
-        double d;
-        if (!v || parse_seconds(v, &d) < 0 || d < 1)
+        /* the volume option's syntax and range, so a live change and the
+         * mount's override are the same kind of value */
+        int64_t sec;
+        if (!v || opt_parse_time(v, &sec) < 0 || sec < 1 || sec > 1800)
             goto bad;
-        c->ping_timeout_ms = (int)(d * 1000);
+        c->ping_timeout_ms = (int)sec * 1000;
+    } else if (KEY("backup-servers") || KEY("backup-volfile-servers") ||
+               KEY("backupvolfile-server")) {
+        c->n_backup = 0;
+        if (!v || parse_backups(c, v) < 0)
+            goto bad;
     } else if (KEY("attribute-timeout") || KEY("attr-timeout") || KEY("attr_timeout")) {
         if (!v || parse_seconds(v, &c->attr_timeout) < 0)
             goto bad;

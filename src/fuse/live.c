@@ -1,0 +1,230 @@
+/* Volume changes applied to a running mount, without remounting and without
+ * touching open files: the management connection (client/volwatch.c) hands
+ * over each newer layout; the client's live options take effect at once
+ * (network.ping-timeout in every protocol client layer, the kernel cache
+ * times for later replies, the log level). A changed brick layout is only
+ * reported: the stack is not rebuilt under open files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../client/volwatch.h"
+#include "../lib/log.h"
+#include "bridge.h"
+
+#define MGMT_TIMEOUT_MS 10000
+
+struct cf_live {
+    struct cf *cf;
+    const struct cf_config *cfg;
+    struct cl_volinfo vol; /* bricks the stack serves; options last applied */
+    struct cl_volwatch *watch;
+    int gone;                 /* cairnd said the volume is not served */
+    char reported_layout[64]; /* layout last reported as changed (its generation) */
+};
+
+static int same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b)
+{
+    if (a->n_bricks != b->n_bricks)
+        return 0;
+    for (int i = 0; i < a->n_bricks; i++) {
+        const struct cl_brickinfo *x = &a->bricks[i], *y = &b->bricks[i];
+        if (strcmp(x->addr.host, y->addr.host) != 0 || x->addr.port != y->addr.port ||
+            strcmp(x->path, y->path) != 0 || strcmp(x->id, y->id) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether the effective value of any option differs between the sets. */
+static int opts_differ(const struct opt_set *a, const struct opt_set *b)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(opt_value(a, a->kv[i].name), opt_value(b, a->kv[i].name)) != 0)
+            return 1;
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(opt_value(a, b->kv[i].name), opt_value(b, b->kv[i].name)) != 0)
+            return 1;
+    return 0;
+}
+
+static int opt_changed(const struct opt_set *old, const struct opt_set *new, const char *name)
+{
+    return strcmp(opt_value(old, name), opt_value(new, name)) != 0;
+}
+
+static void set_timeout(double *field, const char *name, const struct opt_set *opts)
+{
+    double d = (double)opt_int(opts, name);
+    __atomic_store(field, &d, __ATOMIC_RELAXED);
+    log_info("option %s now %g s", name, d);
+}
+
+/* The client's own live options, mount options first. */
+static void apply_client_options(struct cf_live *l, const struct opt_set *old,
+                                 const struct opt_set *new)
+{
+    const struct cf_config *cfg = l->cfg;
+    const char *ping = "network.ping-timeout";
+    if (opt_changed(old, new, ping)) {
+        if (cfg->ping_timeout_ms > 0)
+            log_info("option %s is now %s s on the volume; this mount keeps %d s (mount option "
+                     "ping-timeout)",
+                     ping, opt_value(new, ping), cfg->ping_timeout_ms / 1000);
+        else
+            log_info("option %s now %lld s", ping, (long long)opt_int(new, ping));
+    }
+    const char *attr = "client.attribute-timeout";
+    if (opt_changed(old, new, attr)) {
+        if (cfg->attr_timeout >= 0)
+            log_info("option %s is now %s s on the volume; this mount keeps %g s (mount option "
+                     "attribute-timeout)",
+                     attr, opt_value(new, attr), cfg->attr_timeout);
+        else
+            set_timeout(&l->cf->attr_timeout, attr, new);
+    }
+    const char *entry = "client.entry-timeout";
+    if (opt_changed(old, new, entry)) {
+        if (cfg->entry_timeout >= 0)
+            log_info("option %s is now %s s on the volume; this mount keeps %g s (mount option "
+                     "entry-timeout)",
+                     entry, opt_value(new, entry), cfg->entry_timeout);
+        else
+            set_timeout(&l->cf->entry_timeout, entry, new);
+    }
+    const char *lvl = "diagnostics.client-log-level";
+    if (opt_changed(old, new, lvl)) {
+        int level = log_parse_level(opt_value(new, lvl));
+        if (cfg->log_level >= 0) {
+            log_info("option %s is now %s on the volume; this mount keeps its mount option "
+                     "log-level",
+                     lvl, opt_value(new, lvl));
+        } else if (level < 0) {
+            log_warn("option %s: unknown level '%s'; ignored", lvl, opt_value(new, lvl));
+        } else if (level > (int)log_get_level()) {
+            /* log the change at the more verbose of the two levels */
+            log_set_level((enum log_level)level);
+            log_info("option %s now %s", lvl, opt_value(new, lvl));
+        } else {
+            log_info("option %s now %s", lvl, opt_value(new, lvl));
+            log_set_level((enum log_level)level);
+        }
+    }
+}
+
+/* What the stack's layers see: the volume's options with the mount's
+ * overrides in their place. */
+static int effective_options(const struct cf_config *cfg, const struct opt_set *vol,
+                             struct opt_set *out)
+{
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < vol->n && rc == 0; i++)
+        rc = opt_set_put(out, vol->kv[i].name, vol->kv[i].value);
+    if (rc == 0 && cfg->ping_timeout_ms > 0) {
+        char v[32];
+        snprintf(v, sizeof(v), "%d", cfg->ping_timeout_ms / 1000);
+        rc = opt_set_put(out, "network.ping-timeout", v);
+    }
+    if (rc < 0)
+        opt_set_free(out);
+    return rc;
+}
+
+static void changed_cb(const struct cl_volinfo *v, void *ctx)
+{
+    struct cf_live *l = ctx;
+    if (l->gone) {
+        log_info("volume %s is started again (generation %llu)", v->name,
+                 (unsigned long long)v->gen);
+        l->gone = 0;
+    }
+    if (!same_bricks(&l->vol, v)) {
+        char sig[64];
+        snprintf(sig, sizeof(sig), "%llu", (unsigned long long)v->gen);
+        if (strcmp(sig, l->reported_layout) != 0)
+            log_warn("volume %s: layout changed (generation %llu: %d bricks, this mount uses %d "
+                     "as they were at mount time); remount to use it",
+                     v->name, (unsigned long long)v->gen, v->n_bricks, l->vol.n_bricks);
+        snprintf(l->reported_layout, sizeof(l->reported_layout), "%s", sig);
+    } else {
+        l->reported_layout[0] = 0;
+    }
+    if (!opts_differ(&l->vol.opts, &v->opts))
+        return;
+    apply_client_options(l, &l->vol.opts, &v->opts);
+    struct opt_set eff, copy = {0};
+    int rc = effective_options(l->cfg, &v->opts, &eff);
+    if (rc == 0) {
+        cl_layer_reconfigure_all(l->cf->stack, &eff);
+        opt_set_free(&eff);
+    }
+    for (size_t i = 0; i < v->opts.n && rc == 0; i++)
+        rc = opt_set_put(&copy, v->opts.kv[i].name, v->opts.kv[i].value);
+    if (rc < 0) {
+        log_error("out of memory applying the options of volume %s", v->name);
+        opt_set_free(&copy);
+        return;
+    }
+    opt_set_free(&l->vol.opts);
+    l->vol.opts = copy;
+}
+
+static void gone_cb(const char *text, void *ctx)
+{
+    struct cf_live *l = ctx;
+    l->gone = 1;
+    log_warn("cairnd says: %s; the mount stays, and works again once the volume is started", text);
+}
+
+int cf_live_start(struct cf *cf, const struct cf_config *cfg, const struct net_addr *servers, int n,
+                  int first, struct cl_volinfo *vol)
+{
+    struct cf_live *l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->cf = cf;
+    l->cfg = cfg;
+    l->vol = *vol;
+    memset(vol, 0, sizeof(*vol));
+    struct cl_volwatch_params p = {
+        .servers = servers,
+        .n_servers = n,
+        .first = first,
+        .volume = l->vol.name,
+        .gen = l->vol.gen,
+        .timeout_ms = MGMT_TIMEOUT_MS,
+        .changed_cb = changed_cb,
+        .gone_cb = gone_cb,
+        .ctx = l,
+    };
+    cf->live = l;
+    if (!(l->watch = cl_volwatch_start(&p))) {
+        cf->live = NULL;
+        cl_volinfo_free(&l->vol);
+        free(l);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void cf_live_stop(struct cf *cf)
+{
+    struct cf_live *l = cf->live;
+    if (l && l->watch) {
+        cl_volwatch_stop(l->watch);
+        l->watch = NULL;
+    }
+}
+
+void cf_live_free(struct cf *cf)
+{
+    struct cf_live *l = cf->live;
+    if (!l)
+        return;
+    cf_live_stop(cf);
+    cl_volinfo_free(&l->vol);
+    free(l);
+    cf->live = NULL;
+}
