@@ -27,6 +27,26 @@ static int use_cairnd;
 static char listen_addr[64];
 static pid_t brick_pid;
 
+/* SIGSTOP is delivered asynchronously: wait until the process is stopped,
+ * or a request sent right away may still be answered. */
+static void freeze_brick(void)
+{
+    char path[64], buf[512];
+    kill(brick_pid, SIGSTOP);
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)brick_pid);
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        if (p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't'))
+            return;
+        usleep(2000);
+    }
+}
+
 static int start_brick(void)
 {
     brick_pid = fork();
@@ -201,7 +221,7 @@ faults:
 
     /* a hung (stopped) brick: the call in flight fails with ETIMEDOUT
      * within about the ping timeout */
-    kill(brick_pid, SIGSTOP);
+    freeze_brick();
     t0 = net_now_ms();
     rc = simple(l, RPC_OP_LOOKUP, "/f");
     dt = net_now_ms() - t0;
