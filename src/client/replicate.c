@@ -326,6 +326,9 @@ static void fan_finish(struct fan *f)
         status = 0;
     else if (f->kind == FAN_SYNC)
         status = ok ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
+    else if (f->kind == FAN_OPEN && f->parent->args.op != RPC_OP_CREATE)
+        /* Opening changes nothing: one data child that has the object will do. */
+        status = first_data_ok >= 0 ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
     else if (cl_repl_quorum_met(r->n, r->arbiter, f->data_op, ok) &&
              (f->kind != FAN_OPEN || first_data_ok >= 0))
         status = 0;
