@@ -161,6 +161,7 @@ int main(int argc, char **argv)
     se = fuse_session_new(&args, &cf_ops, sizeof(cf_ops), &cf);
     if (!se) {
         fprintf(stderr, "cairn-fuse: bad FUSE options: %s\n", opts);
+        fuse_opt_free_args(&args);
         goto out_it;
     }
     if (fuse_set_signal_handlers(se) != 0)
@@ -207,6 +208,7 @@ out_sig:
     fuse_remove_signal_handlers(se);
 out_se:
     fuse_session_destroy(se);
+    fuse_opt_free_args(&args); /* libfuse may have copied them */
 out_it:
     cl_itable_free(cf.it);
 out_vol:
