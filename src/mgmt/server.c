@@ -124,6 +124,9 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
     case RPC_OP_MGMT_GETVOL:
         handle_getvol(p, c, f);
         break;
+    case RPC_OP_PING: /* mounts keep their connection and check it is alive */
+        rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, NULL);
+        break;
     case RPC_OP_HANDSHAKE: {
         struct rpc_buf b;
         rpc_buf_init(&b);
