@@ -127,7 +127,7 @@ def test_live_options_without_remount():
         assert "option client.entry-timeout" not in m.tail(1 << 20)
 
 
-def test_mount_option_keeps_precedence():
+def test_mount_option_precedence_and_volume_restart():
     with Cluster(host=HOST, prefix="live-") as c:
         c.create_volume("pv")
         m = c.mount("pv", os.path.join(c.root, "m"), opts=["attribute-timeout=0"])
@@ -140,6 +140,22 @@ def test_mount_option_keeps_precedence():
             with open(os.path.join(c.volumes["pv"][0], "g"), "ab") as b:
                 b.write(b"y")
             assert os.fstat(f.fileno()).st_size == 2  # not cached for 30 s
+        # stop and start: reported, and the mount works again afterwards
+        c.stop_volume("pv")
+        wait_log(m, "cairnd says: Volume pv is not started")
+        c.cli("volume", "start", "pv")
+        wait_log(m, "volume pv is started again")
+        end = time.time() + 15
+        while True:
+            try:
+                with open(os.path.join(m.path, "g"), "rb") as f:
+                    assert f.read() == b"xy"
+                break
+            except OSError:
+                if time.time() > end:
+                    raise
+                time.sleep(0.2)
+        assert "layout changed" not in m.tail(1 << 20)
 
 
 @pytest.fixture(scope="module")
