@@ -66,7 +66,7 @@ int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name,
             rc = fd;
             snprintf(err, errlen, "cannot connect to cairnd at %s: %s", peer, strerror(-fd));
             if (i + 1 < n)
-                fprintf(stderr, "cairn-fuse: %s; trying the next server\n", err);
+                log_warn("%s; trying the next server", err);
             continue;
         }
         struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, peer);
@@ -88,7 +88,7 @@ int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name,
         if (rc == 0 || answered)
             return rc;
         if (i + 1 < n)
-            fprintf(stderr, "cairn-fuse: %s; trying the next server\n", err);
+            log_warn("%s; trying the next server", err);
     }
     return rc;
 }
