@@ -365,8 +365,11 @@ static void *watch_thread(void *arg)
         }
         if (answered && (rc == -ESRCH || rc == -ENOENT))
             pass_gone(w, 0, err);
-        if (rc == -ECANCELED)
-            continue;
+        pthread_mutex_lock(&w->lock);
+        stopping = w->stopping;
+        pthread_mutex_unlock(&w->lock);
+        if (rc == -ECANCELED || stopping)
+            continue; /* the loop ends; an unmount is no outage */
         if (!(warned & (1u << w->cur)))
             log_warn("%s", err);
         else
