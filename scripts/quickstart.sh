@@ -17,7 +17,9 @@ export PATH=/usr/local/sbin:$PATH
 
 if ! cairn volume list >/dev/null 2>&1; then
     mkdir -p /var/lib/cairnd
-    cairnd --workdir /var/lib/cairnd
+    # A local volume: cairnd answers on loopback only. For a pool of
+    # servers run cairnd without --listen (all addresses); see docs/cluster.md.
+    cairnd --listen 127.0.0.1 --workdir /var/lib/cairnd
     for _ in 1 2 3 4 5 6 7 8 9 10; do
         cairn volume list >/dev/null 2>&1 && break
         sleep 0.5
@@ -26,8 +28,7 @@ fi
 if ! cairn volume info "$VOLUME" >/dev/null 2>&1; then
     mkdir -p "$BRICK"
     # force: on a one-disk machine the brick sits on the root file system
-    cairn volume create "$VOLUME" "$(hostname -I 2>/dev/null | awk '{print $1}' | grep . || echo 127.0.0.1):$BRICK" force 2>/dev/null ||
-        cairn volume create "$VOLUME" "127.0.0.1:$BRICK" force
+    cairn volume create "$VOLUME" "127.0.0.1:$BRICK" force
 fi
 cairn volume info "$VOLUME" | grep -q "Status: Started" || cairn volume start "$VOLUME"
 mkdir -p "$MOUNT"
