@@ -11,7 +11,7 @@ BRICK=${BRICK:-/var/lib/cairn/bricks/$VOLUME}
 MOUNT=${MOUNT:-/mnt/cairn}
 
 scripts/deps.sh
-make -j"$(nproc)"
+make -s -j"$(nproc)"
 make install >/dev/null
 export PATH=/usr/local/sbin:$PATH
 
