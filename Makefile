@@ -71,7 +71,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OB
 
 # Fuzz targets: built as corpus replayers with gcc (tests/fuzz/replay.c
 # provides main); `make fuzz` builds libFuzzer binaries with clang.
-$(BUILD)/fuzz/%-replay: tests/fuzz/%.c tests/fuzz/replay.c $(LIB_OBJ) $(BRICK_OBJ) $(MGMT_OBJ)
+$(BUILD)/fuzz/%-replay: tests/fuzz/%.c tests/fuzz/replay.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
 
@@ -79,7 +79,7 @@ FUZZ_CC ?= clang
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -pthread \
 	-fsanitize=fuzzer,address,undefined
 fuzz: $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(filter-out src/brick/main.c,$(BRICK_SRC)) $(filter-out src/mgmt/main.c,$(MGMT_SRC))
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(filter-out src/brick/main.c,$(BRICK_SRC)) $(CLIENT_SRC) $(filter-out src/mgmt/main.c,$(MGMT_SRC))
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ -lraft -luv
 

@@ -266,9 +266,22 @@ int mgmt_vol_parse(const char *text, size_t len, struct mgmt_vol **out, char *er
     }
     if (!ck)
         BAD("no checksum line (truncated file?)");
-    char *end;
-    unsigned long want = strtoul(ck + 9, &end, 16);
-    if (*end != '\n' || want != rpc_crc32c(0, text, (size_t)(ck - text)))
+    /* The value is 1-8 hex digits up to the newline; parsed by hand since
+     * the buffer is not NUL-terminated and strtoul would skip newlines. */
+    unsigned long want = 0;
+    const char *hex = ck + 9;
+    size_t ndig = 0;
+    for (; hex[ndig] != '\n'; ndig++) {
+        char ch = hex[ndig];
+        int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                         : -1;
+        if (d < 0 || ndig == 8)
+            BAD("checksum mismatch (damaged file)");
+        want = want << 4 | (unsigned long)d;
+    }
+    if (ndig == 0 || want != rpc_crc32c(0, text, (size_t)(ck - text)))
         BAD("checksum mismatch (damaged file)");
     copy = strndup(text, (size_t)(ck - text));
     if (!copy) {
