@@ -463,6 +463,18 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
             return -EAGAIN;
         return rc;
     }
+    /* A client may have changed the object while it was copied: a write
+     * landing on every replica between our read of the source and our
+     * write to a sink would be overwritten there with older data. The
+     * source's ctime moves with every change; if it moved, keep the marks
+     * and heal again on the next pass. */
+    struct look again;
+    if (sinks && (do_lookup(h->ch[src], path, &again) < 0 || again.a.ctime != l[src].a.ctime ||
+                  again.a.ctime_ns != l[src].a.ctime_ns || again.a.size != l[src].a.size)) {
+        log_debug("heal: %s changed while it was healed; again on the next pass", path);
+        h->st->pending++;
+        return -EAGAIN;
+    }
     /* Everything up now agrees: clear the marks that said otherwise. */
     for (int i = 0; i < h->n; i++) {
         if (!(up >> i & 1))
