@@ -153,6 +153,8 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
                  BRICK_XATTR_GFID, path, strerror(-rc));
         goto fail;
     }
+    if ((rc = brick_dircache_init(b)) < 0)
+        goto fail;
     if ((rc = brick_locks_init(b)) < 0) {
         snprintf(err, errlen, "cannot start the lock service: %s", strerror(-rc));
         goto fail;
@@ -163,6 +165,7 @@ fail:
     if (!err[0])
         snprintf(err, errlen, "%s", strerror(-rc));
     if (b) {
+        brick_dircache_fini(b);
         if (b->root_fd >= 0)
             b->vfs->close(b->root_fd);
         free(b->path);
@@ -178,6 +181,7 @@ void brick_close(struct brick *b)
     if (!b)
         return;
     brick_locks_fini(b);
+    brick_dircache_fini(b);
     b->vfs->close(b->root_fd);
     pthread_mutex_destroy(&b->opt_lock);
     free(b->auth_allow);

@@ -32,13 +32,16 @@
 #define BRICK_FEATURES 0ull
 
 struct brick_locks;
+struct brick_dircache;
+struct brick_dent;
 
 struct brick {
     char *path, *volume, *id;
     int root_fd; /* O_RDONLY|O_DIRECTORY on the brick root */
     const struct brick_vfs *vfs;
     struct brick_locks *locks;
-    pthread_mutex_t opt_lock; /* protects the live options below */
+    struct brick_dircache *dircache; /* open parent directories (dircache.c) */
+    pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
 
@@ -92,7 +95,8 @@ enum brick_loc_use {
  * For the root, dirfd is the root itself and name is ".". */
 struct brick_loc {
     int dirfd;
-    int own; /* dirfd was opened for this loc */
+    int own;                 /* dirfd was opened for this loc */
+    struct brick_dent *dent; /* dirfd is borrowed from the directory cache */
     int is_root;
     int parent_is_root;
     char name[NAME_MAX + 1];
@@ -110,6 +114,21 @@ int brick_path_check(const uint8_t *p, size_t len);
 int brick_resolve(struct brick *b, const struct rpc_bytes *path, enum brick_loc_use use,
                   struct brick_loc *loc);
 void brick_loc_release(struct brick *b, struct brick_loc *loc);
+
+/* ---- open parent directories (dircache.c) ---- */
+
+int brick_dircache_init(struct brick *b);
+void brick_dircache_fini(struct brick *b);
+/* An O_PATH fd of the directory path (relative to the root, len bytes, no
+ * leading '/'), resolved like brick_resolve does, from the cache or opened
+ * and cached; *dent is the reference to give back with brick_dircache_put.
+ * Returns the fd or -errno. */
+int brick_dircache_get(struct brick *b, const char *path, size_t len, struct brick_dent **dent);
+void brick_dircache_put(struct brick *b, struct brick_dent *dent);
+/* Drops the cached directories at and below path (a request path). Every
+ * operation that moves or removes a directory calls it after the change
+ * (rename: both paths; rmdir), before replying. */
+void brick_dircache_invalidate(struct brick *b, const char *path);
 
 /* ---- objects (object.c) ---- */
 

@@ -299,6 +299,8 @@ static int remove_name(struct brick_req *r, int flags)
         rc = flags ? -EBUSY : -EISDIR;
     if (rc == 0)
         rc = VFS->unlinkat(loc.dirfd, loc.name, flags);
+    if (rc == 0 && (flags & AT_REMOVEDIR))
+        brick_dircache_invalidate(r->b, loc.path);
     brick_loc_release(r->b, &loc);
     return rc;
 }
@@ -329,6 +331,11 @@ int brick_op_rename(struct brick_req *r)
         rc = -EBUSY;
     if (rc == 0)
         rc = VFS->renameat2(from.dirfd, from.name, to.dirfd, to.name, flags);
+    if (rc == 0) {
+        /* Whichever of them is a directory moved or went away. */
+        brick_dircache_invalidate(r->b, from.path);
+        brick_dircache_invalidate(r->b, to.path);
+    }
     brick_loc_release(r->b, &to);
     brick_loc_release(r->b, &from);
     return rc;

@@ -1,6 +1,7 @@
 /* Request paths to (parent directory fd, name), never escaping the brick
  * root: every component is checked, the parent is opened with openat2()
- * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, and the final name is acted on with
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS (and kept open in the directory
+ * cache for the next request there), and the final name is acted on with
  * *at() calls that do not follow it. */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +47,7 @@ int brick_resolve(struct brick *b, const struct rpc_bytes *path, enum brick_loc_
 {
     loc->dirfd = -1;
     loc->own = 0;
+    loc->dent = NULL;
     loc->is_root = 0;
     loc->parent_is_root = 0;
     loc->name[0] = 0;
@@ -75,25 +77,24 @@ int brick_resolve(struct brick *b, const struct rpc_bytes *path, enum brick_loc_
         loc->parent_is_root = 1;
         return 0;
     }
-    char parent[PATH_MAX];
-    size_t plen = (size_t)(last - first);
-    memcpy(parent, first, plen);
-    parent[plen] = 0;
-    int fd = b->vfs->resolve(b->root_fd, parent, O_PATH | O_DIRECTORY);
+    /* The parent comes from the cache of open directories (dircache.c). */
+    int fd = brick_dircache_get(b, first, (size_t)(last - first), &loc->dent);
     if (fd < 0) {
         /* ELOOP for a symlink on the way, EXDEV for a way out. */
         log_debug("resolving the parent of %s: %s", loc->path, strerror(-fd));
         return fd;
     }
     loc->dirfd = fd;
-    loc->own = 1;
     return 0;
 }
 
 void brick_loc_release(struct brick *b, struct brick_loc *loc)
 {
-    if (loc->own && loc->dirfd >= 0)
+    if (loc->dent)
+        brick_dircache_put(b, loc->dent);
+    else if (loc->own && loc->dirfd >= 0)
         b->vfs->close(loc->dirfd);
     loc->dirfd = -1;
     loc->own = 0;
+    loc->dent = NULL;
 }

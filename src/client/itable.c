@@ -16,6 +16,7 @@ struct ino {
     uint64_t nlookup, nchildren;
     uint64_t *fhs; /* open file handles, for attribute calls once unlinked */
     size_t n_fh, cap_fh;
+    int locked; /* a SETLK went out for it (cl_itable_mark_locked) */
     struct ino *next_id, *next_gfid, *next_name;
 };
 
@@ -452,6 +453,24 @@ void cl_itable_close_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh)
             break;
         }
     pthread_mutex_unlock(&t->lock);
+}
+
+void cl_itable_mark_locked(struct cl_itable *t, uint64_t nodeid)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    if (i)
+        i->locked = 1;
+    pthread_mutex_unlock(&t->lock);
+}
+
+int cl_itable_was_locked(struct cl_itable *t, uint64_t nodeid)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    int r = !i || i->locked;
+    pthread_mutex_unlock(&t->lock);
+    return r;
 }
 
 int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh)

@@ -56,6 +56,13 @@ int cl_itable_open_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh);
 void cl_itable_close_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh);
 int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh);
 
+/* POSIX record locks: the bridge marks an inode before its first SETLK is
+ * sent; until then no owner of this mount can hold a lock or wait for one on
+ * it, so a FLUSH (close) has nothing to release on the brick. was_locked
+ * answers 1 for an unknown node (the safe side). */
+void cl_itable_mark_locked(struct cl_itable *t, uint64_t nodeid);
+int cl_itable_was_locked(struct cl_itable *t, uint64_t nodeid);
+
 /* Number of inodes (including the root); for tests and statistics. */
 size_t cl_itable_count(struct cl_itable *t);
 /* The node id of name in parent, 0 if unknown; for tests. */

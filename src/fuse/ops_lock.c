@@ -93,11 +93,10 @@ static void wait_interrupt_cb(fuse_req_t req, void *data)
     c->args.fh = f->op.args.fh;
     c->args.owner = f->op.args.owner;
     c->args.lock = f->op.args.lock;
-    c->args.present = f->op.args.present & ((1ull << RPC_T_FH) | (1ull << RPC_T_OWNER) |
-                                            (1ull << RPC_T_LOCK));
+    c->args.present =
+        f->op.args.present & ((1ull << RPC_T_FH) | (1ull << RPC_T_OWNER) | (1ull << RPC_T_LOCK));
     RPC_SET(&c->args, flags, RPC_T_FLAGS,
-            f->op.args.op == RPC_OP_SETLK ? RPC_LK_CANCEL
-                                          : (f->op.args.flags | RPC_FLOCK_CANCEL));
+            f->op.args.op == RPC_OP_SETLK ? RPC_LK_CANCEL : (f->op.args.flags | RPC_FLOCK_CANCEL));
     cl_submit(f->cf->stack, c);
 }
 
@@ -128,6 +127,9 @@ void cf_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct 
     if (rc < 0)
         FOP_FAIL(f, rc);
     RPC_SET(&f->op.args, flags, RPC_T_FLAGS, sleep ? RPC_LK_WAIT : 0);
+    /* Before it is sent: from now on closes of this file go to the brick
+     * (cf_flush). */
+    cl_itable_mark_locked(f->cf->it, ino);
     submit_maybe_waiting(f, sleep && lock->l_type != F_UNLCK);
 }
 

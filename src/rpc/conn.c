@@ -13,6 +13,10 @@
 #include "../lib/net.h"
 
 #define PENDING_BUCKETS 256
+/* The reader's receive buffer: one read() usually brings a whole frame (and
+ * any frames queued behind it) instead of one for the header and one for the
+ * body. Larger bodies are read straight into their own allocation. */
+#define RX_BUF 65536
 
 struct pending {
     struct pending *next;
@@ -37,6 +41,8 @@ struct rpc_conn {
     unsigned n_pending;
     uint64_t next_reqid;
     uint64_t last_rx_ms;
+    uint8_t *rx;           /* receive buffer, the reader thread's alone */
+    size_t rx_pos, rx_len; /* unconsumed bytes are rx[rx_pos, rx_len) */
 };
 
 void rpc_frame_free(struct rpc_frame *f)
@@ -81,6 +87,7 @@ void rpc_conn_put(struct rpc_conn *c)
     if (!last)
         return;
     close(c->fd);
+    free(c->rx);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -360,39 +367,81 @@ static void fail_all_pending(struct rpc_conn *c, int reason)
     }
 }
 
+/* One read() into the receive buffer: 0, or -errno (-ECONNRESET at EOF). */
+static int rx_fill(struct rpc_conn *c)
+{
+    if (c->rx_pos == c->rx_len) {
+        c->rx_pos = c->rx_len = 0;
+    } else if (c->rx_pos > 0 && RX_BUF - c->rx_len < RPC_HDR_LEN) {
+        memmove(c->rx, c->rx + c->rx_pos, c->rx_len - c->rx_pos);
+        c->rx_len -= c->rx_pos;
+        c->rx_pos = 0;
+    }
+    for (;;) {
+        ssize_t n = read(c->fd, c->rx + c->rx_len, RX_BUF - c->rx_len);
+        if (n > 0) {
+            c->rx_len += (size_t)n;
+            return 0;
+        }
+        if (n == 0)
+            return -ECONNRESET;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
 /* Reads one frame from the socket; returns 0, or -errno / -EPROTO with why. */
 static int read_frame(struct rpc_conn *c, struct rpc_frame *f, const char **why)
 {
-    uint8_t hdr[RPC_HDR_LEN];
-    int rc = net_read_all(c->fd, hdr, sizeof(hdr));
-    if (rc < 0) {
-        *why = NULL;
-        return rc;
-    }
-    rc = rpc_hdr_decode(hdr, sizeof(hdr), &f->hdr, why);
+    int rc;
+    *why = NULL;
+    while (c->rx_len - c->rx_pos < RPC_HDR_LEN)
+        if ((rc = rx_fill(c)) < 0)
+            return rc;
+    rc = rpc_hdr_decode(c->rx + c->rx_pos, RPC_HDR_LEN, &f->hdr, why);
     if (rc < 0)
         return rc;
-    f->body = malloc(f->hdr.body_len ? f->hdr.body_len : 1);
+    c->rx_pos += RPC_HDR_LEN;
+    size_t len = f->hdr.body_len;
+    f->body = malloc(len ? len : 1);
     if (!f->body) {
         *why = "out of memory";
         return -ENOMEM;
     }
-    rc = net_read_all(c->fd, f->body, f->hdr.body_len);
-    if (rc < 0) {
-        *why = "connection lost inside a frame";
-        return rc;
+    size_t have = c->rx_len - c->rx_pos;
+    if (have >= len) {
+        memcpy(f->body, c->rx + c->rx_pos, len);
+        c->rx_pos += len;
+    } else {
+        memcpy(f->body, c->rx + c->rx_pos, have);
+        c->rx_pos = c->rx_len = 0;
+        rc = net_read_all(c->fd, f->body + have, len - have);
+        if (rc < 0) {
+            *why = "connection lost inside a frame";
+            return rc;
+        }
     }
-    if (rpc_crc32c(0, f->body, f->hdr.body_len) != f->hdr.body_crc) {
+    if (rpc_crc32c(0, f->body, len) != f->hdr.body_crc) {
         *why = "body checksum mismatch";
         return -EPROTO;
     }
-    return rpc_msg_decode(f->body, f->hdr.body_len, &f->msg, why);
+    return rpc_msg_decode(f->body, len, &f->msg, why);
+}
+
+int rpc_conn_rx_pending(const struct rpc_conn *c)
+{
+    return c->rx_pos < c->rx_len;
 }
 
 static void *reader_main(void *arg)
 {
     struct rpc_conn *c = arg;
     int reason = 0;
+    if (!c->rx && !(c->rx = malloc(RX_BUF))) {
+        log_error("out of memory starting a reader for %s", c->peer);
+        reason = -ENOMEM;
+        goto out;
+    }
     for (;;) {
         struct rpc_frame *f = calloc(1, sizeof(*f));
         const char *why = NULL;
@@ -428,8 +477,8 @@ static void *reader_main(void *arg)
             struct pending *p = take_pending(c, f->hdr.reqid);
             int take = 0;
             if (!p)
-                log_debug("reply to unknown request %llu from %s",
-                          (unsigned long long)f->hdr.reqid, c->peer);
+                log_debug("reply to unknown request %llu from %s", (unsigned long long)f->hdr.reqid,
+                          c->peer);
             else if (p->cb)
                 p->cb(p->arg, f->hdr.status, f, &take);
             free(p);
@@ -445,6 +494,7 @@ static void *reader_main(void *arg)
             break;
         }
     }
+out:
     rpc_conn_close(c, reason ? reason : -ENOTCONN);
     pthread_mutex_lock(&c->lock);
     int close_reason = c->close_reason;

@@ -69,6 +69,12 @@ int rpc_conn_reply(struct rpc_conn *c, uint64_t reqid, uint16_t op, int status,
                    const struct rpc_buf *body);
 int rpc_conn_notify(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body);
 
+/* Whether received bytes wait behind the frame being handled (more requests
+ * already queued). Only for callbacks running on c's reader thread, e.g. a
+ * server deciding to answer a cheap request inline rather than hand it to
+ * another thread. */
+int rpc_conn_rx_pending(const struct rpc_conn *c);
+
 /* Liveness, called periodically by the owner: sends a PING when nothing was
  * received for idle_ms, and closes the connection with -ETIMEDOUT when calls
  * are pending and nothing was received for timeout_ms. */

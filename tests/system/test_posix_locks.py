@@ -43,6 +43,12 @@ for line in sys.stdin:
             os.close(fd)
             fd = None
             out = "OK"
+        elif a[0] == "open2":
+            fd2 = os.open(a[1], os.O_RDONLY)
+            out = "OK"
+        elif a[0] == "close2":
+            os.close(fd2)
+            out = "OK"
         elif a[0] == "pid":
             out = f"OK {os.getpid()}"
         elif a[0] == "exit":
@@ -182,6 +188,28 @@ def test_fcntl_released_on_close(agents, lockfile):
     assert c.cmd("setlk wr 0 1") in CONFLICT
     assert h.cmd("close") == "OK"
     assert c.cmd("setlk wr 0 1") == "OK"
+
+
+def test_fcntl_released_by_close_of_another_fd(agents, lockfile):
+    # POSIX: closing any descriptor of the file drops the process's locks on
+    # it, also one that never took a lock (the mount answers FLUSH of files
+    # without locks itself, so this checks it tracks the file, not the fd)
+    h = agents(lockfile[0])
+    c = agents(lockfile[1])
+    assert h.cmd("setlk wr 0 0") == "OK"
+    assert h.cmd("open2 " + lockfile[0]) == "OK"
+    assert c.cmd("setlk wr 0 1") in CONFLICT
+    assert h.cmd("close2") == "OK"
+    assert c.cmd("setlk wr 0 1") == "OK"
+
+
+def test_fcntl_close_without_locks_keeps_other_mounts_lock(agents, lockfile):
+    h = agents(lockfile[0])
+    c = agents(lockfile[1])
+    assert h.cmd("setlk wr 0 0") == "OK"
+    assert c.cmd("close") == "OK"
+    assert c.cmd("open " + lockfile[1]) == "OK"
+    assert c.cmd("setlk wr 0 1") in CONFLICT
 
 
 def test_fcntl_released_when_holder_dies(agents, lockfile):
