@@ -18,8 +18,7 @@
  * O_TMPFILE, O_DIRECTORY, ...) are the brick's business. O_DIRECT is the
  * client's: its kernel bypasses its own page cache; request buffers on the
  * brick are not aligned for O_DIRECT, and O_SYNC/O_DSYNC carry durability. */
-#define OPEN_FLAGS_ALLOWED                                                                         \
-    (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME | O_EXCL)
+#define OPEN_FLAGS_ALLOWED (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME | O_EXCL)
 
 static int open_flags(const struct rpc_msg *in)
 {
@@ -29,14 +28,19 @@ static int open_flags(const struct rpc_msg *in)
     return f | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
 }
 
-/* Replies FH and ATTR for a freshly opened fd, which the handle takes. */
-static int reply_open(struct brick_req *r, int fd, int flags)
+/* Replies FH and ATTR for a freshly opened fd, which the handle takes. st
+ * and g, when the caller has them current, save the stat and xattr reads. */
+static int reply_open_known(struct brick_req *r, int fd, int flags, const struct stat *known,
+                            const gfid_t *g)
 {
     struct rpc_attr a;
     struct stat st;
     uint64_t id;
-    int rc = brick_fd_attr(r->b, fd, &a);
-    if (rc < 0 || (rc = VFS->fstatat(fd, "", &st)) < 0) {
+    int rc = 0;
+    if (known && g) {
+        st = *known;
+        rpc_attr_from_stat(&a, &st, g);
+    } else if ((rc = brick_fd_attr(r->b, fd, &a)) < 0 || (rc = VFS->fstatat(fd, "", &st)) < 0) {
         VFS->close(fd);
         return rc;
     }
@@ -54,6 +58,11 @@ static int reply_open(struct brick_req *r, int fd, int flags)
     rpc_put_u64(r->out, RPC_T_FH, id);
     rpc_put_attr(r->out, RPC_T_ATTR, &a);
     return 0;
+}
+
+static int reply_open(struct brick_req *r, int fd, int flags)
+{
+    return reply_open_known(r, fd, flags, NULL, NULL);
 }
 
 /* Opens an existing regular file. Anything else is refused before it is
@@ -98,13 +107,13 @@ int brick_op_open(struct brick_req *r)
     return rc;
 }
 
-/* A new file made by CREATE: id, owner; on failure it is removed again. */
+/* A new file made by CREATE: id, owner; on failure it is removed again.
+ * Leaves the file's attributes, read after the last change, in st. */
 static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd, const gfid_t *g,
-                        mode_t mode)
+                        mode_t mode, struct stat *st)
 {
     uid_t uid;
     gid_t gid;
-    struct stat st;
     int rc = VFS->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
     /* A lookup racing with the create may have given the new file an id
      * already; the creator's id wins. */
@@ -113,12 +122,14 @@ static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd
     if (rc < 0)
         return rc;
     brick_create_owner(r->b, loc, r->in, &uid, &gid);
-    if ((rc = VFS->fstatat(fd, "", &st)) < 0)
+    if ((rc = VFS->fstatat(fd, "", st)) < 0)
         return rc;
-    if (st.st_uid != uid || st.st_gid != gid) {
+    if (st->st_uid != uid || st->st_gid != gid) {
         if ((rc = VFS->fchown(fd, uid, gid)) < 0)
             return rc;
         if ((mode & (S_ISUID | S_ISGID)) && (rc = VFS->fchmod(fd, mode)) < 0)
+            return rc;
+        if ((rc = VFS->fstatat(fd, "", st)) < 0) /* owner, mode and ctime changed */
             return rc;
     }
     return 0;
@@ -147,13 +158,14 @@ int brick_op_create(struct brick_req *r)
     for (int tries = 0; tries < 5; tries++) {
         int fd = VFS->openat(loc.dirfd, loc.name, flags | O_CREAT | O_EXCL, mode);
         if (fd >= 0) {
-            if ((rc = init_created(r, &loc, fd, &g, mode)) < 0) {
+            struct stat st;
+            if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0) {
                 log_debug("create of %s failed after the create: %s", loc.path, strerror(-rc));
                 VFS->close(fd);
                 VFS->unlinkat(loc.dirfd, loc.name, 0);
                 goto out;
             }
-            rc = reply_open(r, fd, flags);
+            rc = reply_open_known(r, fd, flags, &st, &g);
             goto out;
         }
         if (fd != -EEXIST || (flags & O_EXCL)) {
