@@ -123,6 +123,9 @@ void fop_release_orphan(struct cf *cf, uint16_t opcode, uint64_t fh);
 void fop_done_err_cb(struct cl_op *op);
 void fop_done_attr_cb(struct cl_op *op);
 void fop_done_entry_cb(struct cl_op *op);
+/* Release of a file or directory handle: always success to the kernel,
+ * which has forgotten the handle either way; failures are logged. */
+void fop_done_release_cb(struct cl_op *op);
 
 /* Handlers (ops_*.c). */
 void cf_init(void *userdata, struct fuse_conn_info *conn);

@@ -176,3 +176,14 @@ void fop_release_orphan(struct cf *cf, uint16_t opcode, uint64_t fh)
     RPC_SET(&op->args, fh, RPC_T_FH, fh);
     cl_submit(cf->stack, op);
 }
+
+void fop_done_release_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0 && op->status != -ENOTCONN && op->status != -ETIMEDOUT)
+        log_warn("releasing handle %llu: %s", (unsigned long long)f->op.args.fh,
+                 strerror(-op->status));
+    /* The kernel has forgotten the handle either way. */
+    fuse_reply_err(f->req, 0);
+    fop_free(f);
+}

@@ -204,28 +204,17 @@ void cf_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     do_readdir(req, ino, size, off, fi, 1);
 }
 
-static void releasedir_cb(struct cl_op *op)
-{
-    struct fop *f = op->ctx;
-    fuse_reply_err(f->req, 0);
-    fop_free(f);
-}
-
 void cf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct fop *f = fop_new(req, RPC_OP_RELEASEDIR, releasedir_cb);
+    struct fop *f = fop_new(req, RPC_OP_RELEASEDIR, fop_done_release_cb);
     if (!f)
         return;
     RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
     fop_submit(f);
 }
 
+/* A directory handle syncs like a file's: FSYNC on the brick handle. */
 void cf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    struct fop *f = fop_new(req, RPC_OP_FSYNC, fop_done_err_cb);
-    if (!f)
-        return;
-    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
-    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, datasync ? 1 : 0);
-    fop_submit(f);
+    cf_fsync(req, ino, datasync, fi);
 }

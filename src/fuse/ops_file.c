@@ -167,22 +167,11 @@ void cf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fop_submit(f);
 }
 
-static void release_cb(struct cl_op *op)
-{
-    struct fop *f = op->ctx;
-    if (op->status < 0 && op->status != -ENOTCONN && op->status != -ETIMEDOUT)
-        log_warn("releasing handle %llu: %s", (unsigned long long)f->op.args.fh,
-                 strerror(-op->status));
-    /* The kernel has forgotten the handle either way. */
-    fuse_reply_err(f->req, 0);
-    fop_free(f);
-}
-
 void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
     cl_itable_close_fh(cf->it, ino, fi->fh);
-    struct fop *f = fop_new(req, RPC_OP_RELEASE, release_cb);
+    struct fop *f = fop_new(req, RPC_OP_RELEASE, fop_done_release_cb);
     if (!f)
         return;
     RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
