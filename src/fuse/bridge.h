@@ -38,6 +38,7 @@ struct cf_config {
 int cf_parse_args(int argc, char **argv, struct cf_config *cfg);
 
 struct cf_live;
+struct cf_leases;
 
 /* State of one mount, the session's userdata. */
 struct cf {
@@ -46,7 +47,9 @@ struct cf {
     /* Changed live by the management connection's thread (live.c): read them
      * with cf_attr_timeout / cf_entry_timeout. */
     double attr_timeout, entry_timeout;
+    int attr_fixed, entry_fixed; /* set by mount option: leases do not lengthen it */
     struct cf_live *live;
+    struct cf_leases *leases; /* lease.c */
 };
 
 static inline double cf_attr_timeout(struct cf *cf)
@@ -76,6 +79,27 @@ void cf_live_stop(struct cf *cf);
 /* Frees what cf_live_start took over (the layout): after the stack is gone. */
 void cf_live_free(struct cf *cf);
 
+/* ---- lease.c: kernel caching under leases (docs/consistency.md) ----
+ * cf_leases_start hooks the recall handler into the stack parameters (call
+ * it before the stack is built, after daemonizing). Stop it after the FUSE
+ * loop ended, free it after the stack is gone. */
+int cf_leases_start(struct cf *cf, struct fuse_session *se, struct cl_stack_params *sp);
+void cf_leases_stop(struct cf *cf);
+void cf_leases_free(struct cf *cf);
+/* client.leases and client.lease-cache-timeout (live). */
+void cf_lease_configure(struct cf *cf, int enabled, double cache_timeout);
+struct fop;
+/* Asks for a lease with the request (when leases are on). */
+void cf_lease_ask(struct fop *f);
+/* Replies that carry timeouts are decided and sent between these two. */
+void cf_reply_begin(struct cf *cf);
+void cf_reply_end(struct cf *cf);
+/* Whether f's reply came with a lease still valid. */
+int cf_lease_held(const struct fop *f);
+/* Kernel timeouts for f's reply: long under a lease, else the volume's. */
+double cf_lease_entry_timeout(const struct fop *f);
+double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a);
+
 struct fop {
     struct cl_op op;
     fuse_req_t req;
@@ -86,6 +110,7 @@ struct fop {
     uint64_t off;     /* readdir: the kernel offset asked for */
     struct fuse_file_info fi;
     void *data; /* owned copy of write data, xattr value */
+    uint64_t lease_seq; /* lease.c: recall sequence + 1 when a lease was asked */
     char name[NAME_MAX + 1], name2[NAME_MAX + 1];
     char path[PATH_MAX], path2[PATH_MAX];
 };
@@ -99,6 +124,9 @@ void fop_free(struct fop *f);
 int fop_path(struct fop *f, fuse_ino_t ino, const char *name);
 /* Sets PATH2 to newparent's path plus "/name2" (copied into f->name2). */
 int fop_path2(struct fop *f, fuse_ino_t ino, const char *name);
+/* For a change by handle: also sends ino's path, which names the leases the
+ * brick must recall (nothing when the file has no name left). */
+void fop_lease_key(struct fop *f, fuse_ino_t ino);
 /* Submits to the stack (the reply comes from done). */
 void fop_submit(struct fop *f);
 /* Replies with -status (transport failures as ENOTCONN) and frees f. */

@@ -15,6 +15,7 @@ void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int rc = fop_path(f, parent, name);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -58,6 +59,8 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = target(f, ino, fi);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    fop_lease_key(f, ino);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -107,6 +110,8 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     if (to_set & FUSE_SET_ATTR_CTIME)
         valid |= RPC_SET_CTIME;
     RPC_SET(a, valid, RPC_T_VALID, valid);
+    fop_lease_key(f, ino);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -151,6 +156,7 @@ static struct fop *new_entry_op(fuse_req_t req, uint16_t opcode, fuse_ino_t pare
     gfid_generate(&f->op.args.gfid);
     f->op.args.present |= 1ull << RPC_T_GFID;
     fop_set_creator(f, with_umask);
+    cf_lease_ask(f);
     return f;
 }
 
@@ -259,6 +265,7 @@ void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     /* The entry reply names the new link. */
     f->parent = newparent;
     memcpy(f->name, f->name2, sizeof(f->name));
+    cf_lease_ask(f);
     fop_submit(f);
 }
 

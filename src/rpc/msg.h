@@ -58,6 +58,12 @@ enum rpc_op {
     RPC_OP_MARK = 70,   /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
     RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
     RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
+
+    /* Leases (docs/consistency.md). RECALL is sent by the brick (a
+     * notification, PATH and, for a change of one entry, NAME); the holder
+     * drops what it cached under the lease, then answers with RETURN (PATH). */
+    RPC_OP_LEASE_RECALL = 80,
+    RPC_OP_LEASE_RETURN = 81,
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
@@ -108,8 +114,15 @@ enum rpc_tag {
     RPC_T_REPLICA = 40, /* u: GETVOL: bricks per replica set (absent: 1) */
     RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
     RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
+    RPC_T_LEASE = 43,   /* u: request: a lease is wanted; reply: RPC_LEASE_* granted */
     RPC_T_MAX = 64,
 };
+
+/* LEASE bits. A lease on a path covers the object's attributes and extended
+ * attributes and, for a directory, its entries. A request's LEASE asks for
+ * leases on PATH and on PATH's parent (READDIR: the directory and every
+ * entry returned); the reply's LEASE says they were granted. */
+#define RPC_LEASE_READ 1u
 
 /* setattr mask bits (wire-visible) */
 #define RPC_SET_MODE (1u << 0)
@@ -167,7 +180,7 @@ struct rpc_bytes {
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence, gen, replica, arbiter, pending;
+        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease;
     struct rpc_bytes path, path2, name, data, text, host, id;
     gfid_t gfid;
     struct rpc_attr attr;
