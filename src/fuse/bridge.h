@@ -39,6 +39,7 @@ int cf_parse_args(int argc, char **argv, struct cf_config *cfg);
 
 struct cf_live;
 struct cf_leases;
+struct cf_known;
 
 /* State of one mount, the session's userdata. */
 struct cf {
@@ -50,6 +51,7 @@ struct cf {
     int attr_fixed, entry_fixed; /* set by mount option: leases do not lengthen it */
     struct cf_live *live;
     struct cf_leases *leases; /* lease.c */
+    struct cf_known *known;   /* known.c */
 };
 
 static inline double cf_attr_timeout(struct cf *cf)
@@ -89,6 +91,9 @@ void cf_leases_free(struct cf *cf);
 /* client.leases and client.lease-cache-timeout (live). */
 void cf_lease_configure(struct cf *cf, int enabled, double cache_timeout);
 struct fop;
+/* After this mount renamed node: what the kernel cached about it and below
+ * it is dropped (the brick dropped those leases with the rename). */
+void cf_lease_drop_node(struct cf *cf, uint64_t node);
 /* Asks for a lease with the request (when leases are on). */
 void cf_lease_ask(struct fop *f);
 /* Replies that carry timeouts are decided and sent between these two. */
@@ -99,6 +104,23 @@ int cf_lease_held(const struct fop *f);
 /* Kernel timeouts for f's reply: long under a lease, else the volume's. */
 double cf_lease_entry_timeout(const struct fop *f);
 double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a);
+
+/* ---- known.c: answers without the brick, under leases ---- */
+int cf_known_init(struct cf *cf);
+void cf_known_free(struct cf *cf);
+/* dir was made by this mount under a lease: it is complete (empty). */
+void cf_known_dir_made(struct cf *cf, uint64_t dir);
+/* This mount added / removed name in dir (no effect unless dir is complete). */
+void cf_known_add(struct cf *cf, uint64_t dir, const char *name);
+void cf_known_remove(struct cf *cf, uint64_t dir, const char *name);
+/* 1 when dir is complete and has no entry name. */
+int cf_known_absent(struct cf *cf, uint64_t dir, const char *name);
+/* node was created here under a lease: it has no security.capability. */
+void cf_known_nocaps(struct cf *cf, uint64_t node);
+int cf_known_has_nocaps(struct cf *cf, uint64_t node);
+/* The lease on node is gone: forget what was known about it. */
+void cf_known_forget(struct cf *cf, uint64_t node);
+void cf_known_forget_all(struct cf *cf);
 
 struct fop {
     struct cl_op op;

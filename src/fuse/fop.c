@@ -165,6 +165,11 @@ void fop_done_entry_cb(struct cl_op *op)
         fop_fail(f, rc);
         return;
     }
+    unsigned code = (unsigned)op->args.op;
+    if (code != RPC_OP_LOOKUP)
+        cf_known_add(f->cf, f->parent, f->name);
+    if (code == RPC_OP_MKDIR && cf_lease_held(f))
+        cf_known_dir_made(f->cf, e.ino);
     /* An interrupted request never reaches the kernel: undo its lookup. */
     if (fuse_reply_entry(f->req, &e) != 0)
         cl_itable_forget(f->cf->it, e.ino, 1);

@@ -34,7 +34,8 @@
 struct job {
     struct job *next;
     struct cl_layer *from;
-    char *path; /* NULL: every lease of that brick is lost */
+    char *path;    /* NULL: every lease of that brick is lost (or node) */
+    uint64_t node; /* not 0: drop what is cached on and below this node */
     char name[NAME_MAX + 1];
 };
 
@@ -137,6 +138,7 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
     uint64_t node = cl_itable_resolve(it, path);
     if (!node)
         return;
+    cf_known_forget(L->cf, node);
     if (name[0])
         inval_entry(L, node, name);
     inval_attr(L, node);
@@ -148,8 +150,39 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
     cl_itable_names_free(v, n);
 }
 
+/* node and everything the table knows below it. */
+static void drop_tree(struct cf_leases *L, uint64_t node)
+{
+    size_t cap = 64, n = 0;
+    uint64_t *todo = malloc(cap * sizeof(*todo));
+    if (!todo)
+        return;
+    todo[n++] = node;
+    while (n > 0) {
+        uint64_t id = todo[--n];
+        cf_known_forget(L->cf, id);
+        inval_attr(L, id);
+        struct cl_itable_name *v;
+        size_t k = cl_itable_names(L->cf->it, id, &v);
+        for (size_t i = 0; i < k; i++) {
+            inval_entry(L, id, v[i].name);
+            if (n == cap) {
+                uint64_t *t = realloc(todo, 2 * cap * sizeof(*t));
+                if (!t)
+                    continue;
+                todo = t;
+                cap *= 2;
+            }
+            todo[n++] = v[i].nodeid;
+        }
+        cl_itable_names_free(v, k);
+    }
+    free(todo);
+}
+
 static void drop_all(struct cf_leases *L)
 {
+    cf_known_forget_all(L->cf);
     struct cl_itable_name *v;
     size_t n = cl_itable_names(L->cf->it, 0, &v);
     for (size_t i = 0; i < n; i++) {
@@ -165,7 +198,9 @@ static void run_job(struct cf_leases *L, struct job *j)
     /* Replies decided before this recall reach the kernel first. */
     pthread_rwlock_wrlock(&L->reply_lock);
     pthread_rwlock_unlock(&L->reply_lock);
-    if (j->path) {
+    if (j->node) {
+        drop_tree(L, j->node);
+    } else if (j->path) {
         drop_path(L, j->path, j->name);
         cl_proto_lease_return(j->from, j->path);
     } else {
@@ -201,6 +236,32 @@ static void *recall_main(void *arg)
     return NULL;
 }
 
+static void enqueue(struct cf_leases *L, struct job *j)
+{
+    pthread_mutex_lock(&L->lock);
+    *L->tail = j;
+    L->tail = &j->next;
+    if (L->idle == 0 && !L->stop && L->threads < RECALL_THREADS_MAX &&
+        pthread_create(&L->tids[L->threads], NULL, recall_main, L) == 0)
+        L->threads++;
+    pthread_cond_signal(&L->cond);
+    pthread_mutex_unlock(&L->lock);
+}
+
+void cf_lease_drop_node(struct cf *cf, uint64_t node)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L)
+        return;
+    cf_known_forget(cf, node);
+    __atomic_add_fetch(&L->seq, 1, __ATOMIC_ACQ_REL);
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    j->node = node;
+    enqueue(L, j);
+}
+
 /* Recall callback of the stack (client.h): on a reader thread, so it only
  * queues. Each recall may wait for a kernel lock held by a request in
  * flight, so one blocked recall must not hold up the others: a thread is
@@ -220,14 +281,7 @@ static void recall_cb(void *ctx, struct cl_layer *from, const char *path, const 
     j->from = from;
     if (name)
         snprintf(j->name, sizeof(j->name), "%s", name);
-    pthread_mutex_lock(&L->lock);
-    *L->tail = j;
-    L->tail = &j->next;
-    if (L->idle == 0 && !L->stop && L->threads < RECALL_THREADS_MAX &&
-        pthread_create(&L->tids[L->threads], NULL, recall_main, L) == 0)
-        L->threads++;
-    pthread_cond_signal(&L->cond);
-    pthread_mutex_unlock(&L->lock);
+    enqueue(L, j);
 }
 
 int cf_leases_start(struct cf *cf, struct fuse_session *se, struct cl_stack_params *sp)

@@ -183,6 +183,8 @@ int main(int argc, char **argv)
         goto out_unmount;
 
     struct cl_stack_params sp = {.ping_timeout_ms = cfg.ping_timeout_ms};
+    if (cf_known_init(&cf) < 0)
+        log_error("out of memory: lookups in new directories will ask the bricks");
     if (cf_leases_start(&cf, se, &sp) < 0)
         log_error("cannot start the lease recall thread: caching follows the timeouts only");
     cf_lease_configure(&cf, opt_bool(&vol.opts, "client.leases"),
@@ -192,6 +194,7 @@ int main(int argc, char **argv)
         log_error("%s", err);
         cf_leases_stop(&cf);
         cf_leases_free(&cf);
+        cf_known_free(&cf);
         goto out_unmount;
     }
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
@@ -211,6 +214,7 @@ out_stack:
     cf_leases_stop(&cf);
     cl_stack_destroy(cf.stack);
     cf_leases_free(&cf);
+    cf_known_free(&cf);
     cf_live_free(&cf);
 out_unmount:
     fuse_session_unmount(se);

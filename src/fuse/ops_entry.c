@@ -15,6 +15,13 @@ void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int rc = fop_path(f, parent, name);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    /* A directory this mount made and still holds a lease on lists every
+     * name it has (known.c). */
+    if (cf_known_absent(f->cf, parent, f->name)) {
+        fuse_reply_err(req, ENOENT);
+        fop_free(f);
+        return;
+    }
     cf_lease_ask(f);
     fop_submit(f);
 }
@@ -195,8 +202,10 @@ void cf_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 static void unlink_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
-    if (op->status == 0)
+    if (op->status == 0) {
         cl_itable_unlink(f->cf->it, f->parent, f->name);
+        cf_known_remove(f->cf, f->parent, f->name);
+    }
     fop_done_err_cb(op);
 }
 
@@ -225,9 +234,21 @@ void cf_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void rename_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
-    if (op->status == 0)
-        cl_itable_rename(f->cf->it, f->parent, f->name, f->parent2, f->name2,
+    if (op->status == 0) {
+        struct cf *cf = f->cf;
+        uint64_t src = cl_itable_child(cf->it, f->parent, f->name);
+        uint64_t dst = cl_itable_child(cf->it, f->parent2, f->name2);
+        cl_itable_rename(cf->it, f->parent, f->name, f->parent2, f->name2,
                          (f->flags & RENAME_EXCHANGE) != 0);
+        if (!(f->flags & RENAME_EXCHANGE))
+            cf_known_remove(cf, f->parent, f->name);
+        cf_known_add(cf, f->parent2, f->name2);
+        /* The brick dropped this mount's leases on and below both paths. */
+        if (src)
+            cf_lease_drop_node(cf, src);
+        if (dst)
+            cf_lease_drop_node(cf, dst);
+    }
     fop_done_err_cb(op);
 }
 

@@ -65,6 +65,9 @@ static void create_cb(struct cl_op *op)
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
+    cf_known_add(f->cf, f->parent, f->name);
+    if (cf_lease_held(f))
+        cf_known_nocaps(f->cf, e.ino);
     if (fuse_reply_create(f->req, &e, &f->fi) != 0) {
         cl_itable_close_fh(f->cf->it, e.ino, f->fi.fh);
         cl_itable_forget(f->cf->it, e.ino, 1);

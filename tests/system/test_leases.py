@@ -204,3 +204,51 @@ def test_brick_restart_drops_cached_state(lc):
             pass
         assert time.monotonic() < deadline, "cached attributes survived the lost connection"
         time.sleep(0.2)
+
+
+def test_new_directory_answers_absent_names_itself(lc):
+    (m,) = make_volume(lc, mounts=1)
+    d = os.path.join(m.path, "new")
+    os.mkdir(d)
+    with open(os.path.join(d, "present"), "wb") as fh:
+        fh.write(b"p")
+    # the creates made the kernel drop its own copy of the parents' attributes
+    os.stat(m.path)
+    os.stat(d)
+    pid = brick_pid(lc, "lv")
+    lc.stop_signal(pid)
+    try:
+        p = subprocess.Popen([sys.executable, "-c",
+                              f"import os; print(os.path.exists({os.path.join(d, 'absent')!r}))"],
+                             stdout=subprocess.PIPE, text=True)
+        out, _ = p.communicate(timeout=3)
+        assert out.strip() == "False"
+    finally:
+        lc.cont(pid)
+
+
+def test_new_directory_sees_other_clients_names(lc):
+    m1, m2 = make_volume(lc)
+    d1, d2 = os.path.join(m1.path, "new"), os.path.join(m2.path, "new")
+    os.mkdir(d1)
+    assert not os.path.exists(os.path.join(d1, "x"))  # answered by m1 itself
+    with open(os.path.join(d2, "x"), "wb") as fh:
+        fh.write(b"from m2")
+    assert os.path.exists(os.path.join(d1, "x"))
+    with open(os.path.join(d1, "x"), "rb") as fh:
+        assert fh.read() == b"from m2"
+    os.unlink(os.path.join(d2, "x"))
+    assert not os.path.exists(os.path.join(d1, "x"))
+    os.mkdir(os.path.join(d2, "sub"))
+    assert os.listdir(d1) == ["sub"]
+
+
+def test_capability_set_by_other_client_is_seen(lc):
+    m1, m2 = make_volume(lc)
+    a, b = os.path.join(m1.path, "f"), os.path.join(m2.path, "f")
+    with open(a, "wb") as fh:
+        fh.write(b"x")  # m1 made f: it knows f has no capability
+    # VFS_CAP_REVISION_2 with no capabilities set
+    cap = (0x02000000).to_bytes(4, "little") + bytes(16)
+    os.setxattr(b, "security.capability", cap)
+    assert os.getxattr(a, "security.capability") == cap
