@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "../lib/log.h"
@@ -409,6 +410,8 @@ static int grantable(uint16_t op)
     case RPC_OP_MKNOD:
     case RPC_OP_SYMLINK:
     case RPC_OP_LINK:
+    case RPC_OP_UNLINK:
+    case RPC_OP_RMDIR:
     case RPC_OP_READDIR:
         return 1;
     default:
@@ -638,6 +641,24 @@ static int changes(uint16_t op, const struct rpc_msg *in)
     }
 }
 
+/* The attributes of the directory whose entries a change by r altered,
+ * for the client's cache of them (it holds a lease on that directory). */
+static void put_parent_attr(struct brick_req *r, const char *p, size_t len)
+{
+    size_t pl = parent_len(p, len);
+    struct brick_dent *dent = NULL;
+    int fd = pl <= 1 ? r->b->root_fd : brick_dircache_get(r->b, p + 1, pl - 1, &dent);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        struct rpc_attr a;
+        gfid_t none = {{0}};
+        rpc_attr_from_stat(&a, &st, &none);
+        rpc_put_attr(r->out, RPC_T_PATTR, &a);
+    }
+    if (dent)
+        brick_dircache_put(r->b, dent);
+}
+
 void brick_lease_post(struct brick_req *r, int rc)
 {
     struct brick_leases *L = r->b->leases;
@@ -650,8 +671,26 @@ void brick_lease_post(struct brick_req *r, int rc)
     int has2 = bytes_path(&in->path2, &p2, &len2);
     if (r->lease_ok && r->opcode == RPC_OP_READDIR && has1)
         r->lease_ok = grant_entries(r, p, len);
-    if (r->lease_ok)
+    if (r->lease_ok) {
         rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ);
+        switch (r->opcode) {
+        case RPC_OP_CREATE:
+        case RPC_OP_MKDIR:
+        case RPC_OP_MKNOD:
+        case RPC_OP_SYMLINK:
+        case RPC_OP_UNLINK:
+        case RPC_OP_RMDIR:
+            if (has1)
+                put_parent_attr(r, p, len);
+            break;
+        case RPC_OP_LINK:
+            if (has2)
+                put_parent_attr(r, p2, len2);
+            break;
+        default:
+            break;
+        }
+    }
     if (!changes(r->opcode, in))
         return;
     struct recalls rs = {0};

@@ -99,6 +99,8 @@ void cf_lease_ask(struct fop *f);
 /* Replies that carry timeouts are decided and sent between these two. */
 void cf_reply_begin(struct cf *cf);
 void cf_reply_end(struct cf *cf);
+/* The kernel attribute timeout for what is known under a lease. */
+double cf_lease_cache_timeout(struct cf *cf);
 /* Whether f's reply came with a lease still valid. */
 int cf_lease_held(const struct fop *f);
 /* Kernel timeouts for f's reply: long under a lease, else the volume's. */
@@ -118,6 +120,13 @@ int cf_known_absent(struct cf *cf, uint64_t dir, const char *name);
 /* node was created here under a lease: it has no security.capability. */
 void cf_known_nocaps(struct cf *cf, uint64_t node);
 int cf_known_has_nocaps(struct cf *cf, uint64_t node);
+/* A directory's attributes (from a change's reply, under its lease). */
+void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st);
+int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st);
+void cf_known_forget_attr(struct cf *cf, uint64_t node);
+/* After a change of dir's entries by f (under the reply lock): keeps the
+ * directory attributes its reply carried, or forgets stale ones. */
+void fop_parent_attr(struct fop *f, uint64_t dir);
 /* The lease on node is gone: forget what was known about it. */
 void cf_known_forget(struct cf *cf, uint64_t node);
 void cf_known_forget_all(struct cf *cf);

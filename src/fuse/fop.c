@@ -124,6 +124,22 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
     return 0;
 }
 
+void fop_parent_attr(struct fop *f, uint64_t dir)
+{
+    const struct rpc_msg *m = f->op.reply ? &f->op.reply->msg : NULL;
+    gfid_t g;
+    if (!m || !rpc_has(m, RPC_T_PATTR) || !cf_lease_held(f) ||
+        cl_itable_gfid(f->cf->it, dir, &g) < 0) {
+        cf_known_forget_attr(f->cf, dir);
+        return;
+    }
+    struct rpc_attr a = m->pattr;
+    a.gfid = g;
+    struct stat st;
+    rpc_attr_to_stat(&a, &st);
+    cf_known_set_attr(f->cf, dir, &st);
+}
+
 void fop_done_err_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
@@ -166,8 +182,10 @@ void fop_done_entry_cb(struct cl_op *op)
         return;
     }
     unsigned code = (unsigned)op->args.op;
-    if (code != RPC_OP_LOOKUP)
+    if (code != RPC_OP_LOOKUP) {
         cf_known_add(f->cf, f->parent, f->name);
+        fop_parent_attr(f, f->parent);
+    }
     if (code == RPC_OP_MKDIR && cf_lease_held(f))
         cf_known_dir_made(f->cf, e.ino);
     /* An interrupted request never reaches the kernel: undo its lookup. */

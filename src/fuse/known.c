@@ -8,6 +8,10 @@
  *   costs no lookup round trip per file.
  * - Files without security.capability: a file this mount created under a
  *   lease has none, and the kernel asks for it before every write.
+ * - Directory attributes: each change of a directory's entries makes the
+ *   kernel drop its attributes and ask again at the next permission check;
+ *   the brick's reply to the change (asked with a lease) carries the
+ *   directory's new attributes, kept here for that question.
  *
  * Everything about an object is forgotten when its lease is recalled, when
  * this mount renames it, and when a brick connection drops. Bounded: past
@@ -39,10 +43,17 @@ struct knode {
     uint64_t id;
 };
 
+struct kattr {
+    struct kattr *next;
+    uint64_t id;
+    struct stat st;
+};
+
 struct cf_known {
     pthread_mutex_t lock;
     struct kdir *dirs[1024];
     struct knode *nocaps[1024];
+    struct kattr *attrs[1024];
     size_t total;
 };
 
@@ -94,6 +105,11 @@ static void clear_all(struct cf_known *k)
             free(n);
         }
         k->nocaps[i] = NULL;
+        for (struct kattr *a = k->attrs[i], *nx; a; a = nx) {
+            nx = a->next;
+            free(a);
+        }
+        k->attrs[i] = NULL;
     }
     k->total = 0;
 }
@@ -255,12 +271,69 @@ int cf_known_has_nocaps(struct cf *cf, uint64_t node)
     return n != NULL;
 }
 
+static void attr_drop(struct cf_known *k, uint64_t node)
+{
+    for (struct kattr **pp = &k->attrs[slot(node)]; *pp; pp = &(*pp)->next) {
+        if ((*pp)->id == node) {
+            struct kattr *a = *pp;
+            *pp = a->next;
+            free(a);
+            return;
+        }
+    }
+}
+
+void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->lock);
+    struct kattr *a = k->attrs[slot(node)];
+    while (a && a->id != node)
+        a = a->next;
+    if (!a && (a = malloc(sizeof(*a)))) {
+        a->id = node;
+        a->next = k->attrs[slot(node)];
+        k->attrs[slot(node)] = a;
+    }
+    if (a)
+        a->st = *st;
+    pthread_mutex_unlock(&k->lock);
+}
+
+int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct kattr *a = k->attrs[slot(node)];
+    while (a && a->id != node)
+        a = a->next;
+    if (a)
+        *st = a->st;
+    pthread_mutex_unlock(&k->lock);
+    return a != NULL;
+}
+
+void cf_known_forget_attr(struct cf *cf, uint64_t node)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->lock);
+    attr_drop(k, node);
+    pthread_mutex_unlock(&k->lock);
+}
+
 void cf_known_forget(struct cf *cf, uint64_t node)
 {
     struct cf_known *k = cf->known;
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
+    attr_drop(k, node);
     struct kdir **dp = find_dir(k, node);
     if (*dp) {
         struct kdir *d = *dp;

@@ -95,6 +95,15 @@ int cf_lease_held(const struct fop *f)
     return __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
 }
 
+double cf_lease_cache_timeout(struct cf *cf)
+{
+    if (cf->attr_fixed || !cf->leases)
+        return cf_attr_timeout(cf);
+    double d;
+    __atomic_load(&cf->leases->cache_timeout, &d, __ATOMIC_RELAXED);
+    return d;
+}
+
 double cf_lease_entry_timeout(const struct fop *f)
 {
     if (f->cf->entry_fixed || !cf_lease_held(f))

@@ -66,6 +66,13 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = target(f, ino, fi);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    /* Attributes a change of the directory's entries returned (known.c). */
+    struct stat st;
+    if (cf_known_attr(f->cf, ino, &st)) {
+        fuse_reply_attr(req, &st, cf_lease_cache_timeout(f->cf));
+        fop_free(f);
+        return;
+    }
     fop_lease_key(f, ino);
     cf_lease_ask(f);
     fop_submit(f);
@@ -79,6 +86,7 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         return;
     struct rpc_msg *a = &f->op.args;
     uint64_t valid = 0;
+    cf_known_forget_attr(f->cf, ino);
     int rc = target(f, ino, fi);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -203,8 +211,11 @@ static void unlink_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
     if (op->status == 0) {
+        cf_reply_begin(f->cf);
         cl_itable_unlink(f->cf->it, f->parent, f->name);
         cf_known_remove(f->cf, f->parent, f->name);
+        fop_parent_attr(f, f->parent);
+        cf_reply_end(f->cf);
     }
     fop_done_err_cb(op);
 }
@@ -218,6 +229,7 @@ static void remove_name(fuse_req_t req, uint16_t opcode, fuse_ino_t parent, cons
     int rc = fop_path(f, parent, name);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -242,6 +254,8 @@ static void rename_cb(struct cl_op *op)
                          (f->flags & RENAME_EXCHANGE) != 0);
         if (!(f->flags & RENAME_EXCHANGE))
             cf_known_remove(cf, f->parent, f->name);
+        cf_known_forget_attr(cf, f->parent);
+        cf_known_forget_attr(cf, f->parent2);
         cf_known_add(cf, f->parent2, f->name2);
         /* The brick dropped this mount's leases on and below both paths. */
         if (src)

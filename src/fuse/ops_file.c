@@ -66,6 +66,7 @@ static void create_cb(struct cl_op *op)
     set_open_flags(f);
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
     cf_known_add(f->cf, f->parent, f->name);
+    fop_parent_attr(f, f->parent);
     if (cf_lease_held(f))
         cf_known_nocaps(f->cf, e.ino);
     if (fuse_reply_create(f->req, &e, &f->fi) != 0) {

@@ -16,6 +16,7 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
         return;
     if (!strcmp(name, CAPS))
         cf_known_forget(f->cf, ino);
+    cf_known_forget_attr(f->cf, ino); /* an ACL changes the mode */
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -105,6 +106,7 @@ void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
         return;
     if (!strcmp(name, CAPS))
         cf_known_forget(f->cf, ino);
+    cf_known_forget_attr(f->cf, ino);
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);

@@ -22,6 +22,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
     [RPC_T_LEASE] = K_U64,
+    [RPC_T_PATTR] = K_ATTR,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -247,7 +248,7 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
             memcpy(m->gfid.b, f.val, GFID_LEN);
             break;
         case K_ATTR:
-            if (rpc_attr_decode(f.val, f.len, &m->attr) < 0)
+            if (rpc_attr_decode(f.val, f.len, f.tag == RPC_T_PATTR ? &m->pattr : &m->attr) < 0)
                 FAIL("bad attributes");
             break;
         case K_TIME: {
@@ -325,7 +326,7 @@ void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)
             rpc_put_gfid(b, tag, &m->gfid);
             break;
         case K_ATTR:
-            rpc_put_attr(b, tag, &m->attr);
+            rpc_put_attr(b, tag, tag == RPC_T_PATTR ? &m->pattr : &m->attr);
             break;
         case K_TIME: {
             const struct rpc_time *t = tag == RPC_T_ATIME ? &m->atime : &m->mtime;

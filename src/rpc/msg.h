@@ -115,6 +115,8 @@ enum rpc_tag {
     RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
     RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
     RPC_T_LEASE = 43,   /* u: request: a lease is wanted; reply: RPC_LEASE_* granted */
+    RPC_T_PATTR = 44,   /* attr: reply to a change of entries asked with LEASE: the directory's
+                           attributes after it (gfid not set) */
     RPC_T_MAX = 64,
 };
 
@@ -183,7 +185,7 @@ struct rpc_msg {
         err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease;
     struct rpc_bytes path, path2, name, data, text, host, id;
     gfid_t gfid;
-    struct rpc_attr attr;
+    struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;
