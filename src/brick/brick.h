@@ -170,6 +170,7 @@ struct brick_req {
     char text[256];      /* optional error text for the reply */
     struct brick_req *top; /* the compound a sub-request belongs to, else NULL */
     int lease_ok;          /* lease.c: the leases asked for are registered */
+    int lease_excl;        /* ... and the new directory's is exclusive */
     uint64_t lease_seq;
     struct lease_wait *lease_wait; /* the reply waits for recalls (top request) */
 };
@@ -178,6 +179,15 @@ struct brick_req {
 
 int brick_leases_init(struct brick *b);
 void brick_leases_fini(struct brick *b);
+/* Runs a request that waited for an exclusive lease (server.c: re-admits
+ * it and hands it to a worker); takes over the reference on bc and f. */
+typedef void (*brick_lease_runner)(struct brick *b, struct brick_conn *bc, struct rpc_frame *f);
+void brick_lease_set_runner(struct brick *b, brick_lease_runner run);
+/* Before a request of bc runs: when it reaches a directory another
+ * connection holds exclusively (or an entry in it), the request is kept,
+ * the lease recalled, and 1 returned; the runner runs it once the lease is
+ * returned or revoked. 0: run it now. */
+int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *f);
 /* How long a holder may take to answer a recall before losing its lease. */
 void brick_lease_set_recall_timeout(struct brick *b, int ms);
 /* Before a request runs: registers the leases it asks for. */
@@ -190,6 +200,11 @@ void brick_lease_post(struct brick_req *r, int rc);
 int brick_lease_defer(struct brick_req *r, int rc);
 /* A connection closed: its leases go, replies waiting for them are sent. */
 void brick_lease_conn_gone(struct brick_conn *bc);
+
+/* Applies a request's VALID (MODE, UID, GID, SIZE, times) to an open fd. */
+int brick_setattr_fd(struct brick_req *r, int fd);
+/* 1 when name may be set by clients (not empty, not Cairn's own). */
+int brick_xattr_name_ok(const char *name);
 
 /* Runs one request; returns 0, BRICK_DEFERRED or -errno. */
 int brick_exec(struct brick_req *r);
@@ -223,6 +238,7 @@ int brick_op_setxattr(struct brick_req *r);
 int brick_op_getxattr(struct brick_req *r);
 int brick_op_listxattr(struct brick_req *r);
 int brick_op_lease_return(struct brick_req *r);
+int brick_op_make_file(struct brick_req *r);
 int brick_op_removexattr(struct brick_req *r);
 int brick_op_getlk(struct brick_req *r);
 int brick_op_setlk(struct brick_req *r);

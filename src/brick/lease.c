@@ -40,9 +40,19 @@
 
 struct lease_wait;
 
+/* A request of another connection held until an exclusive lease is
+ * returned (it is run then, by the server's runner). */
+struct parked {
+    struct parked *next;
+    struct brick_conn *bc; /* a reference */
+    struct rpc_frame *f;
+};
+
 struct holder {
     struct brick_conn *bc;
     int recalling;
+    int excl;                /* an exclusive lease (RPC_LEASE_EXCL) */
+    struct parked *parked;   /* requests waiting for it */
     uint64_t deadline_ms;
     struct lease_wait **waits; /* replies held until this holder returns */
     int n_waits, cap_waits;
@@ -67,12 +77,24 @@ struct lease_wait {
     char text[256];
 };
 
+/* What resolving holders released: replies to send and requests to run,
+ * once the table lock is dropped (resolved_run). */
+struct resolved {
+    struct lease_wait **w;
+    int n;
+    struct parked *p, **p_tail;
+};
+
+#define RESOLVED_INIT(r) {.w = NULL, .n = 0, .p = NULL, .p_tail = &(r).p}
+
 struct brick_leases {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct lease **b;
     size_t nb, count;
     uint64_t seq; /* changes seen, for READDIR grants */
+    int n_excl;   /* exclusive holders (read without the lock as a hint) */
+    brick_lease_runner runner;
     int recall_ms;
     int stop;
     pthread_t timer;
@@ -88,6 +110,7 @@ struct recall {
 struct recalls {
     struct recall *v;
     int n, cap;
+    struct resolved res; /* own leases dropped by a conflict */
 };
 
 static uint64_t now_ms(void)
@@ -184,30 +207,41 @@ static void wait_send(struct lease_wait *w)
     free(w);
 }
 
-/* One holder is resolved: its waits lose one pending recall. Waits that are
- * complete are moved to *done (sent after the lock is dropped). */
-static void holder_resolve(struct holder *h, struct lease_wait ***done, int *n_done)
+
+
+/* One holder is resolved: its waits lose one pending recall (complete ones
+ * go to res), and the requests parked on it go to res. Under L->lock. */
+static void holder_resolve(struct brick_leases *L, struct holder *h, struct resolved *res)
 {
     for (int i = 0; i < h->n_waits; i++) {
         struct lease_wait *w = h->waits[i];
         if (--w->pending == 0 && (w->ready || w->abandoned)) {
-            struct lease_wait **d = realloc(*done, (size_t)(*n_done + 1) * sizeof(*d));
+            struct lease_wait **d = realloc(res->w, (size_t)(res->n + 1) * sizeof(*d));
             if (d) {
-                *done = d;
-                d[(*n_done)++] = w;
+                res->w = d;
+                d[res->n++] = w;
             }
         }
     }
     free(h->waits);
     h->waits = NULL;
     h->n_waits = h->cap_waits = 0;
+    if (h->parked) {
+        *res->p_tail = h->parked;
+        while (*res->p_tail)
+            res->p_tail = &(*res->p_tail)->next;
+        h->parked = NULL;
+    }
+    if (h->excl) {
+        h->excl = 0;
+        L->n_excl--;
+    }
 }
 
 /* Returns 1 when l was freed (no holder left, not cooling down). */
-static int holder_remove(struct brick_leases *L, struct lease *l, int i, struct lease_wait ***done,
-                         int *n_done)
+static int holder_remove(struct brick_leases *L, struct lease *l, int i, struct resolved *res)
 {
-    holder_resolve(&l->h[i], done, n_done);
+    holder_resolve(L, &l->h[i], res);
     l->h[i] = l->h[--l->n];
     if (l->n == 0 && l->cooldown_until_ms <= now_ms()) {
         lease_unlink_free(L, l);
@@ -216,11 +250,27 @@ static int holder_remove(struct brick_leases *L, struct lease *l, int i, struct 
     return 0;
 }
 
-static void send_done(struct lease_wait **done, int n)
+static void resolved_run(struct brick *b, struct resolved *res)
 {
-    for (int i = 0; i < n; i++)
-        wait_send(done[i]);
-    free(done);
+    for (int i = 0; i < res->n; i++)
+        wait_send(res->w[i]);
+    free(res->w);
+    brick_lease_runner run = NULL;
+    if (b->leases) {
+        pthread_mutex_lock(&b->leases->lock);
+        run = b->leases->runner;
+        pthread_mutex_unlock(&b->leases->lock);
+    }
+    for (struct parked *p = res->p, *nx; p; p = nx) {
+        nx = p->next;
+        if (run) {
+            run(b, p->bc, p->f);
+        } else {
+            rpc_frame_free(p->f);
+            brick_conn_put(p->bc);
+        }
+        free(p);
+    }
 }
 
 static void *timer_main(void *arg)
@@ -230,8 +280,7 @@ static void *timer_main(void *arg)
     pthread_mutex_lock(&L->lock);
     while (!L->stop) {
         uint64_t now = now_ms(), next = now + 1000;
-        struct lease_wait **done = NULL;
-        int n_done = 0;
+        struct resolved res = RESOLVED_INIT(res);
         for (size_t k = 0; k < L->nb; k++) {
             for (struct lease *l = L->b[k], *nl; l; l = nl) {
                 nl = l->next;
@@ -252,15 +301,15 @@ static void *timer_main(void *arg)
                     }
                     log_warn("client %s did not return its lease on %s within %d ms: revoked",
                              h->bc->peer, l->path, L->recall_ms);
-                    if (holder_remove(L, l, i, &done, &n_done))
+                    if (holder_remove(L, l, i, &res))
                         break; /* l was freed */
                     i--;
                 }
             }
         }
-        if (n_done) {
+        if (res.n || res.p) {
             pthread_mutex_unlock(&L->lock);
-            send_done(done, n_done);
+            resolved_run(b, &res);
             pthread_mutex_lock(&L->lock);
             continue;
         }
@@ -315,23 +364,33 @@ void brick_leases_fini(struct brick *b)
     pthread_cond_broadcast(&L->cond);
     pthread_mutex_unlock(&L->lock);
     pthread_join(L->timer, NULL);
-    struct lease_wait **done = NULL;
-    int n_done = 0;
+    struct resolved res = RESOLVED_INIT(res);
     for (size_t k = 0; k < L->nb; k++) {
         while (L->b[k]) {
             struct lease *l = L->b[k];
             for (int i = 0; i < l->n; i++)
-                holder_resolve(&l->h[i], &done, &n_done);
+                holder_resolve(L, &l->h[i], &res);
             l->n = 0;
             lease_unlink_free(L, l);
         }
     }
-    send_done(done, n_done);
+    L->runner = NULL; /* parked requests are dropped with the brick */
+    resolved_run(b, &res);
     free(L->b);
     pthread_cond_destroy(&L->cond);
     pthread_mutex_destroy(&L->lock);
     free(L);
     b->leases = NULL;
+}
+
+void brick_lease_set_runner(struct brick *b, brick_lease_runner run)
+{
+    struct brick_leases *L = b->leases;
+    if (!L)
+        return;
+    pthread_mutex_lock(&L->lock);
+    L->runner = run;
+    pthread_mutex_unlock(&L->lock);
 }
 
 void brick_lease_set_recall_timeout(struct brick *b, int ms)
@@ -406,6 +465,7 @@ static int grantable(uint16_t op)
     case RPC_OP_GETATTR:
     case RPC_OP_SETATTR:
     case RPC_OP_CREATE:
+    case RPC_OP_MAKE_FILE:
     case RPC_OP_MKDIR:
     case RPC_OP_MKNOD:
     case RPC_OP_SYMLINK:
@@ -434,7 +494,17 @@ void brick_lease_pre(struct brick_req *r)
     uint64_t now = now_ms();
     pthread_mutex_lock(&L->lock);
     r->lease_seq = L->seq;
+    r->lease_excl = 0;
     int rc = grant_one(L, r->bc, p, len, now);
+    /* A new directory is the creator's alone. */
+    if (rc == 0 && r->opcode == RPC_OP_MKDIR && (r->in->lease & RPC_LEASE_EXCL)) {
+        struct lease *l = find(L, p, len, hash_path(p, len));
+        if (l && l->n == 1 && l->h[0].bc == r->bc && !l->h[0].excl) {
+            l->h[0].excl = 1;
+            L->n_excl++;
+            r->lease_excl = 1;
+        }
+    }
     if (rc == 0 && r->opcode != RPC_OP_READDIR)
         rc = grant_one(L, r->bc, p, parent_len(p, len), now);
     pthread_mutex_unlock(&L->lock);
@@ -564,11 +634,8 @@ static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *
     }
     if (self >= 0) {
         add_recall(rs, r->bc, l->path, name, name_len);
-        struct lease_wait **done = NULL;
-        int n_done = 0;
-        holder_resolve(&l->h[self], &done, &n_done);
+        holder_resolve(L, &l->h[self], &rs->res);
         l->h[self] = l->h[--l->n];
-        free(done); /* waits of one's own lease are never held */
     }
 }
 
@@ -599,7 +666,7 @@ static void touch_entry(struct brick_leases *L, struct brick_req *r, const char 
     touch(L, r, p, len, "", 0, rs, now);
 }
 
-static void send_recalls(struct recalls *rs)
+static void send_recalls(struct brick *b, struct recalls *rs)
 {
     for (int i = 0; i < rs->n; i++) {
         struct recall *c = &rs->v[i];
@@ -615,6 +682,7 @@ static void send_recalls(struct recalls *rs)
         free(c->path);
     }
     free(rs->v);
+    resolved_run(b, &rs->res);
 }
 
 static int changes(uint16_t op, const struct rpc_msg *in)
@@ -626,6 +694,7 @@ static int changes(uint16_t op, const struct rpc_msg *in)
     case RPC_OP_WRITE:
     case RPC_OP_FALLOCATE:
     case RPC_OP_CREATE:
+    case RPC_OP_MAKE_FILE:
     case RPC_OP_MKDIR:
     case RPC_OP_MKNOD:
     case RPC_OP_SYMLINK:
@@ -672,9 +741,10 @@ void brick_lease_post(struct brick_req *r, int rc)
     if (r->lease_ok && r->opcode == RPC_OP_READDIR && has1)
         r->lease_ok = grant_entries(r, p, len);
     if (r->lease_ok) {
-        rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ);
+        rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ | (r->lease_excl ? RPC_LEASE_EXCL : 0));
         switch (r->opcode) {
         case RPC_OP_CREATE:
+        case RPC_OP_MAKE_FILE:
         case RPC_OP_MKDIR:
         case RPC_OP_MKNOD:
         case RPC_OP_SYMLINK:
@@ -693,13 +763,14 @@ void brick_lease_post(struct brick_req *r, int rc)
     }
     if (!changes(r->opcode, in))
         return;
-    struct recalls rs = {0};
+    struct recalls rs = {.res = RESOLVED_INIT(rs.res)};
     uint64_t now = now_ms();
     pthread_mutex_lock(&L->lock);
     L->seq++;
     if (L->count > 0) {
         switch (r->opcode) {
         case RPC_OP_CREATE:
+        case RPC_OP_MAKE_FILE:
         case RPC_OP_MKDIR:
         case RPC_OP_MKNOD:
         case RPC_OP_SYMLINK:
@@ -731,7 +802,7 @@ void brick_lease_post(struct brick_req *r, int rc)
         }
     }
     pthread_mutex_unlock(&L->lock);
-    send_recalls(&rs);
+    send_recalls(r->b, &rs);
 }
 
 int brick_lease_defer(struct brick_req *r, int rc)
@@ -760,6 +831,78 @@ int brick_lease_defer(struct brick_req *r, int rc)
     return rc;
 }
 
+/* The exclusive holder other than bc of the lease on p, if any; under
+ * L->lock. */
+static struct holder *excl_other(struct brick_leases *L, const char *p, size_t len,
+                                 const struct brick_conn *bc, struct lease **lp)
+{
+    struct lease *l = find(L, p, len, hash_path(p, len));
+    for (int i = 0; l && i < l->n; i++)
+        if (l->h[i].excl && l->h[i].bc != bc) {
+            *lp = l;
+            return &l->h[i];
+        }
+    return NULL;
+}
+
+int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *f)
+{
+    struct brick_leases *L = b->leases;
+    if (!L || !__atomic_load_n(&L->n_excl, __ATOMIC_RELAXED) || !bc->rc)
+        return 0;
+    switch (f->hdr.opcode) {
+    case RPC_OP_LEASE_RETURN:
+    case RPC_OP_HANDSHAKE:
+    case RPC_OP_PING:
+    case RPC_OP_MGMT_RECONF:
+        return 0;
+    default:
+        break;
+    }
+    const char *ps[2];
+    size_t lens[2];
+    int n = 0;
+    if (bytes_path(&f->msg.path, &ps[n], &lens[n]))
+        n++;
+    if (bytes_path(&f->msg.path2, &ps[n], &lens[n]))
+        n++;
+    if (n == 0)
+        return 0;
+    struct recalls rs = {.res = RESOLVED_INIT(rs.res)};
+    int parked = 0;
+    uint64_t now = now_ms();
+    pthread_mutex_lock(&L->lock);
+    for (int i = 0; i < n && !parked; i++) {
+        /* The object itself, and the directory holding its name. */
+        size_t keys[2] = {lens[i], parent_len(ps[i], lens[i])};
+        for (int k = 0; k < 2 && !parked; k++) {
+            struct lease *l = NULL;
+            struct holder *h = excl_other(L, ps[i], keys[k], bc, &l);
+            if (!h)
+                continue;
+            struct parked *pk = malloc(sizeof(*pk));
+            if (!pk)
+                continue; /* runs now: the holder's unsent files may be missed */
+            pk->bc = bc;
+            brick_conn_get(bc);
+            pk->f = f;
+            pk->next = h->parked;
+            h->parked = pk;
+            if (!h->recalling) {
+                h->recalling = 1;
+                h->deadline_ms = now + (uint64_t)L->recall_ms;
+                add_recall(&rs, h->bc, l->path, "", 0);
+                pthread_cond_broadcast(&L->cond);
+            }
+            l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
+            parked = 1;
+        }
+    }
+    pthread_mutex_unlock(&L->lock);
+    send_recalls(b, &rs);
+    return parked;
+}
+
 /* LEASE_RETURN: PATH. The holder dropped what it cached. */
 int brick_op_lease_return(struct brick_req *r)
 {
@@ -770,15 +913,14 @@ int brick_op_lease_return(struct brick_req *r)
         return -EINVAL;
     if (!L)
         return 0;
-    struct lease_wait **done = NULL;
-    int n_done = 0;
+    struct resolved res = RESOLVED_INIT(res);
     pthread_mutex_lock(&L->lock);
     struct lease *l = find(L, p, len, hash_path(p, len));
     int i = l ? holds(l, r->bc) : -1;
     if (i >= 0)
-        holder_remove(L, l, i, &done, &n_done);
+        holder_remove(L, l, i, &res);
     pthread_mutex_unlock(&L->lock);
-    send_done(done, n_done);
+    resolved_run(r->b, &res);
     return 0;
 }
 
@@ -787,17 +929,16 @@ void brick_lease_conn_gone(struct brick_conn *bc)
     struct brick_leases *L = bc->b->leases;
     if (!L)
         return;
-    struct lease_wait **done = NULL;
-    int n_done = 0;
+    struct resolved res = RESOLVED_INIT(res);
     pthread_mutex_lock(&L->lock);
     for (size_t k = 0; k < L->nb; k++) {
         for (struct lease *l = L->b[k], *nl; l; l = nl) {
             nl = l->next;
             int i = holds(l, bc);
             if (i >= 0)
-                holder_remove(L, l, i, &done, &n_done);
+                holder_remove(L, l, i, &res);
         }
     }
     pthread_mutex_unlock(&L->lock);
-    send_done(done, n_done);
+    resolved_run(bc->b, &res);
 }

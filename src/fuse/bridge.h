@@ -52,6 +52,7 @@ struct cf {
     struct cf_live *live;
     struct cf_leases *leases; /* lease.c */
     struct cf_known *known;   /* known.c */
+    struct cf_wb *wb;         /* wb.c */
 };
 
 static inline double cf_attr_timeout(struct cf *cf)
@@ -110,8 +111,14 @@ double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a);
 /* ---- known.c: answers without the brick, under leases ---- */
 int cf_known_init(struct cf *cf);
 void cf_known_free(struct cf *cf);
-/* dir was made by this mount under a lease: it is complete (empty). */
-void cf_known_dir_made(struct cf *cf, uint64_t dir);
+/* dir was made by this mount under a lease: it is complete (empty);
+ * excl: the lease is exclusive. */
+void cf_known_dir_made(struct cf *cf, uint64_t dir, int excl);
+/* 1 when dir is complete and its lease exclusive (write-back may create in it). */
+int cf_known_excl(struct cf *cf, uint64_t dir);
+/* Whether dir has a default ACL: 0 unknown, 1 none, 2 yes. */
+int cf_known_dir_acl(struct cf *cf, uint64_t dir);
+void cf_known_set_dir_acl(struct cf *cf, uint64_t dir, int acl);
 /* This mount added / removed name in dir (no effect unless dir is complete). */
 void cf_known_add(struct cf *cf, uint64_t dir, const char *name);
 void cf_known_remove(struct cf *cf, uint64_t dir, const char *name);
@@ -130,6 +137,39 @@ void fop_parent_attr(struct fop *f, uint64_t dir);
 /* The lease on node is gone: forget what was known about it. */
 void cf_known_forget(struct cf *cf, uint64_t node);
 void cf_known_forget_all(struct cf *cf);
+
+/* ---- wb.c: write-back of new small files (docs/consistency.md) ----
+ * The cf_wb_* handler hooks return 1 when they answered the request. */
+struct cf_wb;
+int cf_wb_init(struct cf *cf);
+void cf_wb_configure(struct cf *cf, int enabled, size_t max_bytes, size_t max_files);
+int cf_wb_enabled(struct cf *cf);
+void cf_wb_settle_all(struct cf *cf); /* before the stack goes */
+void cf_wb_free(struct cf *cf);
+int cf_wb_is_fh(uint64_t fh);
+/* Puts the pending file node / every pending file of dir on the bricks. */
+int cf_wb_settle(struct cf *cf, uint64_t node);
+int cf_wb_settle_dir(struct cf *cf, uint64_t dir);
+int cf_wb_settle_name(struct cf *cf, uint64_t parent, const char *name);
+/* An error of write-back in dir not reported yet (reported once), or 0. */
+int cf_wb_dir_error(struct cf *cf, uint64_t dir);
+int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                 struct fuse_file_info *fi);
+int cf_wb_getattr(fuse_req_t req, fuse_ino_t ino);
+int cf_wb_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set);
+int cf_wb_write(fuse_req_t req, struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
+int cf_wb_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+int cf_wb_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                   size_t size, int flags);
+int cf_wb_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+/* RELEASE of a write-back handle: 1 when it was one; *real_fh the brick
+ * handle still to close (0: none). */
+int cf_wb_release(fuse_req_t req, struct fuse_file_info *fi, uint64_t *real_fh);
+/* The brick handle behind fh (materializing a pending file); 0 or -errno. */
+int cf_wb_real_fh(struct cf *cf, uint64_t fh, uint64_t *real);
+/* fsync of a write-back handle: the file goes to the bricks with an fsync. */
+int cf_wb_fsync_fh(struct cf *cf, uint64_t fh);
 
 struct fop {
     struct cl_op op;

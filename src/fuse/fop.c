@@ -43,10 +43,23 @@ static int copy_name(char *dst, const char *name)
     return 0;
 }
 
+/* Whatever this request names must be on the bricks first (wb.c). */
+static int settle(struct cf *cf, fuse_ino_t ino, const char *name)
+{
+    int rc;
+    if (name)
+        return cf_wb_settle_name(cf, ino, name);
+    if ((rc = cf_wb_settle(cf, ino)) < 0)
+        return rc;
+    return cf_wb_settle_dir(cf, ino);
+}
+
 int fop_path(struct fop *f, fuse_ino_t ino, const char *name)
 {
     int rc;
     if (name && (rc = copy_name(f->name, name)) < 0)
+        return rc;
+    if ((rc = settle(f->cf, ino, name ? f->name : NULL)) < 0)
         return rc;
     rc = cl_itable_path(f->cf->it, ino, name ? f->name : NULL, f->path, sizeof(f->path));
     if (rc < 0)
@@ -58,7 +71,7 @@ int fop_path(struct fop *f, fuse_ino_t ino, const char *name)
 int fop_path2(struct fop *f, fuse_ino_t ino, const char *name)
 {
     int rc = copy_name(f->name2, name);
-    if (rc < 0)
+    if (rc < 0 || (rc = settle(f->cf, ino, f->name2)) < 0)
         return rc;
     rc = cl_itable_path(f->cf->it, ino, f->name2, f->path2, sizeof(f->path2));
     if (rc < 0)
@@ -76,6 +89,17 @@ void fop_lease_key(struct fop *f, fuse_ino_t ino)
 
 void fop_submit(struct fop *f)
 {
+    struct rpc_msg *a = &f->op.args;
+    if (rpc_has(a, RPC_T_FH) && cf_wb_is_fh(a->fh)) {
+        /* A write-back file's handle: the file goes to the bricks now. */
+        uint64_t real;
+        int rc = cf_wb_real_fh(f->cf, a->fh, &real);
+        if (rc < 0) {
+            fop_fail(f, rc);
+            return;
+        }
+        a->fh = real;
+    }
     cl_submit(f->cf->stack, &f->op);
 }
 
@@ -186,8 +210,10 @@ void fop_done_entry_cb(struct cl_op *op)
         cf_known_add(f->cf, f->parent, f->name);
         fop_parent_attr(f, f->parent);
     }
-    if (code == RPC_OP_MKDIR && cf_lease_held(f))
-        cf_known_dir_made(f->cf, e.ino);
+    if (code == RPC_OP_MKDIR && cf_lease_held(f)) {
+        cf_known_dir_made(f->cf, e.ino, (op->reply->msg.lease & RPC_LEASE_EXCL) != 0);
+        cf_known_set_attr(f->cf, e.ino, &e.attr);
+    }
     /* An interrupted request never reaches the kernel: undo its lookup. */
     if (fuse_reply_entry(f->req, &e) != 0)
         cl_itable_forget(f->cf->it, e.ino, 1);

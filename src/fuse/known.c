@@ -34,6 +34,8 @@ struct kname {
 struct kdir {
     struct kdir *next;
     uint64_t id;
+    int excl; /* the lease on it is exclusive (write-back, wb.c) */
+    int acl;  /* 0 unknown, 1 no default ACL, 2 a default ACL */
     struct kname **b;
     size_t nb, n;
 };
@@ -158,7 +160,7 @@ static void grow(struct kdir *d)
     d->nb = nb;
 }
 
-void cf_known_dir_made(struct cf *cf, uint64_t dir)
+void cf_known_dir_made(struct cf *cf, uint64_t dir, int excl)
 {
     struct cf_known *k = cf->known;
     if (!k)
@@ -170,6 +172,7 @@ void cf_known_dir_made(struct cf *cf, uint64_t dir)
         if (d && (d->b = calloc(8, sizeof(*d->b)))) {
             d->id = dir;
             d->nb = 8;
+            d->excl = excl;
             *pp = d;
         } else {
             free(d);
@@ -230,6 +233,42 @@ void cf_known_remove(struct cf *cf, uint64_t dir, const char *name)
             k->total--;
         }
     }
+    pthread_mutex_unlock(&k->lock);
+}
+
+int cf_known_excl(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct kdir *d = *find_dir(k, dir);
+    int excl = d && d->excl;
+    pthread_mutex_unlock(&k->lock);
+    return excl;
+}
+
+int cf_known_dir_acl(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct kdir *d = *find_dir(k, dir);
+    int acl = d ? d->acl : 0;
+    pthread_mutex_unlock(&k->lock);
+    return acl;
+}
+
+void cf_known_set_dir_acl(struct cf *cf, uint64_t dir, int acl)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->lock);
+    struct kdir *d = *find_dir(k, dir);
+    if (d)
+        d->acl = acl;
     pthread_mutex_unlock(&k->lock);
 }
 

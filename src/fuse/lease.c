@@ -147,6 +147,10 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
     uint64_t node = cl_itable_resolve(it, path);
     if (!node)
         return;
+    /* Files written back into it reach the bricks before the lease goes. */
+    int rc = cf_wb_settle_dir(L->cf, node);
+    if (rc < 0)
+        log_warn("files written back into %s before its recall: %s", path, strerror(-rc));
     cf_known_forget(L->cf, node);
     if (name[0])
         inval_entry(L, node, name);

@@ -183,6 +183,11 @@ int main(int argc, char **argv)
         goto out_unmount;
 
     struct cl_stack_params sp = {.ping_timeout_ms = cfg.ping_timeout_ms};
+    if (cf_wb_init(&cf) < 0)
+        log_error("out of memory: files are created on the bricks synchronously");
+    cf_wb_configure(&cf, opt_bool(&vol.opts, "client.write-back"),
+                    (size_t)opt_int(&vol.opts, "client.write-back-size"),
+                    (size_t)opt_int(&vol.opts, "client.write-back-files"));
     if (cf_known_init(&cf) < 0)
         log_error("out of memory: lookups in new directories will ask the bricks");
     if (cf_leases_start(&cf, se, &sp) < 0)
@@ -195,6 +200,7 @@ int main(int argc, char **argv)
         cf_leases_stop(&cf);
         cf_leases_free(&cf);
         cf_known_free(&cf);
+        cf_wb_free(&cf);
         goto out_unmount;
     }
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
@@ -211,8 +217,10 @@ int main(int argc, char **argv)
     log_info("unmounting %s", cfg.mountpoint);
 out_stack:
     cf_live_stop(&cf);
+    cf_wb_settle_all(&cf);
     cf_leases_stop(&cf);
     cl_stack_destroy(cf.stack);
+    cf_wb_free(&cf);
     cf_leases_free(&cf);
     cf_known_free(&cf);
     cf_live_free(&cf);

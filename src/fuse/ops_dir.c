@@ -226,5 +226,12 @@ void cf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* A directory handle syncs like a file's: FSYNC on the brick handle. */
 void cf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+    struct cf *cf = fuse_req_userdata(req);
+    int err = cf_wb_settle_dir(cf, ino);
+    int late = cf_wb_dir_error(cf, ino);
+    if (err || late) {
+        fuse_reply_err(req, -(err ? err : late));
+        return;
+    }
     cf_fsync(req, ino, datasync, fi);
 }

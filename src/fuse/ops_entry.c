@@ -60,6 +60,8 @@ static int target(struct fop *f, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    if (cf_wb_getattr(req, ino))
+        return;
     struct fop *f = fop_new(req, RPC_OP_GETATTR, fop_done_attr_cb);
     if (!f)
         return;
@@ -81,6 +83,8 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                 struct fuse_file_info *fi)
 {
+    if (cf_wb_setattr(req, ino, attr, to_set))
+        return;
     struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
     if (!f)
         return;
@@ -172,6 +176,10 @@ static struct fop *new_entry_op(fuse_req_t req, uint16_t opcode, fuse_ino_t pare
     f->op.args.present |= 1ull << RPC_T_GFID;
     fop_set_creator(f, with_umask);
     cf_lease_ask(f);
+    /* A new directory may be this mount's alone: files made in it are
+     * written back (wb.c). */
+    if (opcode == RPC_OP_MKDIR && rpc_has(&f->op.args, RPC_T_LEASE) && cf_wb_enabled(f->cf))
+        f->op.args.lease |= RPC_LEASE_EXCL;
     return f;
 }
 

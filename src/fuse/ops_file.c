@@ -81,6 +81,14 @@ static void create_cb(struct cl_op *op)
 void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                struct fuse_file_info *fi)
 {
+    struct cf *cf = fuse_req_userdata(req);
+    int err = cf_wb_dir_error(cf, parent);
+    if (err) {
+        fuse_reply_err(req, -err); /* a file written back here did not make it */
+        return;
+    }
+    if (cf_wb_create(req, parent, name, mode, fi))
+        return;
     struct fop *f = fop_new(req, RPC_OP_CREATE, create_cb);
     if (!f)
         return;
@@ -140,6 +148,8 @@ static void write_cb(struct cl_op *op)
 void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
               struct fuse_file_info *fi)
 {
+    if (cf_wb_write(req, fi, buf, size, off))
+        return;
     struct fop *f = fop_new(req, RPC_OP_WRITE, write_cb);
     if (!f)
         return;
@@ -179,16 +189,26 @@ void cf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
-    cl_itable_close_fh(cf->it, ino, fi->fh);
+    uint64_t fh = fi->fh;
+    if (cf_wb_release(req, fi, &fh)) {
+        /* A write-back file goes to the bricks now (wb.c). */
+        if (!fh) {
+            fuse_reply_err(req, 0);
+            return;
+        }
+    }
+    cl_itable_close_fh(cf->it, ino, fh);
     struct fop *f = fop_new(req, RPC_OP_RELEASE, fop_done_release_cb);
     if (!f)
         return;
-    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+    RPC_SET(&f->op.args, fh, RPC_T_FH, fh);
     fop_submit(f);
 }
 
 void cf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+    struct cf *cf = fuse_req_userdata(req);
+    cf_wb_fsync_fh(cf, fi->fh);
     struct fop *f = fop_new(req, RPC_OP_FSYNC, fop_done_err_cb);
     if (!f)
         return;

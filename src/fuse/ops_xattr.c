@@ -11,6 +11,8 @@
 void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                  int flags)
 {
+    if (cf_wb_setxattr(req, ino, name, value, size, flags))
+        return;
     struct fop *f = fop_new(req, RPC_OP_SETXATTR, fop_done_err_cb);
     if (!f)
         return;
@@ -69,6 +71,8 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
         fuse_reply_err(req, ENODATA);
         return;
     }
+    if (cf_wb_getxattr(req, ino, name, size))
+        return;
     struct fop *f = fop_new(req, RPC_OP_GETXATTR, get_cb);
     if (!f)
         return;
@@ -88,6 +92,8 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+    if (cf_wb_listxattr(req, ino, size))
+        return;
     struct fop *f = fop_new(req, RPC_OP_LISTXATTR, get_cb);
     if (!f)
         return;
@@ -101,6 +107,8 @@ void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+    if (cf_wb_removexattr(req, ino, name))
+        return;
     struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);
     if (!f)
         return;

@@ -36,6 +36,18 @@ const struct opt_def opt_table[] = {
      "Clients ask the bricks for leases and cache attributes and names under them, so "
      "repeated lookups and stats do not cross the network. off: every access asks the "
      "brick (client.attribute-timeout and client.entry-timeout apply)."},
+    {"client.write-back", OPT_BOOL, "on", 0, 0, NULL, true,
+     "Files a client creates in a directory it made and holds alone are written to the "
+     "bricks when closed, in one request, instead of one round trip per create, write, "
+     "attribute change and close. fsync waits for the bricks; another client's access "
+     "makes the holder send them first (docs/consistency.md). off: every operation waits "
+     "for the bricks."},
+    {"client.write-back-files", OPT_INT, "4096", 1, 1048576, NULL, true,
+     "Files a client may hold written back but not yet on the bricks; beyond, creates wait "
+     "for the bricks."},
+    {"client.write-back-size", OPT_SIZE, "64MB", 1048576, 4294967296LL, NULL, true,
+     "Bytes of file data a client may hold written back but not yet on the bricks; beyond, "
+     "creates wait for the bricks."},
     {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's brick processes."},
     {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,

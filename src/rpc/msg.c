@@ -23,6 +23,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
     [RPC_T_LEASE] = K_U64,
     [RPC_T_PATTR] = K_ATTR,
+    [RPC_T_XATTRS] = K_BYTES,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -66,6 +67,7 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_TEXT: return &m->text;
     case RPC_T_HOST: return &m->host;
     case RPC_T_ID: return &m->id;
+    case RPC_T_XATTRS: return &m->xattrs;
     default: return NULL;
     }
 }
@@ -372,6 +374,7 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_MGMT_RECONF] = "MGMT_RECONF", [RPC_OP_MARK] = "MARK",
         [RPC_OP_INDEX] = "INDEX",             [RPC_OP_UNMARK] = "UNMARK",
         [RPC_OP_LEASE_RECALL] = "LEASE_RECALL", [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
+        [RPC_OP_MAKE_FILE] = "MAKE_FILE",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";
 }

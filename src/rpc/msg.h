@@ -64,6 +64,12 @@ enum rpc_op {
      * drops what it cached under the lease, then answers with RETURN (PATH). */
     RPC_OP_LEASE_RECALL = 80,
     RPC_OP_LEASE_RETURN = 81,
+    /* A whole small file in one request (write-back, docs/consistency.md):
+     * CREATE's fields (PATH, GFID, MODE, UMASK, UID, GID), DATA (the
+     * contents from offset 0), SIZE (final size, when larger), XATTRS,
+     * VALID with MODE/UID/GID/ATIME/MTIME applied last, FLAGS 1: fsync.
+     * Fails with EEXIST when PATH exists. Reply: ATTR. */
+    RPC_OP_MAKE_FILE = 82,
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
@@ -115,6 +121,7 @@ enum rpc_tag {
     RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
     RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
     RPC_T_LEASE = 43,   /* u: request: a lease is wanted; reply: RPC_LEASE_* granted */
+    RPC_T_XATTRS = 45,  /* bytes: a nested body of NAME, DATA pairs (extended attributes) */
     RPC_T_PATTR = 44,   /* attr: reply to a change of entries asked with LEASE: the directory's
                            attributes after it (gfid not set) */
     RPC_T_MAX = 64,
@@ -125,6 +132,11 @@ enum rpc_tag {
  * leases on PATH and on PATH's parent (READDIR: the directory and every
  * entry returned); the reply's LEASE says they were granted. */
 #define RPC_LEASE_READ 1u
+/* MKDIR only: an exclusive lease on the new directory. Until it is recalled,
+ * no other client reaches the directory or its entries: the brick holds
+ * their requests and recalls the lease first, so the holder may create
+ * files in it without waiting for the bricks (write-back). */
+#define RPC_LEASE_EXCL 2u
 
 /* setattr mask bits (wire-visible) */
 #define RPC_SET_MODE (1u << 0)
@@ -183,7 +195,7 @@ struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
         err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease;
-    struct rpc_bytes path, path2, name, data, text, host, id;
+    struct rpc_bytes path, path2, name, data, text, host, id, xattrs;
     gfid_t gfid;
     struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;
