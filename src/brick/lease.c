@@ -51,8 +51,8 @@ struct parked {
 struct holder {
     struct brick_conn *bc;
     int recalling;
-    int excl;                /* an exclusive lease (RPC_LEASE_EXCL) */
-    struct parked *parked;   /* requests waiting for it */
+    int excl;              /* an exclusive lease (RPC_LEASE_EXCL) */
+    struct parked *parked; /* requests waiting for it */
     uint64_t deadline_ms;
     struct lease_wait **waits; /* replies held until this holder returns */
     int n_waits, cap_waits;
@@ -85,7 +85,10 @@ struct resolved {
     struct parked *p, **p_tail;
 };
 
-#define RESOLVED_INIT(r) {.w = NULL, .n = 0, .p = NULL, .p_tail = &(r).p}
+#define RESOLVED_INIT(r)                                                                           \
+    {                                                                                              \
+        .w = NULL, .n = 0, .p = NULL, .p_tail = &(r).p                                             \
+    }
 
 struct brick_leases {
     pthread_mutex_t lock;
@@ -206,8 +209,6 @@ static void wait_send(struct lease_wait *w)
     brick_conn_put(w->bc);
     free(w);
 }
-
-
 
 /* One holder is resolved: its waits lose one pending recall (complete ones
  * go to res), and the requests parked on it go to res. Under L->lock. */

@@ -411,8 +411,8 @@ int brick_op_make_file(struct brick_req *r)
         goto out;
     }
     mode_t mode = brick_create_mode(r->b, &loc, r->in);
-    int fd = VFS->openat(loc.dirfd, loc.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY,
-                         mode);
+    int fd =
+        VFS->openat(loc.dirfd, loc.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode);
     if (fd < 0) {
         rc = fd;
         goto out;

@@ -144,7 +144,7 @@ struct cf_wb;
 int cf_wb_init(struct cf *cf);
 void cf_wb_configure(struct cf *cf, int enabled, size_t max_bytes, size_t max_files);
 int cf_wb_enabled(struct cf *cf);
-void cf_wb_settle_all(struct cf *cf); /* before the stack goes */
+int cf_wb_settle_all(struct cf *cf); /* fsyncdir; before the stack goes */
 void cf_wb_free(struct cf *cf);
 int cf_wb_is_fh(uint64_t fh);
 /* Puts the pending file node / every pending file of dir on the bricks. */

@@ -226,8 +226,10 @@ void cf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* A directory handle syncs like a file's: FSYNC on the brick handle. */
 void cf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+    /* Every file this mount holds written back reaches the bricks: fsync
+     * of any directory is how a program (or `sync DIR`) waits for them. */
     struct cf *cf = fuse_req_userdata(req);
-    int err = cf_wb_settle_dir(cf, ino);
+    int err = cf_wb_settle_all(cf);
     int late = cf_wb_dir_error(cf, ino);
     if (err || late) {
         fuse_reply_err(req, -(err ? err : late));

@@ -313,8 +313,8 @@ static struct send *build(struct cf_wb *w, struct wb_file *f)
     a->mtime.sec = f->st.st_mtim.tv_sec;
     a->mtime.nsec = (uint32_t)f->st.st_mtim.tv_nsec;
     a->present |= (1ull << RPC_T_ATIME) | (1ull << RPC_T_MTIME);
-    uint64_t valid = (f->valid & (RPC_SET_MODE | RPC_SET_UID | RPC_SET_GID)) | RPC_SET_ATIME |
-                     RPC_SET_MTIME;
+    uint64_t valid =
+        (f->valid & (RPC_SET_MODE | RPC_SET_UID | RPC_SET_GID)) | RPC_SET_ATIME | RPC_SET_MTIME;
     RPC_SET(a, valid, RPC_T_VALID, valid);
     if (f->want_sync)
         RPC_SET(a, flags, RPC_T_FLAGS, 1);
@@ -447,23 +447,39 @@ int cf_wb_settle_dir(struct cf *cf, uint64_t dir)
     return rc;
 }
 
-void cf_wb_settle_all(struct cf *cf)
+int cf_wb_settle_all(struct cf *cf)
 {
     struct cf_wb *w = cf->wb;
     if (!w)
-        return;
+        return 0;
+    int rc = 0;
     pthread_mutex_lock(&w->lock);
     for (;;) {
+        /* Send everything closed first, then wait: one round trip of
+         * wall time for the lot, not one per file. */
         struct wb_file *f = NULL;
+        for (int sent = 1; sent;) {
+            /* send_locked drops the lock: scan again after each. */
+            sent = 0;
+            for (size_t k = 0; k < WB_BUCKETS && !sent; k++)
+                for (struct wb_file *g = w->b[k]; g && !sent; g = g->next)
+                    if (g->state == WB_CLOSED) {
+                        send_locked(w, g);
+                        sent = 1;
+                    }
+        }
         for (size_t k = 0; k < WB_BUCKETS && !f; k++)
             for (struct wb_file *g = w->b[k]; g && !f; g = g->next)
                 if (pending(g))
                     f = g;
         if (!f)
             break;
-        settle_locked(w, f);
+        int r = settle_locked(w, f);
+        if (r < 0 && !rc)
+            rc = r;
     }
     pthread_mutex_unlock(&w->lock);
+    return rc;
 }
 
 void cf_wb_free(struct cf *cf)
@@ -768,8 +784,8 @@ static int xattr_local_ok(const char *name)
            (!strncmp(name, "security.", 9) && strcmp(name, "security.capability"));
 }
 
-int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                   size_t size, int flags)
+int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                   int flags)
 {
     struct cf *cf = fuse_req_userdata(req);
     struct cf_wb *w = cf->wb;
@@ -841,9 +857,9 @@ int cf_wb_release(fuse_req_t req, struct fuse_file_info *fi, uint64_t *real_fh)
 {
     struct cf *cf = fuse_req_userdata(req);
     struct cf_wb *w = cf->wb;
-    *real_fh = 0;
     if (!w || !cf_wb_is_fh(fi->fh))
         return 0;
+    *real_fh = 0;
     pthread_mutex_lock(&w->lock);
     struct wb_file *f = find_fh(w, fi->fh);
     if (f)

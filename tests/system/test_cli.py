@@ -22,7 +22,8 @@ HOST2 = "127.0.0.6"
 
 OPTIONS = [
     "auth.allow", "auth.reject", "client.attribute-timeout", "client.entry-timeout",
-    "client.lease-cache-timeout", "client.leases",
+    "client.lease-cache-timeout", "client.leases", "client.write-back",
+    "client.write-back-files", "client.write-back-size",
     "diagnostics.brick-log-level", "diagnostics.client-log-level",
     "features.lease-recall-timeout", "network.ping-timeout",
     "performance.io-thread-count",
