@@ -43,6 +43,7 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_MARK] = brick_op_mark,
     [RPC_OP_INDEX] = brick_op_index,
     [RPC_OP_UNMARK] = brick_op_unmark,
+    [RPC_OP_CHECKSUM] = brick_op_checksum,
 };
 
 static int exec_one(struct brick_req *r)

@@ -28,6 +28,22 @@ const struct opt_def opt_table[] = {
     {"client.entry-timeout", OPT_TIME, "0", 0, 3600, NULL, true,
      "Seconds the kernel may cache name lookups on a FUSE client. 0 asks the brick at every "
      "access, so names created or removed by another client are seen at once."},
+    {"cluster.favorite-child-policy", OPT_ENUM, "none", 0, 0, "none|size|mtime|ctime|majority",
+     true,
+     "How the self-heal daemon resolves a split brain by itself: none leaves it to the "
+     "administrator; size, mtime, ctime take the biggest, latest-modified or latest-changed "
+     "copy; majority the copy whose size and mtime more than half of the set share."},
+    {"cluster.heal-rate-limit", OPT_INT, "0", 0, 100000, NULL, true,
+     "MB/s of file data the self-heal daemon of each server copies at most (all its heal "
+     "threads together), so clients keep their speed while a brick heals. 0: no limit."},
+    {"cluster.heal-timeout", OPT_TIME, "10", 1, 86400, NULL, true,
+     "Seconds between two index crawls of the self-heal daemon when nothing happens; it "
+     "also crawls at once when a brick (re)connects."},
+    {"cluster.self-heal-daemon", OPT_BOOL, "on", 0, 0, NULL, true,
+     "Runs a self-heal daemon (cairn-shd) on each server holding a brick of the replicated "
+     "volume. `volume heal NAME enable|disable` sets it."},
+    {"cluster.shd-max-threads", OPT_INT, "1", 1, 64, NULL, true,
+     "Objects each self-heal daemon heals in parallel."},
     {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's brick processes."},
     {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,

@@ -368,6 +368,7 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_MGMT_CLI] = "MGMT_CLI",   [RPC_OP_MGMT_GETVOL] = "MGMT_GETVOL",
         [RPC_OP_MGMT_RECONF] = "MGMT_RECONF", [RPC_OP_MARK] = "MARK",
         [RPC_OP_INDEX] = "INDEX",             [RPC_OP_UNMARK] = "UNMARK",
+        [RPC_OP_CHECKSUM] = "CHECKSUM",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";
 }
