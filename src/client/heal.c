@@ -420,9 +420,32 @@ static int split_source(struct hctx *h, const char *path, const struct cl__heal_
                                      .ctime = v->l[i].a.ctime,
                                      .ctime_ns = v->l[i].a.ctime_ns};
     int src = cl_heal_policy_pick(h->n, cand, c, h->p.policy);
+    for (int i = 0; i < h->n; i++)
+        if (cand >> i & 1)
+            log_info("heal: split brain on %s: child %d holds %llu bytes, mtime %lld.%09u, "
+                     "ctime %lld.%09u",
+                     path, i, (unsigned long long)c[i].size, (long long)c[i].mtime,
+                     c[i].mtime_ns, (long long)c[i].ctime, c[i].ctime_ns);
     if (src < 0)
         log_warn("heal: the favorite-child policy cannot choose a copy of %s (a tie)", path);
     return src;
+}
+
+/* Whether this heal (a self-heal daemon, which reads only its own bricks'
+ * indexes) is the one that heals the object: several daemons find the same
+ * entry in their bricks' indexes, and two copying at once could undo each
+ * other (under the ctime policy each copy makes its sink the newest). The
+ * owner is the daemon of the lowest-numbered up child that holds marks;
+ * when none does, any daemon may (there is only clean-up left). */
+static int owner(struct hctx *h, const struct cl__heal_view *v)
+{
+    uint32_t marked = 0;
+    for (int i = 0; i < h->n; i++)
+        if ((v->have >> i & 1) && v->l[i].pending)
+            marked |= 1u << i;
+    if (!marked)
+        return 1;
+    return h->p.index_mask >> __builtin_ctz(marked) & 1;
 }
 
 /* Heals one object named by path (and gfid, when known from an index). */
@@ -441,6 +464,8 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
                 unmark_all(h, v.up, NULL, g);
             return h->p.path ? -ENOENT : 0;
         }
+        if (h->p.index_mask && !owner(h, &v))
+            return 0;
         int src, resolved = 0;
         uint32_t sinks;
         if (v.sources) {
