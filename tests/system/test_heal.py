@@ -25,7 +25,7 @@ import uuid
 
 import pytest
 
-from cairn_cluster import Cluster, alive, kill_pid, pids_with_arg
+from cairn_cluster import Cluster, alive, kill_pid, pids_with_arg, port_open
 
 HOSTS = ["127.0.0.160", "127.0.0.161", "127.0.0.162"]
 
@@ -358,3 +358,56 @@ def test_range_heal(pool):
     # the 1 MiB changed (block-aligned here), not the 64 MiB file
     assert (1 << 20) <= copied <= (2 << 20), stats
     assert same >= 62 << 20, stats
+
+
+def test_heal_throttled_file_stays_writable(pool):
+    """cluster.heal-rate-limit slows the daemon's copy; a client keeps writing
+    the file being healed without waiting for the heal, and the replicas end
+    identical."""
+    bricks = pool.volume("wv", options={"cluster.heal-rate-limit": "2",
+                                        "cluster.shd-max-threads": "4"})
+    a, c = pool.nodes[0], pool.nodes[2]
+    mnt = os.path.join(a.root, "wv-mnt")
+    m = a.mount("wv", mnt)
+    with open(f"{mnt}/vm.img", "wb") as f:
+        for _ in range(16):
+            f.write(os.urandom(1 << 20))
+    pid = brick_pid(c, "wv", bricks[2])
+    c.stop_signal(pid)
+    with open(f"{mnt}/vm.img", "r+b") as f:
+        f.seek(4 << 20)
+        f.write(os.urandom(6 << 20))  # 6 MiB at 2 MB/s: about 3 s of heal
+    m.stop()
+    a.mounts.remove(m)
+    os.kill(pid, signal.SIGKILL)
+    c.stopped_pids.discard(pid)
+    # a new client (it saw no brick down, so it does not heal) writes meanwhile
+    wait_for(lambda: brick_pid(c, "wv", bricks[2]), 20, "brick 2 back")
+    port = [s[2] for s in c.brick_status("wv") if s[1] == bricks[2]][0]
+    wait_for(lambda: port_open(c.host, port), 20, "brick 2 listening")
+    m2 = a.mount("wv", mnt)
+    worst = 0.0
+    t0 = time.time()
+    with open(f"{mnt}/vm.img", "r+b") as f:
+        for i in range(15):
+            t = time.time()
+            f.seek((12 << 20) + i * 4096)
+            f.write(os.urandom(4096))
+            f.flush()
+            os.fsync(f.fileno())
+            worst = max(worst, time.time() - t)
+            time.sleep(0.1)
+    assert worst < 1.0, f"a write waited {worst:.2f}s"
+    img = [os.path.join(b, "vm.img") for b in bricks]
+    # about 1.6 s after the brick came back: at 2 MB/s the 6 MiB cannot all
+    # be copied yet (unthrottled, it takes a tenth of a second)
+    assert time.time() - t0 < 2.5
+    assert read(img[2])[4 << 20:10 << 20] != read(img[0])[4 << 20:10 << 20]
+    wait_for(lambda: read(img[0]) == read(img[1]) == read(img[2]), 60, "the image to heal")
+    assert read(img[0]) == read(os.path.join(mnt, "vm.img"))
+    stats = "".join(n.cli("volume", "heal", "wv", "statistics").stdout for n in pool.nodes)
+    copied = sum(int(x) for x in re.findall(r"bytes copied (\d+)", stats))
+    assert (6 << 20) <= copied < (14 << 20), stats + "".join(
+        n.tail(f"{n.workdir}/logs/shd-wv.log") for n in pool.nodes) + m2.tail()
+    m2.stop()
+    a.mounts.remove(m2)
