@@ -101,8 +101,9 @@ static int resolve(struct set *s, const struct cl_volinfo *v, enum what w, const
                    int source, int *found)
 {
     struct cl_heal_params p = {.threads = 1, .source = source, .path = file};
-    p.policy = w == SB_BIGGER ? CL_HEAL_POL_SIZE : w == SB_MTIME ? CL_HEAL_POL_MTIME
-                                                                 : CL_HEAL_POL_NONE;
+    p.policy = w == SB_BIGGER  ? CL_HEAL_POL_SIZE
+               : w == SB_MTIME ? CL_HEAL_POL_MTIME
+                               : CL_HEAL_POL_NONE;
     struct cl_heal_stats st = {0};
     int rc = cl_heal_run(s->ch, s->n, v->arbiter, &p, &st);
     if (file) {
@@ -183,7 +184,10 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv)
         case SUMMARY:
         case INFO_SPLIT:
             /* A brick that is down is part of the answer, not a failure. */
-            cl_heal_report(s.ch, s.names, s.n, v.arbiter, w == INFO ? 0 : w == SUMMARY ? 1 : 2,
+            cl_heal_report(s.ch, s.names, s.n, v.arbiter,
+                           w == INFO      ? 0
+                           : w == SUMMARY ? 1
+                                          : 2,
                            stdout, &split);
             break;
         case INDEX:

@@ -398,8 +398,8 @@ static void unmark_all(struct hctx *h, uint32_t up, const char *path, const gfid
         RPC_SET(&op.args, pending, RPC_T_PENDING, all);
         int u = simple(h->ch[i], &op);
         if (u < 0 && u != -ENOENT && u != -ESTALE)
-            log_warn("heal: clearing the marks of %s on child %d failed: %s", path ? path : "?",
-                     i, strerror(-u));
+            log_warn("heal: clearing the marks of %s on child %d failed: %s", path ? path : "?", i,
+                     strerror(-u));
     }
 }
 
@@ -424,8 +424,8 @@ static int split_source(struct hctx *h, const char *path, const struct cl__heal_
         if (cand >> i & 1)
             log_info("heal: split brain on %s: child %d holds %llu bytes, mtime %lld.%09u, "
                      "ctime %lld.%09u",
-                     path, i, (unsigned long long)c[i].size, (long long)c[i].mtime,
-                     c[i].mtime_ns, (long long)c[i].ctime, c[i].ctime_ns);
+                     path, i, (unsigned long long)c[i].size, (long long)c[i].mtime, c[i].mtime_ns,
+                     (long long)c[i].ctime, c[i].ctime_ns);
     if (src < 0)
         log_warn("heal: the favorite-child policy cannot choose a copy of %s (a tie)", path);
     return src;
@@ -483,8 +483,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
             }
             resolved = 1;
             sinks = v.up & ~(1u << src);
-            log_info("heal: %s was in split brain; the copy of child %d is the source", path,
-                     src);
+            log_info("heal: %s was in split brain; the copy of child %d is the source", path, src);
         }
         int rc = 0;
         for (int i = 0; i < h->n; i++) {

@@ -40,8 +40,7 @@ uint32_t cl_heal_sources(uint32_t have, uint32_t accused, uint32_t data);
 /* The child a policy picks among cand (bit i: child i's copy is c[i]), or -1
  * when the policy is none or cannot decide (a tie on size or time, no
  * majority). n: the set's size (majority counts against it). Pure. */
-int cl_heal_policy_pick(int n, uint32_t cand, const struct cl_heal_copy *c,
-                        enum cl_heal_policy p);
+int cl_heal_policy_pick(int n, uint32_t cand, const struct cl_heal_copy *c, enum cl_heal_policy p);
 
 /* Range heal: which blocks differ. src/dst hold n_src/n_dst checksums (u64
  * little-endian, 8 bytes each, as CHECKSUM returns them); bit i of out (a
@@ -55,13 +54,13 @@ int cl_heal_diff_sums(const uint8_t *src, size_t src_len, const uint8_t *dst, si
 
 /* How one heal run behaves. */
 struct cl_heal_params {
-    uint32_t index_mask;  /* children whose heal index is read; 0: every child */
-    int full;             /* also walk the whole tree from the root */
-    int threads;          /* objects healed in parallel (cluster.shd-max-threads); <1: 1 */
-    uint64_t rate_bps;    /* data copied per second at most (cluster.heal-rate-limit); 0: no limit */
+    uint32_t index_mask; /* children whose heal index is read; 0: every child */
+    int full;            /* also walk the whole tree from the root */
+    int threads;         /* objects healed in parallel (cluster.shd-max-threads); <1: 1 */
+    uint64_t rate_bps;   /* data copied per second at most (cluster.heal-rate-limit); 0: no limit */
     enum cl_heal_policy policy; /* applied to split-brain objects */
-    int source;           /* >= 0: this child is the source of every split-brain object */
-    const char *path;     /* non-NULL: heal only this object (split-brain commands) */
+    int source;                 /* >= 0: this child is the source of every split-brain object */
+    const char *path;           /* non-NULL: heal only this object (split-brain commands) */
 };
 
 /* One heal run over a replica set with params p (NULL: index heal, one
@@ -73,9 +72,9 @@ int cl_heal_run(struct cl_layer **children, int n, int arbiter, const struct cl_
 
 /* State of one index entry, for heal info. */
 enum cl_heal_state {
-    CL_HEAL_ST_PENDING,  /* needs heal */
-    CL_HEAL_ST_SPLIT,    /* is in split brain */
-    CL_HEAL_ST_HEALING,  /* could not be looked at everywhere (possibly healing) */
+    CL_HEAL_ST_PENDING, /* needs heal */
+    CL_HEAL_ST_SPLIT,   /* is in split brain */
+    CL_HEAL_ST_HEALING, /* could not be looked at everywhere (possibly healing) */
 };
 
 /* heal info: every up child's index entries with their state, in GlusterFS's

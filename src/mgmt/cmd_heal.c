@@ -55,10 +55,9 @@ static int statistics(struct mgmt *m, struct mgmt_vol *v, FILE *out)
     }
     char line[PATH_MAX + 128];
     long long val[16] = {0};
-    static const char *const keys[] = {"start",  "end",    "healed",      "split",
-                                       "failed", "copied", "same",        "crawls",
-                                       "total_healed", "total_copied", "total_same",
-                                       "resolved", "pending", NULL};
+    static const char *const keys[] = {
+        "start",  "end",          "healed",       "split",      "failed",   "copied",  "same",
+        "crawls", "total_healed", "total_copied", "total_same", "resolved", "pending", NULL};
     char brick[PATH_MAX + 64] = "";
     int no = -1, have = 0;
     for (;;) {

@@ -81,8 +81,8 @@ static void shd_kill(struct shd *s)
 
 static int shd_spawn(struct mgmt *m, struct mgmt_vol *v, struct shd *s)
 {
-    char exe[PATH_MAX], mgmt_addr[NET_HOST_MAX + 8], logfile[PATH_MAX + 128],
-        stats[PATH_MAX + 128], level[16];
+    char exe[PATH_MAX], mgmt_addr[NET_HOST_MAX + 8], logfile[PATH_MAX + 128], stats[PATH_MAX + 128],
+        level[16];
     snprintf(exe, sizeof(exe), "%s", m->brickd);
     char *slash = strrchr(exe, '/');
     snprintf(slash ? slash + 1 : exe, sizeof(exe) - (size_t)(slash ? slash + 1 - exe : 0),

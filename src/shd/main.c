@@ -47,8 +47,9 @@ static const char *stats_file;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cairn-shd --volume NAME --mgmt HOST[:PORT] --brick-id ID [--brick-id ID]...\n"
-               "                 [--stats-file FILE] [--log-file FILE] [--log-level LEVEL]\n");
+    fprintf(f,
+            "usage: cairn-shd --volume NAME --mgmt HOST[:PORT] --brick-id ID [--brick-id ID]...\n"
+            "                 [--stats-file FILE] [--log-file FILE] [--log-level LEVEL]\n");
 }
 
 static void destroy_set(struct set *s)
@@ -197,10 +198,10 @@ static uint64_t now_ms(void)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"volume", required_argument, NULL, 'v'},    {"mgmt", required_argument, NULL, 'm'},
-        {"brick-id", required_argument, NULL, 'b'},  {"stats-file", required_argument, NULL, 's'},
-        {"log-file", required_argument, NULL, 'l'},  {"log-level", required_argument, NULL, 'L'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+        {"volume", required_argument, NULL, 'v'},   {"mgmt", required_argument, NULL, 'm'},
+        {"brick-id", required_argument, NULL, 'b'}, {"stats-file", required_argument, NULL, 's'},
+        {"log-file", required_argument, NULL, 'l'}, {"log-level", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     const char *volume = NULL, *mgmt = NULL, *logfile = NULL;
     char *ids[64];
@@ -208,22 +209,34 @@ int main(int argc, char **argv)
     log_init("shd", LOG_INFO);
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'v': volume = optarg; break;
-        case 'm': mgmt = optarg; break;
+        case 'v':
+            volume = optarg;
+            break;
+        case 'm':
+            mgmt = optarg;
+            break;
         case 'b':
             if (n_ids < 64)
                 ids[n_ids++] = optarg;
             break;
-        case 's': stats_file = optarg; break;
-        case 'l': logfile = optarg; break;
+        case 's':
+            stats_file = optarg;
+            break;
+        case 'l':
+            logfile = optarg;
+            break;
         case 'L':
             if ((level = log_parse_level(optarg)) < 0) {
                 fprintf(stderr, "cairn-shd: bad --log-level %s\n", optarg);
                 return 2;
             }
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (!volume || !mgmt || !n_ids || optind != argc) {

@@ -38,7 +38,7 @@ static void test_policies(void)
     };
     CHECK_EQ(cl_heal_policy_pick(3, 0x7, c, CL_HEAL_POL_NONE), -1);
     CHECK_EQ(cl_heal_policy_pick(3, 0x7, c, CL_HEAL_POL_SIZE), 1);
-    CHECK_EQ(cl_heal_policy_pick(3, 0x5, c, CL_HEAL_POL_SIZE), 2); /* among candidates only */
+    CHECK_EQ(cl_heal_policy_pick(3, 0x5, c, CL_HEAL_POL_SIZE), 2);  /* among candidates only */
     CHECK_EQ(cl_heal_policy_pick(3, 0x7, c, CL_HEAL_POL_MTIME), 1); /* nanoseconds decide */
     CHECK_EQ(cl_heal_policy_pick(3, 0x7, c, CL_HEAL_POL_CTIME), 2);
     CHECK_EQ(cl_heal_policy_pick(3, 0x0, c, CL_HEAL_POL_SIZE), -1);
