@@ -88,7 +88,7 @@ static int statistics(struct mgmt *m, struct mgmt_vol *v, FILE *out)
             if (!got)
                 break;
             memset(val, 0, sizeof(val));
-            have = sscanf(line, "brick %d %4200s", &no, brick) == 2;
+            have = sscanf(line, "brick %d %4150s", &no, brick) == 2; /* brick: PATH_MAX + 64 */
             continue;
         }
         char key[32];
