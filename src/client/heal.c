@@ -464,8 +464,10 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
                 unmark_all(h, v.up, NULL, g);
             return h->p.path ? -ENOENT : 0;
         }
-        if (h->p.index_mask && !owner(h, &v))
+        if (h->p.index_mask && !h->p.takeover && !owner(h, &v)) {
+            count(&h->st->skipped);
             return 0;
+        }
         int src, resolved = 0;
         uint32_t sinks;
         if (v.sources) {
@@ -744,7 +746,7 @@ int cl_heal_run(struct cl_layer **children, int n, int arbiter, const struct cl_
         if (run.healed == before)
             break;
         if (pass == 0)
-            run.pending = 0, run.split = 0, run.failed = 0;
+            run.pending = 0, run.split = 0, run.failed = 0, run.skipped = 0;
     }
 out:
     pthread_mutex_destroy(&h.lock);
@@ -754,6 +756,7 @@ out:
     st->split += run.split;
     st->failed += run.failed;
     st->resolved += run.resolved;
+    st->skipped += run.skipped;
     st->bytes_copied += run.bytes_copied;
     st->bytes_same += run.bytes_same;
     return rc;

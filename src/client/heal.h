@@ -61,6 +61,7 @@ struct cl_heal_params {
     enum cl_heal_policy policy; /* applied to split-brain objects */
     int source;                 /* >= 0: this child is the source of every split-brain object */
     const char *path;           /* non-NULL: heal only this object (split-brain commands) */
+    int takeover;               /* with index_mask: also heal entries another daemon owns */
 };
 
 /* One heal run over a replica set with params p (NULL: index heal, one

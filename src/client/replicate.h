@@ -50,6 +50,7 @@ struct cl_heal_stats {
     unsigned split;        /* no replica is unaccused: split brain */
     unsigned failed;       /* a copy failed (errors other than a child being down) */
     unsigned resolved;     /* split-brain objects healed by a policy or a chosen source */
+    unsigned skipped;      /* entries left to another server's daemon (their owner) */
     uint64_t bytes_copied; /* file data written to sinks */
     uint64_t bytes_same;   /* file data a range heal found equal and did not copy */
 };

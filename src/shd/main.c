@@ -27,6 +27,9 @@
 #define RETRY_MS 2000   /* entries left over (a brick down, a changing file): again soon */
 #define FETCH_MS 3000   /* how often the layout and options are fetched again */
 #define CONNECT_MS 5000 /* ping timeout of the daemon's brick connections */
+/* Entries another daemon owns but leaves for three heal-timeouts (at
+ * least this long) are healed here. */
+#define TAKEOVER_MIN_MS 3000
 
 struct set {
     int first, n; /* bricks [first, first + n) of the volume */
@@ -37,8 +40,9 @@ struct set {
     struct cl_heal_stats last, total;
     long long start, end;
     unsigned crawls;
-    int left;      /* entries left for later by the last crawl */
-    uint64_t next; /* when the next crawl is due */
+    int left;                /* entries left for later by the last crawl */
+    uint64_t next;           /* when the next crawl is due */
+    uint64_t skipping_since; /* entries left to other daemons since (0: none left) */
 };
 
 static struct set sets[64];
@@ -153,14 +157,29 @@ static void add(struct cl_heal_stats *t, const struct cl_heal_stats *a)
     t->split += a->split;
     t->failed += a->failed;
     t->resolved += a->resolved;
+    t->skipped += a->skipped;
     t->bytes_copied += a->bytes_copied;
     t->bytes_same += a->bytes_same;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* One crawl of set s with the volume's current options. */
 static void crawl(struct set *s, const struct cl_volinfo *v)
 {
     struct cl_heal_params p = {.index_mask = s->local, .source = -1};
+    /* Entries another server's daemon owns but has not healed for a while
+     * (that daemon is gone: its cairnd died while its bricks run on): this
+     * daemon takes them over. */
+    uint64_t takeover_ms = (uint64_t)opt_int(&v->opts, "cluster.heal-timeout") * 3000;
+    if (takeover_ms < TAKEOVER_MIN_MS)
+        takeover_ms = TAKEOVER_MIN_MS;
+    p.takeover = s->skipping_since && now_ms() - s->skipping_since >= takeover_ms;
     p.threads = (int)opt_int(&v->opts, "cluster.shd-max-threads");
     p.rate_bps = (uint64_t)opt_int(&v->opts, "cluster.heal-rate-limit") << 20;
     int pol = cl_heal_policy_parse(opt_value(&v->opts, "cluster.favorite-child-policy"));
@@ -171,8 +190,15 @@ static void crawl(struct set *s, const struct cl_volinfo *v)
     long long start = (long long)time(NULL);
     int rc = cl_heal_run(s->ch, s->n, v->arbiter, &p, &st);
     s->crawls++;
-    s->left = st.pending + st.failed > 0;
-    if (st.entries) {
+    if (!st.skipped)
+        s->skipping_since = 0;
+    else if (!s->skipping_since)
+        s->skipping_since = now_ms();
+    if (p.takeover)
+        log_info("replica set at brick %d: took over entries their owner left for %llu ms",
+                 s->first, (unsigned long long)takeover_ms);
+    s->left = st.pending + st.failed + st.skipped > 0;
+    if (st.entries > st.skipped) {
         /* The statistics show the last crawl that found something. */
         s->last = st;
         s->start = start;
@@ -186,13 +212,6 @@ static void crawl(struct set *s, const struct cl_volinfo *v)
     if (rc < 0)
         log_debug("crawl of replica set at brick %d: reading an index failed: %s", s->first,
                   strerror(-rc));
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 int main(int argc, char **argv)

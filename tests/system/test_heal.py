@@ -411,3 +411,33 @@ def test_heal_throttled_file_stays_writable(pool):
         n.tail(f"{n.workdir}/logs/shd-wv.log") for n in pool.nodes) + m2.tail()
     m2.stop()
     a.mounts.remove(m2)
+
+
+def test_takeover_when_a_daemon_is_gone(pool):
+    """The daemon that owns an entry (the server of the lowest marked brick)
+    is gone with its cairnd (killed -9; its brick runs on): another server's
+    daemon takes the entry over after three heal-timeouts. Runs last: it
+    leaves server 0 without its cairnd."""
+    bricks = pool.volume("ov")
+    z, b = pool.nodes[0], pool.nodes[1]
+    mnt = os.path.join(b.root, "ov-mnt")
+    m = b.mount("ov", mnt)
+    write(f"{mnt}/f", b"before")
+    pid = brick_pid(b, "ov", bricks[1])
+    b.stop_signal(pid)
+    write(f"{mnt}/f", b"after, while brick 1 was down")
+    os.makedirs(f"{mnt}/newdir")
+    m.stop()
+    b.mounts.remove(m)
+    shd0 = shd_pids(z, "ov")
+    assert len(shd0) == 1
+    z.proc.kill()
+    z.proc.wait()
+    wait_for(lambda: not alive(shd0[0]), 10, "server 0's daemon to go with its cairnd")
+    os.kill(pid, signal.SIGKILL)
+    b.stopped_pids.discard(pid)
+    wait_for(lambda: same_tree(bricks[0], bricks[1]) and same_tree(bricks[0], bricks[2]), 40,
+             "another daemon to take over")
+    assert read(os.path.join(bricks[1], "f")) == b"after, while brick 1 was down"
+    c = pool.nodes[2]
+    assert "took over entries" in c.tail(f"{c.workdir}/logs/shd-ov.log", 20000)
