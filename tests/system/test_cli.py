@@ -22,7 +22,8 @@ HOST2 = "127.0.0.6"
 
 OPTIONS = [
     "auth.allow", "auth.reject", "client.attribute-timeout", "client.entry-timeout",
-    "diagnostics.brick-log-level", "diagnostics.client-log-level", "network.ping-timeout",
+    "cluster.favorite-child-policy", "cluster.heal-rate-limit", "cluster.heal-timeout",
+    "cluster.self-heal-daemon", "cluster.shd-max-threads", "diagnostics.brick-log-level", "diagnostics.client-log-level", "network.ping-timeout",
     "performance.io-thread-count",
 ]
 
