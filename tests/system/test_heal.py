@@ -135,6 +135,8 @@ def test_shd_lifecycle(pool):
         wait_for(lambda: len(shd_pids(n, "lv")) == 1, 10, f"the shd of lv on {n.host}")
     a = pool.nodes[0]
     old = shd_pids(a, "lv")[0]
+    st = a.cli("volume", "status", "lv").stdout
+    assert re.search(rf"Self-heal Daemon on localhost\s+N/A\s+N/A\s+Y\s+{old}\b", st), st
     os.kill(old, signal.SIGKILL)
     wait_for(lambda: shd_pids(a, "lv") and shd_pids(a, "lv")[0] != old, 10, "a restarted shd")
     r = a.cli("volume", "heal", "lv", "disable")
