@@ -255,6 +255,9 @@ void brick_version_post(struct brick_req *r);
 int brick_op_mark(struct brick_req *r);
 int brick_op_index(struct brick_req *r);
 int brick_op_unmark(struct brick_req *r);
+/* ops_heal.c: CHECKSUM (per-block checksums for range heal) and its hash. */
+int brick_op_checksum(struct brick_req *r);
+uint64_t brick_block_sum(const uint8_t *p, size_t len);
 
 /* ---- handles (handles.c) ---- */
 

@@ -48,6 +48,22 @@ const struct opt_def opt_table[] = {
     {"client.write-back-size", OPT_SIZE, "64MB", 1048576, 4294967296LL, NULL, true,
      "Bytes of file data a client may hold written back but not yet on the bricks; beyond, "
      "creates wait for the bricks."},
+    {"cluster.favorite-child-policy", OPT_ENUM, "none", 0, 0, "none|size|mtime|ctime|majority",
+     true,
+     "How the self-heal daemon resolves a split brain by itself: none leaves it to the "
+     "administrator; size, mtime, ctime take the biggest, latest-modified or latest-changed "
+     "copy; majority the copy whose size and mtime more than half of the set share."},
+    {"cluster.heal-rate-limit", OPT_INT, "0", 0, 100000, NULL, true,
+     "MB/s of file data the self-heal daemon of each server copies at most (all its heal "
+     "threads together), so clients keep their speed while a brick heals. 0: no limit."},
+    {"cluster.heal-timeout", OPT_TIME, "10", 1, 86400, NULL, true,
+     "Seconds between two index crawls of the self-heal daemon when nothing happens; it "
+     "also crawls at once when a brick (re)connects."},
+    {"cluster.self-heal-daemon", OPT_BOOL, "on", 0, 0, NULL, true,
+     "Runs a self-heal daemon (cairn-shd) on each server holding a brick of the replicated "
+     "volume. `volume heal NAME enable|disable` sets it."},
+    {"cluster.shd-max-threads", OPT_INT, "1", 1, 64, NULL, true,
+     "Objects each self-heal daemon heals in parallel."},
     {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's brick processes."},
     {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,

@@ -375,6 +375,7 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_INDEX] = "INDEX",             [RPC_OP_UNMARK] = "UNMARK",
         [RPC_OP_LEASE_RECALL] = "LEASE_RECALL", [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
         [RPC_OP_MAKE_FILE] = "MAKE_FILE",
+        [RPC_OP_CHECKSUM] = "CHECKSUM",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";
 }

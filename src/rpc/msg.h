@@ -58,6 +58,7 @@ enum rpc_op {
     RPC_OP_MARK = 70,   /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
     RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
     RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
+    RPC_OP_CHECKSUM = 73, /* FH, OFFSET, SIZE, FLAGS (block size): DATA = u64 per block, SIZE */
 
     /* Leases (docs/consistency.md). RECALL is sent by the brick (a
      * notification, PATH and, for a change of one entry, NAME); the holder
