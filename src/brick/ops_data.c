@@ -341,29 +341,18 @@ static int set_xattrs(struct brick_req *r, int fd)
 {
     const struct rpc_bytes *x = &r->in->xattrs;
     struct rpc_iter it;
-    struct rpc_field f;
-    char name[XATTR_NAME_MAX + 1] = "";
+    struct rpc_bytes n, v;
+    char name[XATTR_NAME_MAX + 1];
     int rc;
     rpc_iter_init(&it, x->p, x->len);
-    while ((rc = rpc_iter_next(&it, &f)) > 0) {
-        if (f.tag == RPC_T_NAME) {
-            if (f.len == 0 || f.len > XATTR_NAME_MAX || memchr(f.val, 0, f.len))
-                return -EINVAL;
-            memcpy(name, f.val, f.len);
-            name[f.len] = 0;
-            if (!brick_xattr_name_ok(name))
-                return -EPERM;
-        } else if (f.tag == RPC_T_DATA) {
-            if (!name[0])
-                return -EINVAL;
-            if ((rc = VFS->fsetxattr(fd, name, f.val, f.len, 0)) < 0)
-                return rc;
-            name[0] = 0;
-        } else {
-            return -EINVAL;
-        }
+    while ((rc = rpc_xattrs_next(&it, &n, &v)) > 0) {
+        rpc_bytes_str(&n, name, sizeof(name));
+        if (!brick_xattr_name_ok(name))
+            return -EPERM;
+        if ((rc = VFS->fsetxattr(fd, name, v.p, v.len, 0)) < 0)
+            return rc;
     }
-    return rc < 0 ? -EPROTO : 0;
+    return rc < 0 ? -EINVAL : 0;
 }
 
 static int fill_made(struct brick_req *r, int fd)

@@ -308,6 +308,23 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
     return 0;
 }
 
+int rpc_xattrs_next(struct rpc_iter *it, struct rpc_bytes *name, struct rpc_bytes *value)
+{
+    struct rpc_field f;
+    int rc = rpc_iter_next(it, &f);
+    if (rc <= 0)
+        return rc < 0 ? -EPROTO : 0;
+    if (f.tag != RPC_T_NAME || f.len == 0 || f.len > 255 || memchr(f.val, 0, f.len))
+        return -EPROTO;
+    name->p = f.val;
+    name->len = f.len;
+    if (rpc_iter_next(it, &f) <= 0 || f.tag != RPC_T_DATA)
+        return -EPROTO;
+    value->p = f.val;
+    value->len = f.len;
+    return 1;
+}
+
 void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)
 {
     struct rpc_msg *mm = (struct rpc_msg *)m; /* slot lookups only read */

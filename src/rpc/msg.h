@@ -218,6 +218,12 @@ static inline bool rpc_has(const struct rpc_msg *m, enum rpc_tag t)
  * Returns 0 or -EPROTO; *why (may be NULL) names the first problem. Pure. */
 int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char **why);
 
+/* The next extended attribute of an XATTRS body (iterate with an rpc_iter
+ * over it): NAME then DATA. Returns 1 with name and value set, 0 at the
+ * end, -EPROTO for anything else (a field of another tag, a DATA without
+ * its NAME, an empty or NUL-containing name, a name longer than 255). Pure. */
+int rpc_xattrs_next(struct rpc_iter *it, struct rpc_bytes *name, struct rpc_bytes *value);
+
 /* Encodes every present field of m (the inverse of rpc_msg_decode for
  * singleton fields and GROUP; DIRENT, ARG, SUB, BRICK and OPTION are written
  * by their producers). Setters below keep m->present in step. */
