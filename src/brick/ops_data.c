@@ -400,8 +400,16 @@ int brick_op_make_file(struct brick_req *r)
         goto out;
     }
     mode_t mode = brick_create_mode(r->b, &loc, r->in);
-    int fd =
-        VFS->openat(loc.dirfd, loc.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode);
+    /* Made unnamed and named once complete, so that not even a brick crash
+     * leaves a half-made file; a file system without O_TMPFILE gets the
+     * name first, and loses it again on failure. */
+    int named = 0;
+    int fd = VFS->openat(loc.dirfd, ".", O_TMPFILE | O_RDWR, mode);
+    if (fd == -EOPNOTSUPP || fd == -EISDIR) {
+        fd = VFS->openat(loc.dirfd, loc.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY,
+                         mode);
+        named = 1;
+    }
     if (fd < 0) {
         rc = fd;
         goto out;
@@ -409,11 +417,13 @@ int brick_op_make_file(struct brick_req *r)
     struct stat st;
     struct rpc_attr a;
     if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0 || (rc = fill_made(r, fd)) < 0 ||
+        (!named && (rc = VFS->linkat(fd, "", loc.dirfd, loc.name)) < 0) ||
         (rc = brick_fd_attr(r->b, fd, &a)) < 0) {
-        /* Nothing half made stays behind. */
-        log_debug("making %s failed: %s", loc.path, strerror(-rc));
+        if (rc != -EEXIST)
+            log_debug("making %s failed: %s", loc.path, strerror(-rc));
         VFS->close(fd);
-        VFS->unlinkat(loc.dirfd, loc.name, 0);
+        if (named)
+            VFS->unlinkat(loc.dirfd, loc.name, 0);
         goto out;
     }
     VFS->close(fd);
