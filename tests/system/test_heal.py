@@ -366,7 +366,7 @@ def test_heal_throttled_file_stays_writable(pool):
     """cluster.heal-rate-limit slows the daemon's copy; a client keeps writing
     the file being healed without waiting for the heal, and the replicas end
     identical."""
-    bricks = pool.volume("wv", options={"cluster.heal-rate-limit": "2",
+    bricks = pool.volume("wv", options={"cluster.heal-rate-limit": "1",
                                         "cluster.shd-max-threads": "4"})
     a, c = pool.nodes[0], pool.nodes[2]
     mnt = os.path.join(a.root, "wv-mnt")
@@ -378,15 +378,15 @@ def test_heal_throttled_file_stays_writable(pool):
     c.stop_signal(pid)
     with open(f"{mnt}/vm.img", "r+b") as f:
         f.seek(4 << 20)
-        f.write(os.urandom(6 << 20))  # 6 MiB at 2 MB/s: about 3 s of heal
+        f.write(os.urandom(6 << 20))  # 6 MiB at 1 MB/s: about 6 s of heal
     m.stop()
     a.mounts.remove(m)
     os.kill(pid, signal.SIGKILL)
     c.stopped_pids.discard(pid)
     # a new client (it saw no brick down, so it does not heal) writes meanwhile
-    wait_for(lambda: brick_pid(c, "wv", bricks[2]), 20, "brick 2 back")
+    wait_for(lambda: brick_pid(c, "wv", bricks[2]), 60, "brick 2 back")
     port = [s[2] for s in c.brick_status("wv") if s[1] == bricks[2]][0]
-    wait_for(lambda: port_open(c.host, port), 20, "brick 2 listening")
+    wait_for(lambda: port_open(c.host, port), 60, "brick 2 listening")
     m2 = a.mount("wv", mnt)
     worst = 0.0
     t0 = time.time()
@@ -399,11 +399,13 @@ def test_heal_throttled_file_stays_writable(pool):
             os.fsync(f.fileno())
             worst = max(worst, time.time() - t)
             time.sleep(0.1)
-    assert worst < 1.0, f"a write waited {worst:.2f}s"
+    # a write waiting for the heal would wait seconds; a loaded machine
+    # (CI under ASan) takes a few hundred milliseconds at worst
+    assert worst < 1.5, f"a write waited {worst:.2f}s"
     img = [os.path.join(b, "vm.img") for b in bricks]
-    # about 1.6 s after the brick came back: at 2 MB/s the 6 MiB cannot all
-    # be copied yet (unthrottled, it takes a tenth of a second)
-    assert time.time() - t0 < 2.5
+    # well within the 6 s the throttled copy of 6 MiB takes (unthrottled, it
+    # takes a tenth of a second)
+    assert time.time() - t0 < 4.5
     assert read(img[2])[4 << 20:10 << 20] != read(img[0])[4 << 20:10 << 20]
     wait_for(lambda: read(img[0]) == read(img[1]) == read(img[2]), 60, "the image to heal")
     assert read(img[0]) == read(os.path.join(mnt, "vm.img"))
