@@ -21,6 +21,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_PORT] = K_U64,    [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
     [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
+    [RPC_T_LAYOUT] = K_BYTES, [RPC_T_LINKTO] = K_BYTES,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -63,6 +64,8 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_TEXT: return &m->text;
     case RPC_T_HOST: return &m->host;
     case RPC_T_ID: return &m->id;
+    case RPC_T_LAYOUT: return &m->layout;
+    case RPC_T_LINKTO: return &m->linkto;
     default: return NULL;
     }
 }

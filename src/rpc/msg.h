@@ -108,6 +108,9 @@ enum rpc_tag {
     RPC_T_REPLICA = 40, /* u: GETVOL: bricks per replica set (absent: 1) */
     RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
     RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
+    /* 48-51: distribute (docs/replication.md, Distribute) */
+    RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
+    RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
     RPC_T_MAX = 64,
 };
 
@@ -168,7 +171,7 @@ struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
         err, pid, features, port, eof, whence, gen, replica, arbiter, pending;
-    struct rpc_bytes path, path2, name, data, text, host, id;
+    struct rpc_bytes path, path2, name, data, text, host, id, layout, linkto;
     gfid_t gfid;
     struct rpc_attr attr;
     struct rpc_time atime, mtime;
