@@ -1314,6 +1314,23 @@ static void fwd_done_cb(struct cl_op *sub)
             enqueue(d, op);
             return;
         }
+    } else if (st == 0 && (w->kind == FWD_OPEN || sub->args.op == RPC_OP_GETATTR) &&
+               rpc_has(&sub->reply->msg, RPC_T_ATTR) && linkto_candidate(&sub->reply->msg.attr)) {
+        /* The cache sent us to what may be a link-to (another client
+         * renamed a file onto this name): forget it and resolve again. */
+        if (w->kind == FWD_OPEN && rpc_has(&sub->reply->msg, RPC_T_FH)) {
+            struct cl_op *r = calloc(1, sizeof(*r));
+            if (r) {
+                cl_op_init(r, RPC_OP_RELEASE, free_op_cb, NULL);
+                RPC_SET(&r->args, fh, RPC_T_FH, sub->reply->msg.fh);
+                cl_submit(d->layer.children[w->subvol], r);
+            }
+        }
+        cache_drop(d, w->path);
+        cl_op_release(sub);
+        free(w);
+        enqueue(d, op);
+        return;
     } else if (st == 0 && w->kind == FWD_LOOKUP) {
         const struct rpc_msg *m = &sub->reply->msg;
         if (rpc_has(m, RPC_T_ATTR) && linkto_candidate(&m->attr)) {

@@ -205,6 +205,7 @@ def test_distributed_replicate_kill_brick_then_heal():
                               stderr=subprocess.PIPE, text=True)
         time.sleep(0.7)
         pid = c.brick_status("drv")[1][3]  # second brick of the first set
+        assert cp.poll() is None, "the copy ended before the kill"
         os.kill(pid, 9)  # cairnd restarts it; it comes back stale
         _, err = cp.communicate(timeout=120)
         assert cp.returncode == 0, err
