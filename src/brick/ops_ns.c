@@ -260,7 +260,8 @@ int brick_op_mkdir(struct brick_req *r)
         goto out;
     }
     mode_t mode = brick_create_mode(r->b, &loc, r->in);
-    if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0 && (rc = set_dht_xattr(r, &loc, 1)) == 0)
+    if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0 &&
+        (rc = set_dht_xattr(r, &loc, 1)) == 0)
         rc = finish_create(r, &loc, &g, mode, 1);
 out:
     brick_loc_release(r->b, &loc);

@@ -43,7 +43,7 @@ struct dfh {
     struct {
         int subvol;
         uint64_t cookie;
-    } *map;
+    } * map;
     size_t n_map, cap_map;
 };
 
@@ -740,8 +740,8 @@ static void do_unlink(struct dht *d, struct cl_op *op, const char *path)
     if (rc == 0 && h != c) {
         int lr = remove_name(d, h, path);
         if (lr < 0 && lr != -ENOENT)
-            log_warn("volume %s: removing the link-to %s on subvolume %d: %s", d->volume, path,
-                     h, strerror(-lr));
+            log_warn("volume %s: removing the link-to %s on subvolume %d: %s", d->volume, path, h,
+                     strerror(-lr));
     }
     complete_sub(op, &s);
     cl_op_release(&s);
@@ -831,8 +831,8 @@ static void do_rename(struct dht *d, struct cl_op *op, const char *src, const ch
             remove_name(d, hd, dst); /* the replaced file's link-to */
         int r3 = make_linkto(d, hd, dst, c);
         if (r3 < 0)
-            log_warn("volume %s: rename: link-to %s on subvolume %d -> %d: %s", d->volume, dst,
-                     hd, c, strerror(-r3));
+            log_warn("volume %s: rename: link-to %s on subvolume %d -> %d: %s", d->volume, dst, hd,
+                     c, strerror(-r3));
     }
     if (hs != c) {
         int r4 = remove_name(d, hs, src);
@@ -1167,8 +1167,8 @@ static void slow(struct dht *d, struct cl_op *op)
             do_dir_fh(d, op, h);
         return;
     }
-    int rc = rpc_has(&op->args, RPC_T_PATH) ? arg_path(&op->args.path, path, sizeof(path))
-                                            : -EINVAL;
+    int rc =
+        rpc_has(&op->args, RPC_T_PATH) ? arg_path(&op->args.path, path, sizeof(path)) : -EINVAL;
     if (rc == 0 && rpc_has(&op->args, RPC_T_PATH2))
         rc = arg_path(&op->args.path2, path2, sizeof(path2));
     else if (rc == 0 && (code == RPC_OP_RENAME || code == RPC_OP_LINK))
@@ -1344,8 +1344,8 @@ static void fwd_done_cb(struct cl_op *sub)
     } else if (st == 0 && w->kind == FWD_CREATED) {
         cache_set_loc(d, w->path, w->subvol, sub->args.op == RPC_OP_MKDIR);
     }
-    if (st == 0 && (w->kind == FWD_OPEN ||
-                    (w->kind == FWD_CREATED && sub->args.op == RPC_OP_CREATE))) {
+    if (st == 0 &&
+        (w->kind == FWD_OPEN || (w->kind == FWD_CREATED && sub->args.op == RPC_OP_CREATE))) {
         /* Wrapping the handle allocates and never blocks on a child unless
          * allocation fails. */
         complete_open(d, op, w->subvol, sub);
@@ -1447,8 +1447,7 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_SETATTR:
     case RPC_OP_SETXATTR:
     case RPC_OP_REMOVEXATTR:
-        if (!is_root(path) && cache_loc(d, path, &i, &is_dir) &&
-            !(is_dir && is_dir_change(code))) {
+        if (!is_root(path) && cache_loc(d, path, &i, &is_dir) && !(is_dir && is_dir_change(code))) {
             forward(d, op, i, code == RPC_OP_OPEN ? FWD_OPEN : FWD_PLAIN, path, NOFH, NULL);
             return;
         }
