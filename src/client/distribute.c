@@ -288,8 +288,30 @@ static void sub_from(struct cl_op *sub, const struct rpc_msg *args)
     sub->args = *args;
 }
 
+/* A brick subvolume whose connection is down is skipped at once rather
+ * than waited for (a replicate subvolume decides that for itself). */
+static int child_down(struct dht *d, int i)
+{
+    struct cl_layer *c = d->layer.children[i];
+    return !strcmp(c->name, "protocol/client") && !cl_proto_connected(c);
+}
+
+static uint64_t down_mask(struct dht *d)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < d->n; i++)
+        if (child_down(d, i))
+            m |= 1ull << i;
+    return m;
+}
+
 static int run(struct dht *d, int i, struct cl_op *sub)
 {
+    if (child_down(d, i)) {
+        sub->status = -ENOTCONN;
+        sub->reply = NULL;
+        return -ENOTCONN;
+    }
     return cl_op_run(d->layer.children[i], sub);
 }
 
@@ -314,6 +336,13 @@ static void fan_run(struct dht *d, struct cl_op *subs, uint64_t mask)
     struct fan_wait w;
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.cond, NULL);
+    uint64_t down = down_mask(d) & mask;
+    for (int i = 0; i < d->n; i++)
+        if (down >> i & 1) {
+            subs[i].status = -ENOTCONN;
+            subs[i].reply = NULL;
+        }
+    mask &= ~down;
     w.remaining = __builtin_popcountll(mask);
     for (int i = 0; i < d->n; i++)
         if (mask >> i & 1) {
@@ -557,6 +586,11 @@ static void every(struct dht *d, struct cl_op *op, int primary, const struct dfh
 {
     struct cl_op subs[CL_DHT_MAX];
     uint64_t mask = 0;
+    if (op->args.op != RPC_OP_FSYNC && down_mask(d)) {
+        /* A directory change must reach every copy: refuse it whole. */
+        cl_op_complete(op, -ENOTCONN, NULL);
+        return;
+    }
     for (int i = 0; i < d->n; i++) {
         if (h && h->fh[i] == NOFH)
             continue;
@@ -587,7 +621,7 @@ static void every(struct dht *d, struct cl_op *op, int primary, const struct dfh
 
 static void do_mkdir(struct dht *d, struct cl_op *op, const char *path)
 {
-    int h, rc = hashed(d, path, &h);
+    int h, rc = down_mask(d) ? -ENOTCONN : hashed(d, path, &h);
     if (rc < 0) {
         cl_op_complete(op, rc, NULL);
         return;
@@ -631,7 +665,7 @@ static void do_mkdir(struct dht *d, struct cl_op *op, const char *path)
 
 static void do_rmdir(struct dht *d, struct cl_op *op, const char *path)
 {
-    int h, rc = hashed(d, path, &h);
+    int h, rc = down_mask(d) ? -ENOTCONN : hashed(d, path, &h);
     if (rc < 0) {
         cl_op_complete(op, rc, NULL);
         return;
@@ -927,8 +961,11 @@ static void do_opendir(struct dht *d, struct cl_op *op, const char *path)
     }
     /* A directory missing on some subvolume lists what the others hold; a
      * subvolume that is down fails the open (its files would be missing). */
-    if (st == -ENOENT && any >= 0)
+    if ((st == -ENOENT || st == -ENOTCONN || st == -ETIMEDOUT) && any >= 0) {
+        if (st != -ENOENT)
+            log_warn("volume %s: listing %s without the subvolumes that are down", d->volume, path);
         st = 0;
+    }
     uint64_t id;
     if (st == 0 && (st = fh_add(d, h, &id)) == 0) {
         h->subvol = any;
@@ -1024,6 +1061,13 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
         s.args.offset = bc;
         if ((st = run(d, i, &s)) < 0) {
             cl_op_release(&s);
+            if (st == -ENOTCONN || st == -ETIMEDOUT) {
+                /* Gone mid-listing: the rest comes from the others. */
+                st = 0;
+                i++;
+                bc = 0;
+                continue;
+            }
             break;
         }
         const struct rpc_frame *r = s.reply;
@@ -1361,6 +1405,12 @@ static void fwd_done_cb(struct cl_op *sub)
 static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, const char *path,
                     uint64_t child_fh, struct dfh *h)
 {
+    if (child_down(d, i)) {
+        if (kind == FWD_RELEASE)
+            dfh_free(h); /* its handle died with the connection */
+        cl_op_complete(op, kind == FWD_RELEASE ? 0 : -ENOTCONN, NULL);
+        return;
+    }
     size_t pl = path ? strlen(path) : 0;
     struct fwd *w = malloc(sizeof(*w) + pl + 1);
     if (!w) {

@@ -178,6 +178,50 @@ def test_mkdir_rmdir_nested(dist3):
         assert brick_files(b) == {}
 
 
+def test_brick_down_others_work(dist3):
+    """A stopped brick of a pure distribute volume: after one ping-timeout the
+    names on the other bricks list, read and get created at full speed; names
+    hashed to the stopped brick fail with ENOTCONN; all is back after."""
+    c, bricks, mnt = dist3
+    c.cli("volume", "set", "dv", "network.ping-timeout", "2")
+    names = [f"g{i}" for i in range(60)]
+    for n in names:
+        with open(os.path.join(mnt, n), "w") as f:
+            f.write(n)
+    where = real_files(bricks)
+    pid = [s[3] for s in c.brick_status("dv") if s[1] == bricks[2]][0]
+    c.stop_signal(pid)
+    time.sleep(3.5)  # one ping-timeout, then the brick is skipped
+    t0 = time.time()
+    listing = os.listdir(mnt)
+    assert sorted(listing) == sorted(n for n in names if where[n] != [2])
+    for n in names:
+        if where[n] != [2]:
+            with open(os.path.join(mnt, n)) as f:
+                assert f.read() == n
+    os.statvfs(mnt)
+    made, refused = 0, 0
+    for i in range(30):
+        try:
+            with open(os.path.join(mnt, f"new{i}"), "w") as f:
+                f.write("x")
+            made += 1
+        except OSError as e:
+            assert e.errno == 107, e  # ENOTCONN
+            refused += 1
+    assert made > 10 and refused > 3, (made, refused)
+    with pytest.raises(OSError) as e:
+        os.mkdir(os.path.join(mnt, "nodir"))
+    assert e.value.errno == 107
+    assert time.time() - t0 < 5, "operations waited for the stopped brick"
+    c.cont(pid)
+    end = time.time() + 20
+    while len(os.listdir(mnt)) != 60 + made:
+        assert time.time() < end, len(os.listdir(mnt))
+        time.sleep(0.5)
+    os.mkdir(os.path.join(mnt, "nodir"))
+
+
 def make_source(root, n):
     src = os.path.join(root, "src")
     for i in range(n):
