@@ -815,7 +815,19 @@ static void do_rename(struct dht *d, struct cl_op *op, const char *src, const ch
         return;
     }
     if (is_dir) {
-        /* Directories exist everywhere: rename every copy. */
+        /* Directories exist everywhere: rename every copy. A file in the
+         * way exists on one subvolume only: refuse before renaming the
+         * copies elsewhere. */
+        int cd, dst_dir;
+        rc = locate(d, &op->args, dst, &cd, &dst_dir);
+        if (rc == 0 && !dst_dir) {
+            cl_op_complete(op, -ENOTDIR, NULL);
+            return;
+        }
+        if (rc < 0 && rc != -ENOENT) {
+            cl_op_complete(op, rc, NULL);
+            return;
+        }
         every(d, op, c, NULL);
         cache_drop_all(d);
         return;

@@ -7,6 +7,7 @@ nothing after heal. One cairnd per volume on 127.0.0.150-.159 (force)."""
 
 import os
 import stat
+import struct
 import subprocess
 import time
 
@@ -176,6 +177,32 @@ def test_mkdir_rmdir_nested(dist3):
     assert os.listdir(mnt) == []
     for b in bricks:
         assert brick_files(b) == {}
+
+
+def test_stored_layout_is_used(dist3):
+    """Placement follows the layout stored on the directory, not a formula:
+    a directory whose layout gives every hash to brick 2 gets every file
+    there (seen by a client that had not cached the directory)."""
+    c, bricks, mnt = dist3
+    os.mkdir(os.path.join(mnt, "skew"))
+    lay = struct.pack("<8I", 1, 3, 1, 0, 1, 0, 0, 0xFFFFFFFF)
+    for b in bricks:
+        os.setxattr(os.path.join(b, "skew"), "trusted.cairn.layout", lay)
+    m2 = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    for i in range(30):
+        with open(os.path.join(m2, "skew", f"s{i}"), "w") as f:
+            f.write(str(i))
+    where = real_files(bricks, "skew")
+    assert len(where) == 30 and all(v == [2] for v in where.values()), where
+    assert sorted(os.listdir(os.path.join(mnt, "skew"))) == sorted(f"s{i}" for i in range(30))
+    # a directory renamed onto a file is refused without touching any copy
+    with open(os.path.join(mnt, "afile"), "w") as f:
+        f.write("x")
+    with pytest.raises(OSError) as e:
+        os.rename(os.path.join(mnt, "skew"), os.path.join(mnt, "afile"))
+    assert e.value.errno == 20  # ENOTDIR
+    for b in bricks:
+        assert os.path.isdir(os.path.join(b, "skew"))
 
 
 def test_brick_down_others_work(dist3):
