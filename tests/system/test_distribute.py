@@ -307,3 +307,34 @@ def test_distributed_replicate_kill_brick_then_heal():
         m2 = c.mount("drv", os.path.join(c.root, "mnt2")).path
         rc, out = tree_diff(src, os.path.join(m2, "copy"))
         assert rc == 0, out
+        # renames across hash ranges while a brick of the second set hangs:
+        # heal brings its link-to files (and their xattr) in line
+        pid = c.brick_status("drv")[4][3]
+        c.stop_signal(pid)
+        time.sleep(3)  # one ping-timeout
+        d0 = os.path.join(mnt, "copy", "d0")
+        for i in range(40):
+            os.rename(os.path.join(d0, f"f{i}"), os.path.join(d0, f"r{i}"))
+        c.cont(pid)
+        end = time.time() + 60
+        while True:
+            c.cli("volume", "heal", "drv", check=False)
+            views = [[brick_files(b, "copy/d0") for b in s] for s in sets]
+            if all(v[0] == v[1] == v[2] for v in views):
+                break
+            assert time.time() < end, "replicas of a set differ after heal"
+            time.sleep(1)
+        n_link = 0
+        for s in sets:
+            for name, (kind, _) in brick_files(s[0], "copy/d0").items():
+                if kind == "linkto":
+                    n_link += 1
+                    vals = {os.getxattr(os.path.join(b, "copy/d0", name),
+                                        "trusted.cairn.linkto") for b in s}
+                    assert len(vals) == 1, (name, vals)
+        assert n_link > 5, n_link
+        m3 = c.mount("drv", os.path.join(c.root, "mnt3")).path
+        for i in range(40):
+            with open(os.path.join(m3, "copy", "d0", f"r{i}"), "rb") as f, \
+                    open(os.path.join(src, "d0", f"f{i}"), "rb") as g:
+                assert f.read() == g.read()
