@@ -891,6 +891,88 @@ static void do_rename(struct dht *d, struct cl_op *op, const char *src, const ch
     cl_op_release(&s);
 }
 
+/* Replaces the ATTR field of a reply frame with a. 0 or -ENOMEM. */
+static int frame_set_attr(struct rpc_frame *r, const struct rpc_attr *a)
+{
+    struct rpc_buf b;
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_buf_init(&b);
+    rpc_iter_init(&it, r->body, r->hdr.body_len);
+    while (rpc_iter_next(&it, &f) > 0)
+        if (f.tag != RPC_T_ATTR)
+            rpc_put_bytes(&b, f.tag, f.val, f.len);
+    rpc_put_attr(&b, RPC_T_ATTR, a);
+    if (b.err) {
+        rpc_buf_free(&b);
+        return -ENOMEM;
+    }
+    free(r->body);
+    r->body = b.data;
+    r->hdr.body_len = (uint32_t)b.len;
+    return rpc_msg_decode(r->body, b.len, &r->msg, NULL) < 0 ? -EPROTO : 0;
+}
+
+static void later(int64_t *s, uint32_t *ns, int64_t s2, uint32_t ns2)
+{
+    if (s2 > *s || (s2 == *s && ns2 > *ns)) {
+        *s = s2;
+        *ns = ns2;
+    }
+}
+
+/* A directory's attributes: its copy on subvolume base, with the latest
+ * times of all copies (a file created on one subvolume changes only that
+ * copy's mtime). One round trip to every subvolume; a copy that is down or
+ * missing is left out. By path (LOOKUP, GETATTR) or by the handle h. */
+static void dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh *h)
+{
+    struct cl_op subs[CL_DHT_MAX];
+    uint64_t mask = 0;
+    for (int i = 0; i < d->n; i++) {
+        if (h && h->fh[i] == NOFH)
+            continue;
+        sub_from(&subs[i], &op->args);
+        if (h)
+            subs[i].args.fh = h->fh[i];
+        mask |= 1ull << i;
+    }
+    fan_run(d, subs, mask);
+    if (!(mask >> base & 1) || subs[base].status < 0) {
+        int st = (mask >> base & 1) ? subs[base].status : -ENOTCONN;
+        for (int i = 0; i < d->n && st == -ENOTCONN; i++)
+            if ((mask >> i & 1) && subs[i].status == 0)
+                base = i, st = 0; /* another copy answers for a down one */
+        if (st < 0) {
+            release_all(d, subs, mask);
+            cl_op_complete(op, st, NULL);
+            return;
+        }
+    }
+    struct rpc_frame *r = subs[base].reply;
+    int st = r && rpc_has(&r->msg, RPC_T_ATTR) ? 0 : -EPROTO;
+    if (st == 0) {
+        struct rpc_attr a = r->msg.attr;
+        for (int i = 0; i < d->n; i++) {
+            if (!(mask >> i & 1) || i == base || subs[i].status < 0 ||
+                !rpc_has(&subs[i].reply->msg, RPC_T_ATTR))
+                continue;
+            const struct rpc_attr *o = &subs[i].reply->msg.attr;
+            later(&a.mtime, &a.mtime_ns, o->mtime, o->mtime_ns);
+            later(&a.ctime, &a.ctime_ns, o->ctime, o->ctime_ns);
+            later(&a.atime, &a.atime_ns, o->atime, o->atime_ns);
+        }
+        st = frame_set_attr(r, &a);
+    }
+    if (st == 0) {
+        subs[base].reply = NULL;
+        cl_op_complete(op, 0, r);
+    } else {
+        cl_op_complete(op, st, NULL);
+    }
+    release_all(d, subs, mask);
+}
+
 static void do_statfs(struct dht *d, struct cl_op *op)
 {
     struct cl_op subs[CL_DHT_MAX];
@@ -1193,6 +1275,8 @@ static void do_dir_fh(struct dht *d, struct cl_op *op, struct dfh *h)
     } else if (code == RPC_OP_FSYNC || code == RPC_OP_SETATTR || code == RPC_OP_SETXATTR ||
                code == RPC_OP_REMOVEXATTR) {
         every(d, op, h->subvol, h);
+    } else if (code == RPC_OP_GETATTR) {
+        dir_attr(d, op, h->subvol, h);
     } else {
         struct cl_op s;
         sub_from(&s, &op->args);
@@ -1240,10 +1324,19 @@ static void slow(struct dht *d, struct cl_op *op)
         if (is_root(path)) {
             struct cl_dht_layout l;
             get_layout(d, "/", &l); /* first use gives the root its layout */
-            one(d, op, 0);
+            dir_attr(d, op, 0, NULL);
+            return;
+        }
+        if (cache_loc(d, path, &where, &is_dir) && is_dir) {
+            dir_attr(d, op, where, NULL);
             return;
         }
         rc = lookup(d, &op->args, path, &where, &is_dir, &r);
+        if (rc == 0 && is_dir) {
+            rpc_frame_free(r);
+            dir_attr(d, op, where, NULL);
+            return;
+        }
         cl_op_complete(op, rc, r);
         return;
     }
@@ -1287,6 +1380,8 @@ static void slow(struct dht *d, struct cl_op *op)
     }
     if (is_dir && is_dir_change(code))
         every(d, op, where, NULL);
+    else if (is_dir && code == RPC_OP_GETATTR)
+        dir_attr(d, op, where, NULL);
     else
         one(d, op, where);
 }
@@ -1397,6 +1492,13 @@ static void fwd_done_cb(struct cl_op *sub)
         }
         if (rpc_has(m, RPC_T_ATTR))
             cache_set_loc(d, w->path, w->subvol, S_ISDIR(m->attr.mode));
+        if (rpc_has(m, RPC_T_ATTR) && S_ISDIR(m->attr.mode)) {
+            /* a directory: its times come from every copy */
+            cl_op_release(sub);
+            free(w);
+            enqueue(d, op);
+            return;
+        }
     } else if (st == 0 && w->kind == FWD_CREATED) {
         cache_set_loc(d, w->path, w->subvol, sub->args.op == RPC_OP_MKDIR);
     }
@@ -1488,6 +1590,8 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     int i, is_dir;
     switch (code) {
     case RPC_OP_LOOKUP:
+        if (cache_loc(d, path, &i, &is_dir) && is_dir)
+            break; /* directory times come from every copy */
         if ((i = hashed_cached(d, path)) >= 0) {
             forward(d, op, i, FWD_LOOKUP, path, NOFH, NULL);
             return;
@@ -1509,11 +1613,13 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_SETATTR:
     case RPC_OP_SETXATTR:
     case RPC_OP_REMOVEXATTR:
-        if (!is_root(path) && cache_loc(d, path, &i, &is_dir) && !(is_dir && is_dir_change(code))) {
+        if (!is_root(path) && cache_loc(d, path, &i, &is_dir) &&
+            !(is_dir && (is_dir_change(code) || code == RPC_OP_GETATTR))) {
             forward(d, op, i, code == RPC_OP_OPEN ? FWD_OPEN : FWD_PLAIN, path, NOFH, NULL);
             return;
         }
-        if (is_root(path) && !is_dir_change(code) && code != RPC_OP_OPEN) {
+        if (is_root(path) && !is_dir_change(code) && code != RPC_OP_OPEN &&
+            code != RPC_OP_GETATTR) {
             forward(d, op, 0, FWD_PLAIN, path, NOFH, NULL);
             return;
         }

@@ -205,6 +205,23 @@ def test_stored_layout_is_used(dist3):
         assert os.path.isdir(os.path.join(b, "skew"))
 
 
+def test_directory_times_from_every_copy(dist3):
+    """A file created on any brick makes its directory's mtime move, although
+    only that brick's copy of the directory changed."""
+    c, bricks, mnt = dist3
+    d = os.path.join(mnt, "t")
+    os.mkdir(d)
+    for i in range(12):
+        old = time.time() - 1000
+        os.utime(d, (old, old))
+        with open(os.path.join(d, f"x{i}"), "w") as f:
+            f.write("x")
+        copies = [os.stat(os.path.join(b, "t")).st_mtime_ns for b in bricks]
+        assert os.stat(d).st_mtime_ns == max(copies), (i, copies)
+        assert os.stat(d).st_mtime > old + 500
+    assert len({v[0] for v in real_files(bricks, "t").values()}) == 3
+
+
 def test_brick_down_others_work(dist3):
     """A stopped brick of a pure distribute volume: after one ping-timeout the
     names on the other bricks list, read and get created at full speed; names
