@@ -807,8 +807,108 @@ static void do_link(struct dht *d, struct cl_op *op, const char *src, const char
     cl_op_release(&s);
 }
 
+/* A plain rename of one name on subvolume at. */
+static int rename_on(struct dht *d, int at, const char *from, const char *to, uint64_t flags)
+{
+    struct cl_op s;
+    cl_op_init(&s, RPC_OP_RENAME, NULL, NULL);
+    rpc_set_str(&s.args, RPC_T_PATH, &s.args.path, from);
+    rpc_set_str(&s.args, RPC_T_PATH2, &s.args.path2, to);
+    if (flags)
+        RPC_SET(&s.args, flags, RPC_T_FLAGS, flags);
+    int rc = run(d, at, &s);
+    cl_op_release(&s);
+    return rc;
+}
+
+/* Points the link-to of name (hashed to h) at the data's subvolume at:
+ * drops a stale one, makes the new one where needed. */
+static void relink(struct dht *d, const char *name, int h, int at, int had_linkto)
+{
+    if (had_linkto)
+        remove_name(d, h, name);
+    if (h != at) {
+        int rc = make_linkto(d, h, name, at);
+        if (rc < 0)
+            log_warn("volume %s: link-to %s on subvolume %d -> %d: %s", d->volume, name, h, at,
+                     strerror(-rc));
+    }
+}
+
+/* RENAME_EXCHANGE. Two files on one subvolume swap there (their link-tos
+ * stay right). Otherwise the swap is done name by name (not atomic to
+ * other clients): files on two subvolumes each move to the other name on
+ * their own subvolume; a file and a directory swap on the file's
+ * subvolume and the directory's other copies are renamed. Link-tos follow. */
+static void do_exchange(struct dht *d, struct cl_op *op, const char *a, const char *b)
+{
+    int ca, cb, da, db, ha, hb, rc;
+    if ((rc = locate(d, &op->args, a, &ca, &da)) < 0 ||
+        (rc = locate(d, &op->args, b, &cb, &db)) < 0 || (rc = hashed(d, a, &ha)) < 0 ||
+        (rc = hashed(d, b, &hb)) < 0) {
+        cl_op_complete(op, rc, NULL);
+        return;
+    }
+    if (da && db) {
+        every(d, op, ca, NULL);
+        cache_drop_all(d);
+        return;
+    }
+    if (down_mask(d)) {
+        cl_op_complete(op, -ENOTCONN, NULL);
+        return;
+    }
+    cache_drop(d, a);
+    cache_drop(d, b);
+    if (!da && !db && ca == cb) {
+        cl_op_complete(op, rename_on(d, ca, a, b, RENAME_EXCHANGE), NULL);
+        return;
+    }
+    if (!da && !db) {
+        if ((rc = rename_on(d, ca, a, b, 0)) < 0) {
+            cl_op_complete(op, rc, NULL);
+            return;
+        }
+        if ((rc = rename_on(d, cb, b, a, 0)) < 0) {
+            rename_on(d, ca, b, a, 0); /* put a back */
+            cl_op_complete(op, rc, NULL);
+            return;
+        }
+        /* a's data (on ca) is now named b, b's (on cb) a */
+        relink(d, a, ha, cb, ha != ca && ha != cb);
+        relink(d, b, hb, ca, hb != ca && hb != cb);
+        cl_op_complete(op, 0, NULL);
+        return;
+    }
+    /* a file f (on cf) and a directory g */
+    const char *f = da ? b : a, *g = da ? a : b;
+    int cf = da ? cb : ca, hf = da ? hb : ha, hg = da ? ha : hb;
+    if ((rc = rename_on(d, cf, a, b, RENAME_EXCHANGE)) < 0) {
+        cl_op_complete(op, rc, NULL);
+        return;
+    }
+    for (int j = 0; j < d->n && rc == 0; j++) {
+        if (j == cf)
+            continue;
+        if (j == hf)
+            remove_name(d, j, f); /* the file's link-to makes way */
+        rc = rename_on(d, j, g, f, 0);
+    }
+    if (rc < 0)
+        log_warn("volume %s: exchanging %s and %s left directory copies behind: %s", d->volume, a,
+                 b, strerror(-rc));
+    /* the file is now named g, its data still on cf */
+    relink(d, g, hg, cf, 0);
+    cache_drop_all(d);
+    cl_op_complete(op, rc, NULL);
+}
+
 static void do_rename(struct dht *d, struct cl_op *op, const char *src, const char *dst)
 {
+    if (rpc_has(&op->args, RPC_T_FLAGS) && (op->args.flags & RENAME_EXCHANGE)) {
+        do_exchange(d, op, src, dst);
+        return;
+    }
     int c, is_dir, rc = locate(d, &op->args, src, &c, &is_dir);
     if (rc < 0) {
         cl_op_complete(op, rc, NULL);
@@ -847,10 +947,6 @@ static void do_rename(struct dht *d, struct cl_op *op, const char *src, const ch
     uint64_t fl = rpc_has(&op->args, RPC_T_FLAGS) ? op->args.flags : 0;
     if ((fl & RENAME_NOREPLACE) && cd >= 0) {
         cl_op_complete(op, -EEXIST, NULL);
-        return;
-    }
-    if ((fl & RENAME_EXCHANGE) && !(cd == c && hs == c && hd == c)) {
-        cl_op_complete(op, cd < 0 ? -ENOENT : -EXDEV, NULL);
         return;
     }
     if (dst_dir && cd >= 0)

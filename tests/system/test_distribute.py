@@ -5,6 +5,7 @@ hash ranges leave link-to files that lookups follow; mkdir/rmdir reach every
 brick; a second mount sees the same; a brick killed during a copy loses
 nothing after heal. One cairnd per volume on 127.0.0.150-.159 (force)."""
 
+import ctypes
 import os
 import stat
 import struct
@@ -142,6 +143,48 @@ def test_rename_across_hashes_then_lookup_read_unlink(dist3):
     for i in range(1, 40):
         os.unlink(os.path.join(mnt, f"dst{i}"))
     assert os.listdir(mnt) == [] and os.listdir(m2.path) == []
+    for b in bricks:  # no data and no link-to left behind
+        assert brick_files(b) == {}, (b, brick_files(b))
+
+
+def renameat2(old, new, flags):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.renameat2(-100, os.fsencode(old), -100, os.fsencode(new), flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), old)
+
+
+def test_rename_exchange_across_bricks(dist3):
+    c, bricks, mnt = dist3
+    for i in range(12):
+        for n in (f"p{i}", f"q{i}"):
+            with open(os.path.join(mnt, n), "w") as f:
+                f.write(n)
+    os.mkdir(os.path.join(mnt, "dir"))
+    with open(os.path.join(mnt, "dir", "inner"), "w") as f:
+        f.write("inner")
+    where = real_files(bricks)
+    assert any(where[f"p{i}"] != where[f"q{i}"] for i in range(12))
+    for i in range(12):
+        renameat2(os.path.join(mnt, f"p{i}"), os.path.join(mnt, f"q{i}"), 2)  # EXCHANGE
+    renameat2(os.path.join(mnt, "p0"), os.path.join(mnt, "dir"), 2)
+    m2 = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    for root in (mnt, m2):
+        with open(os.path.join(root, "dir")) as f:
+            assert f.read() == "q0"
+        with open(os.path.join(root, "p0", "inner")) as f:
+            assert f.read() == "inner"
+        for i in range(1, 12):
+            with open(os.path.join(root, f"p{i}")) as f:
+                assert f.read() == f"q{i}"
+            with open(os.path.join(root, f"q{i}")) as f:
+                assert f.read() == f"p{i}"
+    for b in bricks:
+        assert os.path.isdir(os.path.join(b, "p0"))
+    os.unlink(os.path.join(mnt, "p0", "inner"))
+    os.rmdir(os.path.join(mnt, "p0"))
+    for n in os.listdir(mnt):
+        os.unlink(os.path.join(mnt, n))
     for b in bricks:  # no data and no link-to left behind
         assert brick_files(b) == {}, (b, brick_files(b))
 
