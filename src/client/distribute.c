@@ -1667,8 +1667,13 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
         if (!h) {
             cl_op_complete(op, code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR ? 0 : -EBADF,
                            NULL);
-        } else if (h->is_dir) {
+        } else if (h->is_dir && code != RPC_OP_GETLK && code != RPC_OP_SETLK &&
+                   code != RPC_OP_FLOCK) {
             enqueue(d, op);
+        } else if (h->is_dir) {
+            /* Lock waits can last: never on a worker. One subvolume's copy
+             * of the directory carries its locks. */
+            forward(d, op, h->subvol, FWD_PLAIN, NULL, h->fh[h->subvol], NULL);
         } else if (code == RPC_OP_RELEASE) {
             fh_take(d, op->args.fh);
             forward(d, op, h->subvol, FWD_RELEASE, NULL, h->fh[h->subvol], h);

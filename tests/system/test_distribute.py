@@ -6,6 +6,7 @@ brick; a second mount sees the same; a brick killed during a copy loses
 nothing after heal. One cairnd per volume on 127.0.0.150-.159 (force)."""
 
 import ctypes
+import fcntl
 import os
 import stat
 import struct
@@ -263,6 +264,29 @@ def test_directory_times_from_every_copy(dist3):
         assert os.stat(d).st_mtime_ns == max(copies), (i, copies)
         assert os.stat(d).st_mtime > old + 500
     assert len({v[0] for v in real_files(bricks, "t").values()}) == 3
+
+
+def test_directory_lock_waits_do_not_block(dist3):
+    """Lock waits on a directory handle never hold the layer's workers:
+    namespace operations go on while many wait."""
+    c, bricks, mnt = dist3
+    os.mkdir(os.path.join(mnt, "d"))
+    fd = os.open(os.path.join(mnt, "d"), os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    waiters = [subprocess.Popen(["flock", os.path.join(mnt, "d"), "true"]) for _ in range(6)]
+    try:
+        time.sleep(0.5)
+        t0 = time.time()
+        os.mkdir(os.path.join(mnt, "e"))
+        assert sorted(os.listdir(mnt)) == ["d", "e"]
+        assert time.time() - t0 < 2
+        assert all(w.poll() is None for w in waiters)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        for w in waiters:
+            w.wait(timeout=20)
+    assert all(w.returncode == 0 for w in waiters)
 
 
 def test_brick_down_others_work(dist3):
