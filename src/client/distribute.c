@@ -1531,7 +1531,7 @@ static void enqueue(struct dht *d, struct cl_op *op)
 
 /* ---- the inline path ---- */
 
-enum fwd_kind { FWD_PLAIN, FWD_OPEN, FWD_LOOKUP, FWD_CREATED, FWD_RELEASE };
+enum fwd_kind { FWD_PLAIN, FWD_OPEN, FWD_LOOKUP, FWD_CREATED, FWD_RELEASE, FWD_UNLINK };
 
 struct fwd {
     struct dht *d;
@@ -1551,6 +1551,14 @@ static void fwd_done_cb(struct cl_op *sub)
     int st = sub->status;
     if (w->kind == FWD_RELEASE) {
         dfh_free(w->h);
+    } else if (w->kind == FWD_UNLINK) {
+        cache_drop(d, w->path);
+        if (st == -ENOENT) { /* moved by another client: resolve again */
+            cl_op_release(sub);
+            free(w);
+            enqueue(d, op);
+            return;
+        }
     } else if (st == -ENOENT && w->kind != FWD_CREATED) {
         /* Gone from where the cache said (another client renamed or
          * removed it): forget and ask again the slow way. */
@@ -1695,6 +1703,13 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
             break; /* directory times come from every copy */
         if ((i = hashed_cached(d, path)) >= 0) {
             forward(d, op, i, FWD_LOOKUP, path, NOFH, NULL);
+            return;
+        }
+        break;
+    case RPC_OP_UNLINK:
+        /* A file on its hashed subvolume has no link-to to remove. */
+        if (cache_loc(d, path, &i, &is_dir) && !is_dir && hashed_cached(d, path) == i) {
+            forward(d, op, i, FWD_UNLINK, path, NOFH, NULL);
             return;
         }
         break;
