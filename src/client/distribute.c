@@ -619,6 +619,62 @@ static void every(struct dht *d, struct cl_op *op, int primary, const struct dfh
 
 /* ---- namespace changes ---- */
 
+/* (Re)creates directory path on the subvolumes in mask as a copy of the
+ * one on subvolume from: same gfid, mode and owner, default layout. With
+ * replace, the copies there now (empty ones of our own making) are removed
+ * first; a copy that is not empty is in use and stays. */
+static void remake_dirs(struct dht *d, const char *path, uint64_t mask, int from, int replace)
+{
+    struct cl_op lk;
+    cl_op_init(&lk, RPC_OP_LOOKUP, NULL, NULL);
+    rpc_set_str(&lk.args, RPC_T_PATH, &lk.args.path, path);
+    if (run(d, from, &lk) < 0 || !rpc_has(&lk.reply->msg, RPC_T_ATTR) ||
+        !S_ISDIR(lk.reply->msg.attr.mode)) {
+        log_warn("volume %s: cannot read directory %s on subvolume %d to copy it", d->volume, path,
+                 from);
+        cl_op_release(&lk);
+        return;
+    }
+    const struct rpc_attr *a = &lk.reply->msg.attr;
+    struct cl_op ops[CL_DHT_MAX];
+    if (replace) {
+        for (int i = 0; i < d->n; i++)
+            if (mask >> i & 1) {
+                cl_op_init(&ops[i], RPC_OP_RMDIR, NULL, NULL);
+                rpc_set_str(&ops[i].args, RPC_T_PATH, &ops[i].args.path, path);
+            }
+        fan_run(d, ops, mask);
+        release_all(d, ops, mask);
+        for (int i = 0; i < d->n; i++)
+            if ((mask >> i & 1) && ops[i].status < 0)
+                mask &= ~(1ull << i);
+    }
+    struct cl_dht_layout l;
+    cl_dht_layout_default(d->n, &l);
+    uint8_t v[CL_DHT_LAYOUT_MAXLEN];
+    size_t vl = cl_dht_layout_encode(&l, v);
+    for (int i = 0; i < d->n; i++)
+        if (mask >> i & 1) {
+            struct rpc_msg *m = &ops[i].args;
+            cl_op_init(&ops[i], RPC_OP_MKDIR, NULL, NULL);
+            rpc_set_str(m, RPC_T_PATH, &m->path, path);
+            RPC_SET(m, mode, RPC_T_MODE, a->mode & 07777);
+            RPC_SET(m, umask, RPC_T_UMASK, 0);
+            RPC_SET(m, uid, RPC_T_UID, a->uid);
+            RPC_SET(m, gid, RPC_T_GID, a->gid);
+            m->gfid = a->gfid;
+            m->present |= 1ull << RPC_T_GFID;
+            rpc_set_bytes(m, RPC_T_LAYOUT, &m->layout, v, vl);
+        }
+    fan_run(d, ops, mask);
+    for (int i = 0; i < d->n; i++)
+        if ((mask >> i & 1) && ops[i].status < 0 && ops[i].status != -EEXIST)
+            log_warn("volume %s: directory %s could not be made on subvolume %d: %s", d->volume,
+                     path, i, strerror(-ops[i].status));
+    release_all(d, ops, mask);
+    cl_op_release(&lk);
+}
+
 static void do_mkdir(struct dht *d, struct cl_op *op, const char *path)
 {
     int h, rc = down_mask(d) ? -ENOTCONN : hashed(d, path, &h);
@@ -642,10 +698,21 @@ static void do_mkdir(struct dht *d, struct cl_op *op, const char *path)
     for (int i = 0; i < d->n && st == 0; i++)
         if (i != h && subs[i].status < 0 && subs[i].status != -EEXIST)
             st = subs[i].status;
+    uint64_t made = 0;
+    for (int i = 0; i < d->n; i++)
+        if (subs[i].status == 0)
+            made |= 1ull << i;
     if (st == 0) {
         cache_set_loc(d, path, h, 1);
         cache_set_layout(d, path, &l);
         complete_sub(op, &subs[h]);
+    } else if (st == -EEXIST && made) {
+        /* Another client's mkdir of this name won on the hashed subvolume
+         * (or a copy was missing here): the copies we made may already be
+         * the winner's, so never just remove them; make them copies of the
+         * hashed subvolume's directory (its gfid). */
+        remake_dirs(d, path, made, h, 1);
+        cl_op_complete(op, -EEXIST, NULL);
     } else {
         /* Undo: a directory on some subvolumes only is worse than none. */
         uint64_t undo = 0;
@@ -690,38 +757,7 @@ static void do_rmdir(struct dht *d, struct cl_op *op, const char *path)
     if (st < 0 && removed && failed >= 0) {
         /* Not empty somewhere (or a subvolume failed): put the directory
          * back where it went, with the surviving copy's id and owner. */
-        struct cl_op lk;
-        cl_op_init(&lk, RPC_OP_LOOKUP, NULL, NULL);
-        rpc_set_str(&lk.args, RPC_T_PATH, &lk.args.path, path);
-        if (run(d, failed, &lk) == 0 && rpc_has(&lk.reply->msg, RPC_T_ATTR)) {
-            const struct rpc_attr *a = &lk.reply->msg.attr;
-            struct cl_dht_layout l;
-            cl_dht_layout_default(d->n, &l);
-            uint8_t v[CL_DHT_LAYOUT_MAXLEN];
-            size_t vl = cl_dht_layout_encode(&l, v);
-            struct cl_op mk[CL_DHT_MAX];
-            for (int i = 0; i < d->n; i++)
-                if (removed >> i & 1) {
-                    struct rpc_msg *m = &mk[i].args;
-                    cl_op_init(&mk[i], RPC_OP_MKDIR, NULL, NULL);
-                    rpc_set_str(m, RPC_T_PATH, &m->path, path);
-                    RPC_SET(m, mode, RPC_T_MODE, a->mode & 07777);
-                    RPC_SET(m, umask, RPC_T_UMASK, 0);
-                    RPC_SET(m, uid, RPC_T_UID, a->uid);
-                    RPC_SET(m, gid, RPC_T_GID, a->gid);
-                    m->gfid = a->gfid;
-                    m->present |= 1ull << RPC_T_GFID;
-                    rpc_set_bytes(m, RPC_T_LAYOUT, &m->layout, v, vl);
-                }
-            fan_run(d, mk, removed);
-            for (int i = 0; i < d->n; i++)
-                if ((removed >> i & 1) && mk[i].status < 0)
-                    log_warn("volume %s: rmdir %s failed (%s) and the directory could not be "
-                             "restored on subvolume %d: %s",
-                             d->volume, path, strerror(-st), i, strerror(-mk[i].status));
-            release_all(d, mk, removed);
-        }
-        cl_op_release(&lk);
+        remake_dirs(d, path, removed, failed, 0);
     }
     cl_op_complete(op, st, NULL);
     release_all(d, subs, all_mask(d));

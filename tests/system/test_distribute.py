@@ -11,6 +11,7 @@ import os
 import stat
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -221,6 +222,39 @@ def test_mkdir_rmdir_nested(dist3):
     assert os.listdir(mnt) == []
     for b in bricks:
         assert brick_files(b) == {}
+
+
+def test_concurrent_mkdir_two_mounts(dist3):
+    """Two clients make the same directories at once: each name ends up on
+    every brick, with one gfid everywhere, and exactly one mkdir of each name
+    succeeds."""
+    c, bricks, mnt = dist3
+    m2 = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    names = [f"race{i}" for i in range(60)]
+    wins = {}
+
+    def run(root, tag):
+        for n in names:
+            try:
+                os.mkdir(os.path.join(root, n))
+                wins.setdefault(n, []).append(tag)
+            except FileExistsError:
+                pass
+
+    ts = [threading.Thread(target=run, args=(r, t)) for r, t in ((mnt, 1), (m2, 2))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(wins) == sorted(names) and all(len(v) == 1 for v in wins.values()), wins
+    for n in names:
+        ids = {os.getxattr(os.path.join(b, n), "trusted.cairn.gfid") for b in bricks}
+        assert len(ids) == 1, (n, ids)
+        with open(os.path.join(m2, n, "f"), "w") as f:
+            f.write(n)
+    for n in names:
+        with open(os.path.join(mnt, n, "f")) as f:
+            assert f.read() == n
 
 
 def test_stored_layout_is_used(dist3):
