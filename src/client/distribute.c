@@ -599,6 +599,10 @@ static void every(struct dht *d, struct cl_op *op, int primary, const struct dfh
             subs[i].args.fh = h->fh[i];
         mask |= 1ull << i;
     }
+    if (!mask) {
+        cl_op_complete(op, -ENOTCONN, NULL);
+        return;
+    }
     fan_run(d, subs, mask);
     int st = 0;
     for (int i = 0; i < d->n; i++)
