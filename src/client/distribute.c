@@ -1275,8 +1275,11 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
     int first = h->subvol; /* directories are listed from this subvolume only */
     struct rpc_buf out;
     rpc_buf_init(&out);
-    int kept = 0, st = 0, eof_all = 0;
-    while (!kept && st == 0) {
+    int kept = 0, st = 0, eof_all = 0, stop = 0;
+    /* Small listings of several subvolumes fill one reply: go on to the
+     * next subvolume while less than half the budget is used. */
+    size_t budget = rpc_has(&op->args, RPC_T_SIZE) ? op->args.size / 2 : 4096;
+    while (!stop && st == 0) {
         while (i < d->n && h->fh[i] == NOFH) {
             i++;
             bc = 0;
@@ -1289,6 +1292,8 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
         sub_from(&s, &op->args);
         s.args.fh = h->fh[i];
         s.args.offset = bc;
+        if (kept && rpc_has(&op->args, RPC_T_SIZE))
+            s.args.size = op->args.size - out.len > 4096 ? op->args.size - out.len : 4096;
         if ((st = run(d, i, &s)) < 0) {
             cl_op_release(&s);
             if (st == -ENOTCONN || st == -ETIMEDOUT) {
@@ -1349,21 +1354,25 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
         }
         if (rc < 0 && st == 0)
             st = -EPROTO;
-        if (st == 0 && !kept) {
-            if (eof) {
-                i++;
-                bc = 0;
-            } else if (!seen) {
-                st = -EPROTO; /* no progress */
-            } else {
-                bc = last;
-            }
-        }
-        if (st == 0 && kept && eof) {
+        if (st == 0 && eof) {
             int nx = i + 1;
             while (nx < d->n && h->fh[nx] == NOFH)
                 nx++;
-            eof_all = nx >= d->n;
+            if (nx >= d->n) {
+                eof_all = 1;
+                stop = 1;
+            } else {
+                i = nx;
+                bc = 0;
+                stop = kept && out.len >= budget;
+            }
+        } else if (st == 0) {
+            if (!seen)
+                st = -EPROTO; /* no progress */
+            else if (kept)
+                stop = 1;
+            else
+                bc = last;
         }
         cl_op_release(&s);
     }
