@@ -1057,26 +1057,14 @@ static void later(int64_t *s, uint32_t *ns, int64_t s2, uint32_t ns2)
     }
 }
 
-/* A directory's attributes: its copy on subvolume base, with the latest
- * times of all copies (a file created on one subvolume changes only that
- * copy's mtime). One round trip to every subvolume; a copy that is down or
- * missing is left out. By path (LOOKUP, GETATTR) or by the handle h. */
-static void dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh *h)
+/* Answers op from the copies' replies in subs (mask: asked): the copy on
+ * base (another if base failed to answer) with the latest times of all. */
+static void dir_attr_finish(struct dht *d, struct cl_op *op, struct cl_op *subs, uint64_t mask,
+                            int base)
 {
-    struct cl_op subs[CL_DHT_MAX];
-    uint64_t mask = 0;
-    for (int i = 0; i < d->n; i++) {
-        if (h && h->fh[i] == NOFH)
-            continue;
-        sub_from(&subs[i], &op->args);
-        if (h)
-            subs[i].args.fh = h->fh[i];
-        mask |= 1ull << i;
-    }
-    fan_run(d, subs, mask);
     if (!(mask >> base & 1) || subs[base].status < 0) {
         int st = (mask >> base & 1) ? subs[base].status : -ENOTCONN;
-        for (int i = 0; i < d->n && st == -ENOTCONN; i++)
+        for (int i = 0; i < d->n && (st == -ENOTCONN || st == -ETIMEDOUT); i++)
             if ((mask >> i & 1) && subs[i].status == 0)
                 base = i, st = 0; /* another copy answers for a down one */
         if (st < 0) {
@@ -1102,11 +1090,69 @@ static void dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh
     }
     if (st == 0) {
         subs[base].reply = NULL;
+        release_all(d, subs, mask);
         cl_op_complete(op, 0, r);
     } else {
+        release_all(d, subs, mask);
         cl_op_complete(op, st, NULL);
     }
-    release_all(d, subs, mask);
+}
+
+struct dirfan {
+    struct dht *d;
+    struct cl_op *parent;
+    int base, remaining;
+    uint64_t mask;
+    struct cl_op subs[]; /* one per subvolume */
+};
+
+static void dirfan_done_cb(struct cl_op *sub)
+{
+    struct dirfan *f = sub->ctx;
+    if (__atomic_sub_fetch(&f->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+        dir_attr_finish(f->d, f->parent, f->subs, f->mask, f->base);
+        free(f);
+    }
+}
+
+/* A directory's attributes: its copy on subvolume base, with the latest
+ * times of all copies (a file created on one subvolume changes only that
+ * copy's mtime). One round trip to every subvolume, asynchronous (callable
+ * inline and from completions); a copy that is down or missing is left
+ * out. By path (LOOKUP, GETATTR) or by the handle h. */
+static void dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh *h)
+{
+    struct dirfan *f = calloc(1, sizeof(*f) + (size_t)d->n * sizeof(struct cl_op));
+    if (!f) {
+        cl_op_complete(op, -ENOMEM, NULL);
+        return;
+    }
+    f->d = d;
+    f->parent = op;
+    f->base = base;
+    uint64_t down = down_mask(d);
+    for (int i = 0; i < d->n; i++) {
+        if ((h && h->fh[i] == NOFH) || (down >> i & 1))
+            continue;
+        sub_from(&f->subs[i], &op->args);
+        f->subs[i].done = dirfan_done_cb;
+        f->subs[i].ctx = f;
+        if (h)
+            f->subs[i].args.fh = h->fh[i];
+        f->mask |= 1ull << i;
+    }
+    if (!f->mask) {
+        free(f);
+        cl_op_complete(op, -ENOTCONN, NULL);
+        return;
+    }
+    /* f may be gone once the last one is submitted: work from copies. */
+    uint64_t mask = f->mask;
+    struct cl_op *subs = f->subs;
+    f->remaining = __builtin_popcountll(mask);
+    for (int i = 0; i < d->n; i++)
+        if (mask >> i & 1)
+            cl_submit(d->layer.children[i], &subs[i]);
 }
 
 static void do_statfs(struct dht *d, struct cl_op *op)
@@ -1647,9 +1693,10 @@ static void fwd_done_cb(struct cl_op *sub)
             cache_set_loc(d, w->path, w->subvol, S_ISDIR(m->attr.mode));
         if (rpc_has(m, RPC_T_ATTR) && S_ISDIR(m->attr.mode)) {
             /* a directory: its times come from every copy */
+            int base = w->subvol;
             cl_op_release(sub);
             free(w);
-            enqueue(d, op);
+            dir_attr(d, op, base, NULL);
             return;
         }
     } else if (st == 0 && w->kind == FWD_CREATED) {
@@ -1748,8 +1795,10 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     int i, is_dir;
     switch (code) {
     case RPC_OP_LOOKUP:
-        if (cache_loc(d, path, &i, &is_dir) && is_dir)
-            break; /* directory times come from every copy */
+        if (cache_loc(d, path, &i, &is_dir) && is_dir) {
+            dir_attr(d, op, i, NULL); /* directory times come from every copy */
+            return;
+        }
         if ((i = hashed_cached(d, path)) >= 0) {
             forward(d, op, i, FWD_LOOKUP, path, NOFH, NULL);
             return;
@@ -1771,6 +1820,11 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
         }
         break;
     case RPC_OP_GETATTR:
+        if (is_root(path) || (cache_loc(d, path, &i, &is_dir) && is_dir)) {
+            dir_attr(d, op, is_root(path) ? 0 : i, NULL);
+            return;
+        }
+        /* fall through */
     case RPC_OP_READLINK:
     case RPC_OP_GETXATTR:
     case RPC_OP_LISTXATTR:
