@@ -1664,7 +1664,7 @@ static void fwd_done_cb(struct cl_op *sub)
             enqueue(d, op);
             return;
         }
-    } else if (st == 0 && (w->kind == FWD_OPEN || sub->args.op == RPC_OP_GETATTR) &&
+    } else if (st == 0 && w->path[0] && (w->kind == FWD_OPEN || sub->args.op == RPC_OP_GETATTR) &&
                rpc_has(&sub->reply->msg, RPC_T_ATTR) && linkto_candidate(&sub->reply->msg.attr)) {
         /* The cache sent us to what may be a link-to (another client
          * renamed a file onto this name): forget it and resolve again. */
@@ -1704,8 +1704,7 @@ static void fwd_done_cb(struct cl_op *sub)
     }
     if (st == 0 &&
         (w->kind == FWD_OPEN || (w->kind == FWD_CREATED && sub->args.op == RPC_OP_CREATE))) {
-        /* Wrapping the handle allocates and never blocks on a child unless
-         * allocation fails. */
+        /* Wrapping the handle allocates; it never waits for a child. */
         complete_open(d, op, w->subvol, sub);
         free(w);
         return;
