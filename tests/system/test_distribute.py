@@ -191,6 +191,23 @@ def test_rename_exchange_across_bricks(dist3):
         assert brick_files(b) == {}, (b, brick_files(b))
 
 
+def test_user_file_that_looks_like_a_linkto(dist3):
+    """An empty file whose mode is ---------T is a user's file, not a
+    link-to: listed, looked up and removable."""
+    c, bricks, mnt = dist3
+    for i in range(6):
+        p = os.path.join(mnt, f"sticky{i}")
+        open(p, "w").close()
+        os.chmod(p, 0o1000)
+    m2 = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    assert sorted(os.listdir(m2)) == [f"sticky{i}" for i in range(6)]
+    for i in range(6):
+        st = os.stat(os.path.join(m2, f"sticky{i}"))
+        assert stat.S_IMODE(st.st_mode) == 0o1000 and st.st_size == 0
+        os.unlink(os.path.join(m2, f"sticky{i}"))
+    assert os.listdir(mnt) == []
+
+
 def test_mkdir_rmdir_nested(dist3):
     c, bricks, mnt = dist3
     os.makedirs(os.path.join(mnt, "a", "b", "c"))
