@@ -24,6 +24,7 @@ CLIENT_SRC := $(wildcard src/client/*.c)
 FUSE_SRC := $(wildcard src/fuse/*.c)
 MGMT_SRC := $(wildcard src/mgmt/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
+SHD_SRC := $(wildcard src/shd/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -32,7 +33,8 @@ BRICK_OBJ := $(call obj,$(filter-out src/brick/main.c,$(BRICK_SRC)))
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 MGMT_OBJ := $(call obj,$(filter-out src/mgmt/main.c,$(MGMT_SRC)))
 
-BINS := $(BUILD)/bin/cairnd $(BUILD)/bin/cairn-brickd $(BUILD)/bin/cairn $(BUILD)/bin/cairn-fuse
+BINS := $(BUILD)/bin/cairnd $(BUILD)/bin/cairn-brickd $(BUILD)/bin/cairn $(BUILD)/bin/cairn-fuse \
+	$(BUILD)/bin/cairn-shd
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -53,6 +55,10 @@ $(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ)
 	$(CC) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
 
 $(BUILD)/bin/cairn: $(call obj,$(CLI_SRC)) $(CLIENT_OBJ) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/bin/cairn-shd: $(call obj,$(SHD_SRC)) $(CLIENT_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 

@@ -48,14 +48,16 @@ class Workload:
     # -- helpers ---------------------------------------------------------
     def timed(self, system, ctx, metric, body_for_target):
         """Run body_for_target(t) for every target in one timed shell,
-        followed by a sync of each target and a global sync (the bricks
+        followed by an fsync of each target directory (a client that
+        writes back waits there until its files are on the bricks), a
+        sync of each target's file system and a global sync (the bricks
         live on the same local file system)."""
         ts = system.targets()
         # Flush what earlier steps left dirty, so the timed sync below only
         # pays for this step's work.
         util.run(["sync"], timeout=ctx.prepare_timeout, what="sync")
         body = "\n".join(body_for_target(t) for t in ts)
-        body += "\n" + "\n".join(f"sync -f {q(t)}" for t in ts) + "\nsync"
+        body += "\n" + "\n".join(f"sync {q(t)}; sync -f {q(t)}" for t in ts) + "\nsync"
         try:
             return util.run_timed(body, prefix=system.prefix(),
                                   timeout=ctx.timeout, what=metric)

@@ -43,6 +43,9 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_MARK] = brick_op_mark,
     [RPC_OP_INDEX] = brick_op_index,
     [RPC_OP_UNMARK] = brick_op_unmark,
+    [RPC_OP_LEASE_RETURN] = brick_op_lease_return,
+    [RPC_OP_MAKE_FILE] = brick_op_make_file,
+    [RPC_OP_CHECKSUM] = brick_op_checksum,
 };
 
 static int exec_one(struct brick_req *r)
@@ -50,11 +53,13 @@ static int exec_one(struct brick_req *r)
     if (r->opcode >= RPC_OP_MAX || !op_table[r->opcode])
         return -ENOSYS;
     /* Replica state is recorded in the same execution as the change. */
+    brick_lease_pre(r);
     int rc = brick_version_pre(r);
     if (rc == 0)
         rc = op_table[r->opcode](r);
     if (rc >= 0 && rc != BRICK_DEFERRED)
         brick_version_post(r);
+    brick_lease_post(r, rc);
     if (rc < 0 && rc != -ENOENT)
         log_debug("%s from %s failed: %s%s%s", rpc_op_name(r->opcode), r->bc->peer, strerror(-rc),
                   r->text[0] ? ": " : "", r->text);
@@ -79,7 +84,8 @@ static int exec_compound(struct brick_req *r)
         int st;
         rpc_buf_reset(&sub_out);
         struct brick_req s = {
-            .b = r->b, .bc = r->bc, .reqid = r->reqid, .in_compound = 1, .in = &m, .out = &sub_out};
+            .b = r->b, .bc = r->bc, .reqid = r->reqid, .in_compound = 1, .in = &m, .out = &sub_out,
+            .top = r};
         if (rpc_msg_decode(f.val, f.len, &m, &why) < 0) {
             snprintf(r->text, sizeof(r->text), "bad sub-request: %s", why ? why : "?");
             st = -EPROTO;
@@ -109,12 +115,15 @@ static int exec_compound(struct brick_req *r)
 int brick_exec(struct brick_req *r)
 {
     r->text[0] = 0;
-    if (r->opcode == RPC_OP_COMPOUND)
-        return exec_compound(r);
-    int rc = exec_one(r);
-    if (rc == 0 && r->out->err)
-        rc = r->out->err;
-    return rc;
+    int rc;
+    if (r->opcode == RPC_OP_COMPOUND) {
+        rc = exec_compound(r);
+    } else {
+        rc = exec_one(r);
+        if (rc == 0 && r->out->err)
+            rc = r->out->err;
+    }
+    return brick_lease_defer(r, rc);
 }
 
 void (*brick_local_reply_cb)(struct brick_conn *bc, uint64_t reqid, int status,

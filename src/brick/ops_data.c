@@ -335,3 +335,100 @@ int brick_op_lseek(struct brick_req *r)
     rpc_put_u64(r->out, RPC_T_OFFSET, (uint64_t)o);
     return 0;
 }
+
+/* MAKE_FILE's XATTRS: a nested body of NAME, DATA pairs, set in order. */
+static int set_xattrs(struct brick_req *r, int fd)
+{
+    const struct rpc_bytes *x = &r->in->xattrs;
+    struct rpc_iter it;
+    struct rpc_bytes n, v;
+    char name[XATTR_NAME_MAX + 1];
+    int rc;
+    rpc_iter_init(&it, x->p, x->len);
+    while ((rc = rpc_xattrs_next(&it, &n, &v)) > 0) {
+        rpc_bytes_str(&n, name, sizeof(name));
+        if (!brick_xattr_name_ok(name))
+            return -EPERM;
+        if ((rc = VFS->fsetxattr(fd, name, v.p, v.len, 0)) < 0)
+            return rc;
+    }
+    return rc < 0 ? -EINVAL : 0;
+}
+
+static int fill_made(struct brick_req *r, int fd)
+{
+    const struct rpc_msg *in = r->in;
+    int rc;
+    size_t done = 0;
+    while (rpc_has(in, RPC_T_DATA) && done < in->data.len) {
+        long n = VFS->pwrite(fd, in->data.p + done, in->data.len - done, (off_t)done);
+        if (n == -EINTR)
+            continue;
+        if (n < 0)
+            return (int)n;
+        done += (size_t)n;
+    }
+    if (rpc_has(in, RPC_T_SIZE) && in->size > done) {
+        if (in->size > INT64_MAX)
+            return -EFBIG;
+        if ((rc = VFS->ftruncate(fd, (off_t)in->size)) < 0)
+            return rc;
+    }
+    if (rpc_has(in, RPC_T_XATTRS) && (rc = set_xattrs(r, fd)) < 0)
+        return rc;
+    if (rpc_has(in, RPC_T_VALID) && (rc = brick_setattr_fd(r, fd)) < 0)
+        return rc;
+    if (rpc_has(in, RPC_T_FLAGS) && (in->flags & 1) && (rc = VFS->fsync(fd, 0)) < 0)
+        return rc;
+    return 0;
+}
+
+int brick_op_make_file(struct brick_req *r)
+{
+    struct brick_loc loc;
+    gfid_t g;
+    int rc = brick_req_gfid(r->in, &g);
+    if (rc < 0)
+        return rc;
+    mode_t type = (mode_t)(r->in->mode & S_IFMT);
+    if (type && type != S_IFREG)
+        return -EINVAL;
+    if ((rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_CREATE, &loc)) < 0)
+        goto out;
+    if (loc.is_root) {
+        rc = -EISDIR;
+        goto out;
+    }
+    mode_t mode = brick_create_mode(r->b, &loc, r->in);
+    /* Made unnamed and named once complete, so that not even a brick crash
+     * leaves a half-made file; a file system without O_TMPFILE gets the
+     * name first, and loses it again on failure. */
+    int named = 0;
+    int fd = VFS->openat(loc.dirfd, ".", O_TMPFILE | O_RDWR, mode);
+    if (fd == -EOPNOTSUPP || fd == -EISDIR) {
+        fd = VFS->openat(loc.dirfd, loc.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY,
+                         mode);
+        named = 1;
+    }
+    if (fd < 0) {
+        rc = fd;
+        goto out;
+    }
+    struct stat st;
+    struct rpc_attr a;
+    if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0 || (rc = fill_made(r, fd)) < 0 ||
+        (!named && (rc = VFS->linkat(fd, "", loc.dirfd, loc.name)) < 0) ||
+        (rc = brick_fd_attr(r->b, fd, &a)) < 0) {
+        if (rc != -EEXIST)
+            log_debug("making %s failed: %s", loc.path, strerror(-rc));
+        VFS->close(fd);
+        if (named)
+            VFS->unlinkat(loc.dirfd, loc.name, 0);
+        goto out;
+    }
+    VFS->close(fd);
+    rpc_put_attr(r->out, RPC_T_ATTR, &a);
+out:
+    brick_loc_release(r->b, &loc);
+    return rc;
+}

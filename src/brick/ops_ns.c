@@ -74,7 +74,7 @@ static void set_times(const struct rpc_msg *in, struct timespec ts[2])
 }
 
 /* SETATTR on an open fd (FH given, or the path opened for a truncate). */
-static int setattr_fd(struct brick_req *r, int fd)
+int brick_setattr_fd(struct brick_req *r, int fd)
 {
     const struct rpc_msg *in = r->in;
     uint64_t v = in->valid;
@@ -117,7 +117,7 @@ static int setattr_loc(struct brick_req *r, const struct brick_loc *loc)
         if (rc == 0 && !S_ISREG(st.st_mode))
             rc = -EINVAL;
         if (rc == 0)
-            rc = setattr_fd(r, fd);
+            rc = brick_setattr_fd(r, fd);
         VFS->close(fd);
         return rc;
     }
@@ -149,7 +149,7 @@ int brick_op_setattr(struct brick_req *r)
         struct rpc_attr a;
         if ((rc = any_fh(r, &fh)) < 0)
             return rc;
-        rc = setattr_fd(r, fh->fd);
+        rc = brick_setattr_fd(r, fh->fd);
         if (rc == 0)
             rc = brick_fd_attr(r->b, fh->fd, &a);
         brick_fh_put(r->bc, fh);

@@ -163,3 +163,9 @@ int brick_op_removexattr(struct brick_req *r)
     brick_loc_release(r->b, &loc);
     return rc;
 }
+
+int brick_xattr_name_ok(const char *name)
+{
+    return name[0] && strlen(name) <= XATTR_NAME_MAX_ && !is_reserved(name) &&
+           strncmp(name, BRICK_XATTR_PREFIX, strlen(BRICK_XATTR_PREFIX)) != 0;
+}

@@ -79,6 +79,7 @@ static int runs_inline(const struct rpc_frame *f)
     case RPC_OP_READ:
         return f->msg.size <= INLINE_IO;
     case RPC_OP_WRITE:
+    case RPC_OP_MAKE_FILE:
         return f->hdr.body_len <= INLINE_IO;
     case RPC_OP_LOOKUP:
     case RPC_OP_GETATTR:
@@ -107,6 +108,7 @@ static int runs_inline(const struct rpc_frame *f)
     case RPC_OP_GETLK:
     case RPC_OP_SETLK:
     case RPC_OP_FLOCK:
+    case RPC_OP_LEASE_RETURN:
         return 1;
     default:
         return 0;
@@ -180,6 +182,29 @@ static void reconf(struct brick_server *s, struct brick_conn *bc, struct rpc_fra
     brick_send_reply(bc, RPC_OP_MGMT_RECONF, f->hdr.reqid, 0, NULL, NULL);
 }
 
+/* A request that waited for another client's exclusive lease (lease.c). */
+static void run_parked(struct brick *b, struct brick_conn *bc, struct rpc_frame *f)
+{
+    struct brick_server *s = bc->owner;
+    if (brick_lease_admit(b, bc, f)) { /* held again, by another lease */
+        brick_conn_put(bc);
+        return;
+    }
+    struct job *j = malloc(sizeof(*j));
+    int rc = -ENOMEM;
+    if (j) {
+        j->s = s;
+        j->bc = bc; /* takes over the reference */
+        j->f = f;
+        if ((rc = brick_pool_submit(s->pool, run_job, j)) == 0)
+            return;
+        free(j);
+    }
+    brick_send_reply(bc, f->hdr.opcode, f->hdr.reqid, rc, NULL, NULL);
+    rpc_frame_free(f);
+    brick_conn_put(bc);
+}
+
 static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
 {
     struct brick_conn *bc = ctx;
@@ -203,6 +228,8 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
         rpc_frame_free(f);
         return;
     }
+    if (brick_lease_admit(s->b, bc, f))
+        return; /* runs once another client's exclusive lease is returned */
     if (runs_inline(f) && !rpc_conn_rx_pending(c)) {
         exec_frame(s->b, bc, f);
         return;
@@ -370,11 +397,13 @@ int brick_server_start(struct brick *b, const struct net_addr *addr, int threads
         addr_str(&ss, tmp, sizeof(tmp), &s->port);
     if ((rc = brick_pool_start(&s->pool, threads)) < 0)
         goto fail_fd;
+    brick_lease_set_runner(b, run_parked);
     if ((rc = -pthread_create(&s->accept_thread, NULL, accept_main, s)) < 0)
         goto fail_pool;
     *out = s;
     return 0;
 fail_pool:
+    brick_lease_set_runner(b, NULL);
     brick_pool_stop(s->pool);
 fail_fd:
     close(s->listen_fd);
@@ -408,6 +437,7 @@ void brick_server_stop(struct brick_server *s)
             break;
     int left = s->n_conns;
     pthread_mutex_unlock(&s->lock);
+    brick_lease_set_runner(s->b, NULL);
     brick_pool_stop(s->pool);
     if (left > 0) {
         /* Their reader threads still point at s: leave it to process exit. */

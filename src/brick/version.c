@@ -220,13 +220,15 @@ static int mark_for(struct brick_req *r, unsigned opcode, uint32_t bits, int pre
     int rc = 0;
     switch (opcode) {
     case RPC_OP_CREATE:
+    case RPC_OP_MAKE_FILE:
     case RPC_OP_MKNOD:
     case RPC_OP_MKDIR:
     case RPC_OP_SYMLINK:
         if (!has_path)
             return 0;
         if (pre)
-            rc = mark_path(b, &in->path, opcode == RPC_OP_CREATE, 1, bits);
+            rc = mark_path(b, &in->path, opcode == RPC_OP_CREATE || opcode == RPC_OP_MAKE_FILE, 1,
+                           bits);
         if (rc == 0 && post)
             rc = mark_path(b, &in->path, 1, 0, bits);
         return rc;

@@ -4,8 +4,11 @@
 
 #include "../lib/net.h"
 
-/* volume heal NAME [info|full] (argv[0] is "volume"); returns the exit
- * status. */
+/* volume heal NAME [full|info ...|summary|split-brain ...] (argv[0] is
+ * "volume"), run by the CLI against the bricks; returns the exit status. */
 int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv);
+/* Whether this heal command is answered by cairnd (enable, disable,
+ * statistics). */
+int cli_heal_by_cairnd(int argc, char **argv);
 
 #endif

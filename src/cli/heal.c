@@ -1,24 +1,147 @@
-/* cairn volume heal NAME [info|full]: run by the CLI itself, as a client of
- * the volume's bricks (the layout comes from cairnd's GETVOL). */
+/* cairn volume heal NAME [info [summary|split-brain] | summary | full |
+ * split-brain ...]: run by the CLI itself, as a client of the volume's
+ * bricks (the layout comes from cairnd's GETVOL). enable, disable and
+ * statistics go to cairnd (src/mgmt/cmd_heal.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../client/client.h"
-#include "../client/replicate.h"
+#include "../client/heal.h"
 #include "../lib/log.h"
 #include "cli.h"
 
 #define HEAL_CONNECT_MS 3000
 
-int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv)
+static int usage(void)
 {
-    const char *name = argv[2], *what = argc > 3 ? argv[3] : "";
-    if (argc > 4 || (argc == 4 && strcmp(what, "info") && strcmp(what, "full"))) {
-        fprintf(stderr, "Usage: volume heal <VOLNAME> [info|full]\n");
+    fprintf(stderr,
+            "Usage:\nvolume heal <VOLNAME> [enable | disable | full | summary | info [summary | "
+            "split-brain] | statistics | split-brain {bigger-file <FILE> | latest-mtime <FILE> | "
+            "source-brick <HOSTNAME:BRICKNAME> [<FILE>]}]\n");
+    return 1;
+}
+
+int cli_heal_by_cairnd(int argc, char **argv)
+{
+    return argc == 4 && (strcmp(argv[3], "enable") == 0 || strcmp(argv[3], "disable") == 0 ||
+                         strcmp(argv[3], "statistics") == 0);
+}
+
+enum what { INDEX, FULL, INFO, SUMMARY, INFO_SPLIT, SB_BIGGER, SB_MTIME, SB_SOURCE };
+
+struct set {
+    struct cl_layer *ch[CL_REPL_MAX];
+    char *names[CL_REPL_MAX];
+    int n;
+};
+
+static void set_open(struct set *s, const struct cl_volinfo *v, int first)
+{
+    s->n = v->replica;
+    for (int i = 0; i < s->n; i++) {
+        const struct cl_brickinfo *b = &v->bricks[first + i];
+        struct cl_proto_params pp = {.addr = b->addr,
+                                     .volume = v->name,
+                                     .brick_path = b->path,
+                                     .ping_timeout_ms = HEAL_CONNECT_MS};
+        s->ch[i] = cl_proto_new(&pp);
+        s->names[i] = malloc(strlen(b->path) + NET_HOST_MAX + 2);
+        if (s->names[i])
+            sprintf(s->names[i], "%s:%s", b->addr.host, b->path);
+    }
+}
+
+static void set_close(struct set *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (s->ch[i])
+            s->ch[i]->destroy(s->ch[i]);
+        free(s->names[i]);
+    }
+}
+
+static int parse(int argc, char **argv, enum what *w, const char **file, const char **brick)
+{
+    *file = *brick = NULL;
+    if (argc == 3) {
+        *w = INDEX;
+        return 0;
+    }
+    const char *a = argv[3];
+    if (argc == 4 && strcmp(a, "full") == 0)
+        *w = FULL;
+    else if (argc == 4 && strcmp(a, "info") == 0)
+        *w = INFO;
+    else if ((argc == 4 && strcmp(a, "summary") == 0) ||
+             (argc == 5 && strcmp(a, "info") == 0 && strcmp(argv[4], "summary") == 0))
+        *w = SUMMARY;
+    else if (argc == 5 && strcmp(a, "info") == 0 && strcmp(argv[4], "split-brain") == 0)
+        *w = INFO_SPLIT;
+    else if (argc == 6 && strcmp(a, "split-brain") == 0 && strcmp(argv[4], "bigger-file") == 0)
+        *w = SB_BIGGER, *file = argv[5];
+    else if (argc == 6 && strcmp(a, "split-brain") == 0 && strcmp(argv[4], "latest-mtime") == 0)
+        *w = SB_MTIME, *file = argv[5];
+    else if ((argc == 6 || argc == 7) && strcmp(a, "split-brain") == 0 &&
+             strcmp(argv[4], "source-brick") == 0)
+        *w = SB_SOURCE, *brick = argv[5], *file = argc == 7 ? argv[6] : NULL;
+    else
+        return -EINVAL;
+    if (*file && (*file)[0] != '/') {
+        fprintf(stderr, "%s: a file is named by its path from the volume's root (/dir/file)\n",
+                *file);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* One split-brain resolution on set s; prints the outcome. 0 or 1. */
+static int resolve(struct set *s, const struct cl_volinfo *v, enum what w, const char *file,
+                   int source, int *found)
+{
+    struct cl_heal_params p = {.threads = 1, .source = source, .path = file};
+    p.policy = w == SB_BIGGER  ? CL_HEAL_POL_SIZE
+               : w == SB_MTIME ? CL_HEAL_POL_MTIME
+                               : CL_HEAL_POL_NONE;
+    struct cl_heal_stats st = {0};
+    int rc = cl_heal_run(s->ch, s->n, v->arbiter, &p, &st);
+    if (file) {
+        if (rc == -ENOENT)
+            return 0; /* not in this set */
+        *found = 1;
+        if (st.resolved) {
+            printf("Healed %s.\n", file);
+            return 0;
+        }
+        if (st.split) {
+            fprintf(stderr, "%s: the copies tie on %s; use split-brain source-brick\n", file,
+                    w == SB_BIGGER ? "size" : "modification time");
+            return 1;
+        }
+        if (rc < 0 || st.pending || st.failed) {
+            fprintf(stderr, "Healing %s failed: %s\n", file,
+                    rc < 0 ? strerror(-rc) : "a brick is down or a copy failed; see the log");
+            return 1;
+        }
+        fprintf(stderr, "%s: File not in split-brain.\n", file);
         return 1;
     }
+    *found = 1;
+    printf("Number of healed entries: %u\n", st.resolved);
+    if (st.split || st.pending || st.failed) {
+        fprintf(stderr, "%u entries could not be healed now\n", st.split + st.pending + st.failed);
+        return 1;
+    }
+    return 0;
+}
+
+int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv)
+{
+    const char *name = argv[2], *file, *brick;
+    enum what w;
+    if (parse(argc, argv, &w, &file, &brick) < 0)
+        return usage();
     struct cl_volinfo v;
     char err[512];
     int rc = cl_volume_fetch(mgmt, name, 10000, &v, err, sizeof(err));
@@ -34,45 +157,76 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv)
         cl_volinfo_free(&v);
         return 1;
     }
-    int status = 0;
-    for (int s = 0; s + v.replica <= v.n_bricks; s += v.replica) {
-        struct cl_layer *ch[CL_REPL_MAX];
-        char *names[CL_REPL_MAX];
-        for (int i = 0; i < v.replica; i++) {
-            struct cl_brickinfo *b = &v.bricks[s + i];
-            struct cl_proto_params pp = {.addr = b->addr,
-                                         .volume = v.name,
-                                         .brick_path = b->path,
-                                         .ping_timeout_ms = HEAL_CONNECT_MS};
-            ch[i] = cl_proto_new(&pp);
-            names[i] = malloc(strlen(b->path) + NET_HOST_MAX + 2);
-            if (names[i])
-                sprintf(names[i], "%s:%s", b->addr.host, b->path);
+    int status = 0, found = 0, matched_brick = 0;
+    unsigned split = 0;
+    for (int f = 0; f + v.replica <= v.n_bricks; f += v.replica) {
+        struct set s;
+        int source = -1;
+        if (w == SB_SOURCE) {
+            for (int i = 0; i < v.replica; i++) {
+                char hb[NET_HOST_MAX + 4200];
+                snprintf(hb, sizeof(hb), "%s:%s", v.bricks[f + i].addr.host, v.bricks[f + i].path);
+                if (strcmp(hb, brick) == 0)
+                    source = i;
+            }
+            if (source < 0)
+                continue;
+            matched_brick = 1;
+            if (v.arbiter && source == v.replica - 1) {
+                fprintf(stderr, "%s is an arbiter: it holds no file data to heal from\n", brick);
+                status = 1;
+                break;
+            }
         }
-        if (strcmp(what, "info") == 0) {
+        set_open(&s, &v, f);
+        switch (w) {
+        case INFO:
+        case SUMMARY:
+        case INFO_SPLIT:
             /* A brick that is down is part of the answer, not a failure. */
-            cl_heal_info(ch, names, v.replica, stdout);
-        } else {
+            cl_heal_report(s.ch, s.names, s.n, v.arbiter,
+                           w == INFO      ? 0
+                           : w == SUMMARY ? 1
+                                          : 2,
+                           stdout, &split);
+            break;
+        case INDEX:
+        case FULL: {
+            struct cl_heal_params p = {.full = w == FULL, .source = -1};
+            p.threads = (int)opt_int(&v.opts, "cluster.shd-max-threads");
+            p.rate_bps = (uint64_t)opt_int(&v.opts, "cluster.heal-rate-limit") << 20;
+            int pol = cl_heal_policy_parse(opt_value(&v.opts, "cluster.favorite-child-policy"));
+            p.policy = pol < 0 ? CL_HEAL_POL_NONE : (enum cl_heal_policy)pol;
             struct cl_heal_stats st = {0};
-            rc = cl_heal_set(ch, v.replica, v.arbiter, strcmp(what, "full") == 0, &st);
-            if (rc < 0 || st.split)
+            rc = cl_heal_run(s.ch, s.n, v.arbiter, &p, &st);
+            if (rc < 0 || st.split || st.failed)
                 status = 1;
             if (st.split)
                 fprintf(stderr, "%u entries are in split brain\n", st.split);
             if (st.pending)
                 fprintf(stderr, "%u entries could not be healed now (a brick is down?)\n",
                         st.pending);
+            break;
         }
-        for (int i = 0; i < v.replica; i++) {
-            if (ch[i])
-                ch[i]->destroy(ch[i]);
-            free(names[i]);
+        default:
+            status |= resolve(&s, &v, w, file, source, &found);
+            break;
         }
+        set_close(&s);
+        if (found && file)
+            break;
     }
-    if (strcmp(what, "info") != 0 && status == 0)
+    if (w == SB_SOURCE && !matched_brick) {
+        fprintf(stderr, "%s: no such brick in volume %s\n", brick, name);
+        status = 1;
+    } else if (file && !found && !status) {
+        fprintf(stderr, "Lookup failed on %s: No such file or directory\n", file);
+        status = 1;
+    }
+    if ((w == INDEX || w == FULL) && status == 0)
         printf("Launching heal operation to perform %s self heal on volume %s has been "
-               "successful\n",
-               strcmp(what, "full") == 0 ? "full" : "index", name);
+               "successful \nUse heal info commands to check status.\n",
+               w == FULL ? "full" : "index", name);
     cl_volinfo_free(&v);
     return status;
 }

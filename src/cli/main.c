@@ -63,7 +63,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "Invalid --remote-host %s\n", remote);
         return 1;
     }
-    if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "heal") == 0)
+    if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "heal") == 0 &&
+        !cli_heal_by_cairnd(argc - i, argv + i))
         return cli_volume_heal(&addr, argc - i, argv + i);
     int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
     if (fd < 0) {

@@ -67,6 +67,7 @@ static void dir_attr_finish(struct dht *d, struct cl_op *op, struct cl_op *subs,
     if (st == 0) {
         subs[base].reply = NULL;
         dht__release_all(d, subs, mask);
+        dht__no_lease(r);
         cl_op_complete(op, 0, r);
     } else {
         dht__release_all(d, subs, mask);

@@ -93,6 +93,7 @@ int dht__locate(struct dht *d, const struct rpc_msg *args, const char *path, int
 void dht__release_all(struct dht *d, struct cl_op *subs, uint64_t mask);
 int dht__run(struct dht *d, int i, struct cl_op *sub);
 void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args);
+void dht__no_lease(struct rpc_frame *r);
 
 /* ---- dht_ns.c ---- */
 void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *dst);

@@ -223,10 +223,23 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id)
 /* ---- synchronous helpers (workers only) ---- */
 
 /* Prepares sub as a copy of args for another subvolume. */
+/* Leases (docs/consistency.md) are granted per brick: one subvolume's lease
+ * on a directory does not cover entries another subvolume holds, so this
+ * layer asks for none and passes none up; mounts of distributed volumes
+ * work without them. */
+#define LEASE_BITS ((1ull << RPC_T_LEASE) | (1ull << RPC_T_PATTR))
+
+void dht__no_lease(struct rpc_frame *r)
+{
+    if (r)
+        r->msg.present &= ~LEASE_BITS;
+}
+
 void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args)
 {
     cl_op_init(sub, (uint16_t)args->op, NULL, NULL);
     sub->args = *args;
+    sub->args.present &= ~LEASE_BITS;
 }
 
 /* A brick subvolume whose connection is down is skipped at once rather
@@ -470,6 +483,7 @@ void dht__complete_sub(struct cl_op *op, struct cl_op *sub)
 {
     struct rpc_frame *r = sub->reply;
     sub->reply = NULL;
+    dht__no_lease(r);
     cl_op_complete(op, sub->status, r);
 }
 
@@ -639,6 +653,7 @@ static void slow(struct dht *d, struct cl_op *op)
     case RPC_OP_CREATE:
     case RPC_OP_MKNOD:
     case RPC_OP_SYMLINK:
+    case RPC_OP_MAKE_FILE:
         if ((rc = dht__hashed(d, path, &h)) < 0) {
             cl_op_complete(op, rc, NULL);
             return;
@@ -797,6 +812,7 @@ static void fwd_done_cb(struct cl_op *sub)
     struct rpc_frame *r = sub->reply;
     sub->reply = NULL;
     free(w);
+    dht__no_lease(r);
     cl_op_complete(op, st, r);
 }
 
@@ -823,6 +839,7 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     memcpy(w->path, path ? path : "", pl + 1);
     cl_op_init(&w->sub, (uint16_t)op->args.op, fwd_done_cb, w);
     w->sub.args = op->args;
+    w->sub.args.present &= ~LEASE_BITS;
     if (child_fh != NOFH)
         w->sub.args.fh = child_fh;
     cl_submit(d->layer.children[i], &w->sub);
@@ -898,6 +915,7 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_CREATE:
     case RPC_OP_MKNOD:
     case RPC_OP_SYMLINK:
+    case RPC_OP_MAKE_FILE:
         if ((i = hashed_cached(d, path)) >= 0) {
             forward(d, op, i, FWD_CREATED, path, NOFH, NULL);
             return;

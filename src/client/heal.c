@@ -14,30 +14,24 @@
 #include <sys/stat.h>
 
 #include "../lib/log.h"
-#include "client.h"
-#include "replicate.h"
+#include "heal_int.h"
 
-#define COPY_CHUNK (1u << 20)
+/* Files at least this big, already present on the sink, get a range heal. */
+#define RANGE_HEAL_MIN (1u << 20)
+/* How often heal_one retries a file that changed while it was copied. */
+#define HEAL_TRIES 3
 
-struct hctx {
-    struct cl_layer **ch;
-    int n, arbiter;
-    struct cl_heal_stats *st;
-};
+#define path_op cl__heal_path_op
+#define do_lookup cl__heal_lookup
+#define simple cl__heal_simple
 
-struct look {
-    int rc; /* 0, -ENOENT, other -errno */
-    struct rpc_attr a;
-    uint32_t pending;
-};
-
-static void path_op(struct cl_op *op, uint16_t code, const char *path)
+void cl__heal_path_op(struct cl_op *op, uint16_t code, const char *path)
 {
     cl_op_init(op, code, NULL, NULL);
     rpc_set_str(&op->args, RPC_T_PATH, &op->args.path, path);
 }
 
-static int do_lookup(struct cl_layer *c, const char *path, struct look *l)
+int cl__heal_lookup(struct cl_layer *c, const char *path, struct look *l)
 {
     struct cl_op op;
     path_op(&op, RPC_OP_LOOKUP, path);
@@ -56,7 +50,7 @@ static int do_lookup(struct cl_layer *c, const char *path, struct look *l)
     return l->rc;
 }
 
-static int simple(struct cl_layer *c, struct cl_op *op)
+int cl__heal_simple(struct cl_layer *c, struct cl_op *op)
 {
     int rc = cl_op_run(c, op);
     cl_op_release(op);
@@ -163,46 +157,6 @@ static int remove_tree(struct cl_layer *c, const char *path)
     }
     int rc = simple(c, &op);
     return rc == -ENOENT ? 0 : rc;
-}
-
-static int copy_data(struct cl_layer *src, struct cl_layer *dst, const char *path, uint64_t dfh,
-                     uint64_t size)
-{
-    struct cl_op op;
-    path_op(&op, RPC_OP_OPEN, path);
-    RPC_SET(&op.args, flags, RPC_T_FLAGS, O_RDONLY);
-    int rc = cl_op_run(src, &op);
-    if (rc < 0) {
-        cl_op_release(&op);
-        return rc;
-    }
-    uint64_t sfh = op.reply->msg.fh;
-    cl_op_release(&op);
-    for (uint64_t off = 0; off < size && rc == 0;) {
-        cl_op_init(&op, RPC_OP_READ, NULL, NULL);
-        RPC_SET(&op.args, fh, RPC_T_FH, sfh);
-        RPC_SET(&op.args, offset, RPC_T_OFFSET, off);
-        RPC_SET(&op.args, size, RPC_T_SIZE, COPY_CHUNK);
-        if ((rc = cl_op_run(src, &op)) < 0)
-            break;
-        struct rpc_bytes d = op.reply->msg.data;
-        if (d.len == 0) {
-            cl_op_release(&op);
-            break;
-        }
-        struct cl_op w;
-        cl_op_init(&w, RPC_OP_WRITE, NULL, NULL);
-        RPC_SET(&w.args, fh, RPC_T_FH, dfh);
-        RPC_SET(&w.args, offset, RPC_T_OFFSET, off);
-        rpc_set_bytes(&w.args, RPC_T_DATA, &w.args.data, d.p, d.len);
-        rc = simple(dst, &w);
-        off += d.len;
-        cl_op_release(&op);
-    }
-    cl_op_init(&op, RPC_OP_RELEASE, NULL, NULL);
-    RPC_SET(&op.args, fh, RPC_T_FH, sfh);
-    simple(src, &op);
-    return rc;
 }
 
 static void copy_xattrs(struct cl_layer *src, struct cl_layer *dst, const char *path)
@@ -332,6 +286,8 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
         if ((rc = heal_entries(h, src, dst, path, is_arbiter)) < 0)
             return rc;
     } else if (type == S_IFREG) {
+        /* A big file the sink already holds (a VM image) heals by ranges. */
+        int ranged = same && !is_arbiter && ls.a.size >= RANGE_HEAL_MIN;
         if (!same) {
             path_op(&op, RPC_OP_CREATE, path);
             RPC_SET(&op.args, flags, RPC_T_FLAGS, O_WRONLY | O_EXCL);
@@ -343,7 +299,7 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
             op.args.present |= 1ull << RPC_T_GFID;
         } else {
             path_op(&op, RPC_OP_OPEN, path);
-            RPC_SET(&op.args, flags, RPC_T_FLAGS, O_WRONLY | O_TRUNC);
+            RPC_SET(&op.args, flags, RPC_T_FLAGS, ranged ? O_RDWR : O_WRONLY | O_TRUNC);
         }
         if ((rc = cl_op_run(D, &op)) < 0) {
             cl_op_release(&op);
@@ -352,7 +308,7 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
         uint64_t dfh = op.reply->msg.fh;
         cl_op_release(&op);
         if (!is_arbiter)
-            rc = copy_data(S, D, path, dfh, ls.a.size);
+            rc = cl__heal_data(h, S, D, path, dfh, ls.a.size, ranged);
         cl_op_init(&op, RPC_OP_RELEASE, NULL, NULL);
         RPC_SET(&op.args, fh, RPC_T_FH, dfh);
         simple(D, &op);
@@ -399,99 +355,180 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
     return 0;
 }
 
-/* Heals one object named by path (and gfid, when known from an index). */
-static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
+int cl__heal_view(struct hctx *h, const char *path, const gfid_t *g, struct cl__heal_view *v)
 {
-    struct look l[CL_REPL_MAX];
-    uint32_t up = 0, have = 0, accused = 0;
+    memset(v, 0, sizeof(*v));
+    uint32_t all = (1u << h->n) - 1;
+    v->data = h->arbiter ? all & ~(1u << (h->n - 1)) : all;
     for (int i = 0; i < h->n; i++) {
         if (!cl_proto_connected(h->ch[i]))
             continue;
-        up |= 1u << i;
-        do_lookup(h->ch[i], path, &l[i]);
-        if (l[i].rc == 0 && (!g || gfid_equal(&l[i].a.gfid, g))) {
-            have |= 1u << i;
-            accused |= l[i].pending;
-        } else if (l[i].rc != -ENOENT && l[i].rc != 0) {
-            h->st->pending++;
+        v->up |= 1u << i;
+        struct look *l = &v->l[i];
+        do_lookup(h->ch[i], path, l);
+        if (l->rc == 0 && (!g || gfid_equal(&l->a.gfid, g))) {
+            v->have |= 1u << i;
+            v->accused |= l->pending;
+        } else if (l->rc != -ENOENT && l->rc != 0) {
             return -EAGAIN;
         }
     }
+    v->sources = cl_heal_sources(v->have, v->accused, v->data);
+    return 0;
+}
+
+static void count(unsigned *field)
+{
+    __atomic_add_fetch(field, 1, __ATOMIC_RELAXED);
+}
+
+static void unmark_all(struct hctx *h, uint32_t up, const char *path, const gfid_t *g)
+{
     uint32_t all = (1u << h->n) - 1;
-    uint32_t data = h->arbiter ? all & ~(1u << (h->n - 1)) : all;
-    uint32_t sources = have & ~accused & data;
-    if (!have) {
-        /* Gone everywhere: its parent's entry heal removed or will remove
-         * it; nothing left to mark. */
-        if (g)
-            for (int i = 0; i < h->n; i++)
-                if (up >> i & 1) {
-                    struct cl_op op;
-                    cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
-                    memcpy(&op.args.gfid, g, sizeof(*g));
-                    op.args.present |= 1ull << RPC_T_GFID;
-                    RPC_SET(&op.args, pending, RPC_T_PENDING, all);
-                    simple(h->ch[i], &op);
-                }
-        return 0;
-    }
-    if (!sources) {
-        log_error("heal: %s is in split brain (every copy is accused: 0x%x)", path, accused);
-        h->st->split++;
-        return -EIO;
-    }
-    int src = __builtin_ctz(sources);
-    uint32_t sinks = up & ~sources & ~(have & ~accused);
-    /* A child holding no object, or another one, under this name is a sink
-     * too (it missed the create). */
-    for (int i = 0; i < h->n; i++)
-        if ((up >> i & 1) && !(have >> i & 1))
-            sinks |= 1u << i;
-    int rc = 0;
-    for (int i = 0; i < h->n; i++) {
-        if (!(sinks >> i & 1))
-            continue;
-        int arb = h->arbiter && i == h->n - 1;
-        if (heal_tree(h, src, i, path, arb) < 0) {
-            log_warn("heal: copying %s from child %d to child %d failed", path, src, i);
-            rc = -EIO;
-        }
-    }
-    if (rc < 0 || (accused & ~up)) {
-        h->st->pending++;
-        if (rc == 0) /* a child it is accused of missing is down: later */
-            return -EAGAIN;
-        return rc;
-    }
-    /* A client may have changed the object while it was copied: a write
-     * landing on every replica between our read of the source and our
-     * write to a sink would be overwritten there with older data. The
-     * source's ctime moves with every change; if it moved, keep the marks
-     * and heal again on the next pass. */
-    struct look again;
-    if (sinks && (do_lookup(h->ch[src], path, &again) < 0 || again.a.ctime != l[src].a.ctime ||
-                  again.a.ctime_ns != l[src].a.ctime_ns || again.a.size != l[src].a.size)) {
-        log_debug("heal: %s changed while it was healed; again on the next pass", path);
-        h->st->pending++;
-        return -EAGAIN;
-    }
-    /* Everything up now agrees: clear the marks that said otherwise. */
     for (int i = 0; i < h->n; i++) {
         if (!(up >> i & 1))
             continue;
         struct cl_op op;
-        path_op(&op, RPC_OP_UNMARK, path);
-        memcpy(&op.args.gfid, &l[src].a.gfid, sizeof(gfid_t));
+        if (path)
+            path_op(&op, RPC_OP_UNMARK, path);
+        else
+            cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
+        memcpy(&op.args.gfid, g, sizeof(*g));
         op.args.present |= 1ull << RPC_T_GFID;
         RPC_SET(&op.args, pending, RPC_T_PENDING, all);
         int u = simple(h->ch[i], &op);
         if (u < 0 && u != -ENOENT && u != -ESTALE)
-            log_warn("heal: clearing the marks of %s on child %d failed: %s", path, i,
+            log_warn("heal: clearing the marks of %s on child %d failed: %s", path ? path : "?", i,
                      strerror(-u));
     }
-    if (sinks)
-        h->st->healed++;
-    return 0;
+}
+
+/* The source of an object no copy of which is unaccused, or -1 (left in
+ * split brain). */
+static int split_source(struct hctx *h, const char *path, const struct cl__heal_view *v)
+{
+    uint32_t cand = v->have & v->data;
+    if (h->p.source >= 0 && h->p.source < h->n && (cand >> h->p.source & 1))
+        return h->p.source;
+    if (h->p.policy == CL_HEAL_POL_NONE)
+        return -1;
+    struct cl_heal_copy c[CL_REPL_MAX];
+    for (int i = 0; i < h->n; i++)
+        c[i] = (struct cl_heal_copy){.size = v->l[i].a.size,
+                                     .mtime = v->l[i].a.mtime,
+                                     .mtime_ns = v->l[i].a.mtime_ns,
+                                     .ctime = v->l[i].a.ctime,
+                                     .ctime_ns = v->l[i].a.ctime_ns};
+    int src = cl_heal_policy_pick(h->n, cand, c, h->p.policy);
+    for (int i = 0; i < h->n; i++)
+        if (cand >> i & 1)
+            log_info("heal: split brain on %s: child %d holds %llu bytes, mtime %lld.%09u, "
+                     "ctime %lld.%09u",
+                     path, i, (unsigned long long)c[i].size, (long long)c[i].mtime, c[i].mtime_ns,
+                     (long long)c[i].ctime, c[i].ctime_ns);
+    if (src < 0)
+        log_warn("heal: the favorite-child policy cannot choose a copy of %s (a tie)", path);
+    return src;
+}
+
+/* Whether this heal (a self-heal daemon, which reads only its own bricks'
+ * indexes) is the one that heals the object: several daemons find the same
+ * entry in their bricks' indexes, and two copying at once could undo each
+ * other (under the ctime policy each copy makes its sink the newest). The
+ * owner is the daemon of the lowest-numbered up child that holds marks;
+ * when none does, any daemon may (there is only clean-up left). */
+static int owner(struct hctx *h, const struct cl__heal_view *v)
+{
+    uint32_t marked = 0;
+    for (int i = 0; i < h->n; i++)
+        if ((v->have >> i & 1) && v->l[i].pending)
+            marked |= 1u << i;
+    if (!marked)
+        return 1;
+    return h->p.index_mask >> __builtin_ctz(marked) & 1;
+}
+
+/* Heals one object named by path (and gfid, when known from an index). */
+static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
+{
+    for (int attempt = 0;; attempt++) {
+        struct cl__heal_view v;
+        if (cl__heal_view(h, path, g, &v) < 0) {
+            count(&h->st->pending);
+            return -EAGAIN;
+        }
+        if (!v.have) {
+            /* Gone everywhere: its parent's entry heal removed or will
+             * remove it; nothing left to mark. */
+            if (g)
+                unmark_all(h, v.up, NULL, g);
+            return h->p.path ? -ENOENT : 0;
+        }
+        if (h->p.index_mask && !h->p.takeover && !owner(h, &v)) {
+            count(&h->st->skipped);
+            return 0;
+        }
+        int src, resolved = 0;
+        uint32_t sinks;
+        if (v.sources) {
+            src = __builtin_ctz(v.sources);
+            sinks = v.up & ~v.sources & ~(v.have & ~v.accused);
+            /* A child holding no object, or another one, under this name is
+             * a sink too (it missed the create). */
+            sinks |= v.up & ~v.have;
+        } else {
+            if ((src = split_source(h, path, &v)) < 0) {
+                log_error("heal: %s is in split brain (every copy is accused: 0x%x)", path,
+                          v.accused);
+                count(&h->st->split);
+                return -EIO;
+            }
+            resolved = 1;
+            sinks = v.up & ~(1u << src);
+            log_info("heal: %s was in split brain; the copy of child %d is the source", path, src);
+        }
+        int rc = 0;
+        for (int i = 0; i < h->n; i++) {
+            if (!(sinks >> i & 1))
+                continue;
+            int arb = h->arbiter && i == h->n - 1;
+            if (heal_tree(h, src, i, path, arb) < 0) {
+                log_warn("heal: copying %s from child %d to child %d failed", path, src, i);
+                rc = -EIO;
+            }
+        }
+        if (rc < 0) {
+            count(&h->st->failed);
+            return rc;
+        }
+        if (v.accused & ~v.up) { /* a child it is accused of missing is down: later */
+            count(&h->st->pending);
+            return -EAGAIN;
+        }
+        /* A client may have changed the object while it was copied: a write
+         * landing on every replica between our read of the source and our
+         * write to a sink would be overwritten there with older data. The
+         * source's ctime moves with every change; if it moved, the marks
+         * stay and the copy is made again (a range heal copies only what
+         * changed since). */
+        struct look again;
+        if (sinks &&
+            (do_lookup(h->ch[src], path, &again) < 0 || again.a.ctime != v.l[src].a.ctime ||
+             again.a.ctime_ns != v.l[src].a.ctime_ns || again.a.size != v.l[src].a.size)) {
+            if (attempt + 1 < HEAL_TRIES)
+                continue;
+            log_debug("heal: %s changed while it was healed; again on the next pass", path);
+            count(&h->st->pending);
+            return -EAGAIN;
+        }
+        /* Everything up now agrees: clear the marks that said otherwise. */
+        unmark_all(h, v.up, path, &v.l[src].a.gfid);
+        if (sinks)
+            count(&h->st->healed);
+        if (resolved)
+            count(&h->st->resolved);
+        return 0;
+    }
 }
 
 static int walk_full(struct hctx *h, const char *path)
@@ -518,7 +555,7 @@ static int walk_full(struct hctx *h, const char *path)
 }
 
 /* Index entries of child c: fills a malloc'd buffer of "gfid path\n" lines. */
-static int read_index(struct cl_layer *c, char **out, size_t *len)
+int cl__heal_read_index(struct cl_layer *c, char **out, size_t *len)
 {
     size_t cap = 0, used = 0;
     char *buf = NULL;
@@ -562,82 +599,171 @@ static int read_index(struct cl_layer *c, char **out, size_t *len)
     return 0;
 }
 
-int cl_heal_set(struct cl_layer **children, int n, int arbiter, int full, struct cl_heal_stats *st)
+struct entry {
+    gfid_t g;
+    char *path;
+};
+
+static int entry_cmp(const void *a, const void *b)
 {
-    struct hctx h = {.ch = children, .n = n, .arbiter = arbiter, .st = st};
+    return memcmp(&((const struct entry *)a)->g, &((const struct entry *)b)->g, sizeof(gfid_t));
+}
+
+/* The index entries of the children in the mask, one per gfid. Entries
+ * without a path (a file unlinked while open) are dropped on the spot: the
+ * parent's entry heal covers them. */
+static int collect(struct hctx *h, struct entry **out, size_t *count)
+{
+    struct entry *v = NULL;
+    size_t n = 0, cap = 0;
     int rc = 0;
-    if (full)
+    for (int i = 0; i < h->n; i++) {
+        if ((h->p.index_mask && !(h->p.index_mask >> i & 1)) || !cl_proto_connected(h->ch[i]))
+            continue;
+        char *idx;
+        size_t len;
+        int r = cl__heal_read_index(h->ch[i], &idx, &len);
+        if (r < 0) {
+            rc = r;
+            continue;
+        }
+        for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+            *nl = 0;
+            char *sp = strchr(line, ' ');
+            gfid_t g;
+            if (!sp)
+                continue;
+            *sp = 0;
+            if (gfid_parse(line, &g) < 0)
+                continue;
+            h->st->entries++;
+            if (sp[1] != '/') {
+                struct cl_op op;
+                cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
+                memcpy(&op.args.gfid, &g, sizeof(g));
+                op.args.present |= 1ull << RPC_T_GFID;
+                RPC_SET(&op.args, pending, RPC_T_PENDING, 0);
+                simple(h->ch[i], &op);
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                struct entry *nv = realloc(v, cap * sizeof(*v));
+                if (!nv) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                v = nv;
+            }
+            if (!(v[n].path = strdup(sp + 1))) {
+                rc = -ENOMEM;
+                break;
+            }
+            v[n++].g = g;
+        }
+        free(idx);
+    }
+    if (n)
+        qsort(v, n, sizeof(*v), entry_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k && gfid_equal(&v[k - 1].g, &v[i].g)) {
+            free(v[i].path);
+            continue;
+        }
+        v[k++] = v[i];
+    }
+    *out = v;
+    *count = k;
+    return rc;
+}
+
+struct work {
+    struct hctx *h;
+    struct entry *e;
+    size_t n, next;
+};
+
+static void *worker(void *arg)
+{
+    struct work *w = arg;
+    for (;;) {
+        size_t i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+        if (i >= w->n)
+            return NULL;
+        heal_one(w->h, w->e[i].path, &w->e[i].g);
+    }
+}
+
+static void heal_entries_parallel(struct hctx *h, struct entry *e, size_t n)
+{
+    struct work w = {.h = h, .e = e, .n = n};
+    int t = h->p.threads < 1 ? 1 : h->p.threads > 64 ? 64 : h->p.threads;
+    if ((size_t)t > n)
+        t = (int)n;
+    pthread_t tid[64];
+    int started = 0;
+    for (int i = 1; i < t; i++)
+        if (pthread_create(&tid[started], NULL, worker, &w) == 0)
+            started++;
+    worker(&w);
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+}
+
+int cl_heal_run(struct cl_layer **children, int n, int arbiter, const struct cl_heal_params *p,
+                struct cl_heal_stats *st)
+{
+    struct cl_heal_stats run = {0};
+    struct hctx h = {.ch = children, .n = n, .arbiter = arbiter, .st = &run};
+    if (p)
+        h.p = *p;
+    else
+        h.p.source = -1;
+    pthread_mutex_init(&h.lock, NULL);
+    int rc = 0;
+    if (h.p.path) {
+        rc = heal_one(&h, h.p.path, NULL);
+        if (rc == -EAGAIN || (rc == -EIO && run.split))
+            rc = 0; /* reported through the statistics */
+        goto out;
+    }
+    if (h.p.full)
         walk_full(&h, "/");
     /* Directories first would be ideal; a second pass catches entries whose
      * parent was healed by the first. */
     for (int pass = 0; pass < 2; pass++) {
-        unsigned before = st->healed;
-        for (int i = 0; i < n; i++) {
-            if (!cl_proto_connected(children[i]))
-                continue;
-            char *idx;
-            size_t len;
-            int r = read_index(children[i], &idx, &len);
-            if (r < 0) {
-                rc = r;
-                continue;
-            }
-            for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
-                *nl = 0;
-                char *sp = strchr(line, ' ');
-                gfid_t g;
-                if (!sp)
-                    continue;
-                *sp = 0;
-                if (gfid_parse(line, &g) < 0)
-                    continue;
-                st->entries++;
-                if (sp[1] != '/') {
-                    /* The object's path is unknown (its file was unlinked while
-                     * open): its parent's entry heal covers it. */
-                    struct cl_op op;
-                    cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
-                    memcpy(&op.args.gfid, &g, sizeof(g));
-                    op.args.present |= 1ull << RPC_T_GFID;
-                    RPC_SET(&op.args, pending, RPC_T_PENDING, 0);
-                    simple(children[i], &op);
-                    continue;
-                }
-                heal_one(&h, sp + 1, &g);
-            }
-            free(idx);
-        }
-        if (st->healed == before)
+        unsigned before = run.healed;
+        struct entry *e = NULL;
+        size_t k = 0;
+        int r = collect(&h, &e, &k);
+        if (r < 0)
+            rc = r;
+        heal_entries_parallel(&h, e, k);
+        for (size_t i = 0; i < k; i++)
+            free(e[i].path);
+        free(e);
+        if (run.healed == before)
             break;
         if (pass == 0)
-            st->pending = 0, st->split = 0;
+            run.pending = 0, run.split = 0, run.failed = 0, run.skipped = 0;
     }
+out:
+    pthread_mutex_destroy(&h.lock);
+    st->entries += run.entries;
+    st->healed += run.healed;
+    st->pending += run.pending;
+    st->split += run.split;
+    st->failed += run.failed;
+    st->resolved += run.resolved;
+    st->skipped += run.skipped;
+    st->bytes_copied += run.bytes_copied;
+    st->bytes_same += run.bytes_same;
     return rc;
 }
 
-int cl_heal_info(struct cl_layer **children, char **names, int n, FILE *out)
+int cl_heal_set(struct cl_layer **children, int n, int arbiter, int full, struct cl_heal_stats *st)
 {
-    int rc = 0;
-    for (int i = 0; i < n; i++) {
-        fprintf(out, "Brick %s\n", names[i]);
-        char *idx;
-        size_t len;
-        int r = cl_proto_connected(children[i]) ? read_index(children[i], &idx, &len) : -ENOTCONN;
-        if (r < 0) {
-            fprintf(out, "Status: %s\nNumber of entries: -\n\n",
-                    r == -ENOTCONN ? "Transport endpoint is not connected" : strerror(-r));
-            rc = r;
-            continue;
-        }
-        int count = 0;
-        for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
-            *nl = 0;
-            char *sp = strchr(line, ' ');
-            fprintf(out, "%s\n", sp && sp[1] == '/' ? sp + 1 : line);
-            count++;
-        }
-        free(idx);
-        fprintf(out, "Status: Connected\nNumber of entries: %d\n\n", count);
-    }
-    return rc;
+    struct cl_heal_params p = {.full = full, .threads = 1, .source = -1};
+    return cl_heal_run(children, n, arbiter, &p, st);
 }

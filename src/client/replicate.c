@@ -186,6 +186,7 @@ static int is_change(unsigned op)
 {
     switch (op) {
     case RPC_OP_CREATE:
+    case RPC_OP_MAKE_FILE:
     case RPC_OP_MKNOD:
     case RPC_OP_MKDIR:
     case RPC_OP_SYMLINK:
@@ -340,6 +341,16 @@ static void fan_finish(struct fan *f)
     if (status == 0 && chosen >= 0) {
         reply = f->sub[chosen].reply;
         f->sub[chosen].reply = NULL;
+        /* A lease holds only as far as every child that did it granted it. */
+        for (int i = 0; i < r->n && rpc_has(&reply->msg, RPC_T_LEASE); i++) {
+            if (!(ok >> i & 1) || i == chosen)
+                continue;
+            const struct rpc_frame *o = f->sub[i].reply;
+            if (!o || !rpc_has(&o->msg, RPC_T_LEASE))
+                reply->msg.present &= ~(1ull << RPC_T_LEASE);
+            else
+                reply->msg.lease &= o->msg.lease;
+        }
     }
     for (int i = 0; i < r->n; i++)
         if (f->asked >> i & 1) {
@@ -431,6 +442,8 @@ static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind k
             s->args = a;
         } else if (arb && parent->args.op == RPC_OP_SETATTR) {
             s->args.valid &= ~(uint64_t)RPC_SET_SIZE;
+        } else if (arb && parent->args.op == RPC_OP_MAKE_FILE) {
+            s->args.present &= ~((1ull << RPC_T_DATA) | (1ull << RPC_T_SIZE));
         }
     }
     return f;

@@ -44,10 +44,15 @@ void cl_repl_stop(struct cl_layer *l);
 /* ---- heal (heal.c) ---- */
 
 struct cl_heal_stats {
-    unsigned entries; /* index entries looked at */
-    unsigned healed;  /* objects brought in line */
-    unsigned pending; /* left for later (a child down, an error) */
-    unsigned split;   /* no replica is unaccused: split brain */
+    unsigned entries;      /* index entries looked at */
+    unsigned healed;       /* objects brought in line */
+    unsigned pending;      /* left for later (a child down, an error) */
+    unsigned split;        /* no replica is unaccused: split brain */
+    unsigned failed;       /* a copy failed (errors other than a child being down) */
+    unsigned resolved;     /* split-brain objects healed by a policy or a chosen source */
+    unsigned skipped;      /* entries left to another server's daemon (their owner) */
+    uint64_t bytes_copied; /* file data written to sinks */
+    uint64_t bytes_same;   /* file data a range heal found equal and did not copy */
 };
 
 /* One heal pass over a replica set: every index entry of every up child

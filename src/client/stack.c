@@ -58,7 +58,8 @@ static void destroy_layers(struct cl_layer **l, int n)
 
 /* One subvolume: set s's protocol clients, under a replicate layer when the
  * set has more than one brick. */
-static struct cl_layer *build_set(const struct cl_volinfo *v, int s, int set, int ping_ms)
+static struct cl_layer *build_set(const struct cl_volinfo *v, int s, int set, int ping_ms,
+                                  const struct cl_stack_params *sp)
 {
     struct cl_layer *ch[CL_REPL_MAX];
     for (int i = 0; i < set; i++) {
@@ -68,6 +69,8 @@ static struct cl_layer *build_set(const struct cl_volinfo *v, int s, int set, in
             .volume = v->name,
             .brick_path = b->path,
             .ping_timeout_ms = ping_ms,
+            .recall = sp ? sp->recall : NULL,
+            .recall_ctx = sp ? sp->recall_ctx : NULL,
         };
         ch[i] = cl_proto_new(&pp);
         if (!ch[i]) {
@@ -100,7 +103,7 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
         ping_ms = CL_DEFAULT_PING_TIMEOUT_MS;
     struct cl_layer *subs[CL_DHT_MAX];
     for (int s = 0; s < n_sets; s++) {
-        if (!(subs[s] = build_set(v, s, set, ping_ms))) {
+        if (!(subs[s] = build_set(v, s, set, ping_ms, sp))) {
             destroy_layers(subs, s);
             snprintf(err, errlen, "out of memory");
             return -ENOMEM;

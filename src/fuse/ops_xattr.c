@@ -6,12 +6,19 @@
 
 #include "bridge.h"
 
+#define CAPS "security.capability"
+
 void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                  int flags)
 {
+    if (cf_wb_setxattr(req, ino, name, value, size, flags))
+        return;
     struct fop *f = fop_new(req, RPC_OP_SETXATTR, fop_done_err_cb);
     if (!f)
         return;
+    if (!strcmp(name, CAPS))
+        cf_known_forget(f->cf, ino);
+    cf_known_forget_attr(f->cf, ino); /* an ACL changes the mode */
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -58,6 +65,14 @@ static void get_cb(struct cl_op *op)
 
 void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+    /* The kernel asks before every write (file_remove_privs); a file made
+     * here under a lease has none (known.c). */
+    if (!strcmp(name, CAPS) && cf_known_has_nocaps(fuse_req_userdata(req), ino)) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
+    if (cf_wb_getxattr(req, ino, name, size))
+        return;
     struct fop *f = fop_new(req, RPC_OP_GETXATTR, get_cb);
     if (!f)
         return;
@@ -77,6 +92,8 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+    if (cf_wb_listxattr(req, ino, size))
+        return;
     struct fop *f = fop_new(req, RPC_OP_LISTXATTR, get_cb);
     if (!f)
         return;
@@ -90,9 +107,14 @@ void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+    if (cf_wb_removexattr(req, ino, name))
+        return;
     struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);
     if (!f)
         return;
+    if (!strcmp(name, CAPS))
+        cf_known_forget(f->cf, ino);
+    cf_known_forget_attr(f->cf, ino);
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);

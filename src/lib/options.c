@@ -28,10 +28,50 @@ const struct opt_def opt_table[] = {
     {"client.entry-timeout", OPT_TIME, "0", 0, 3600, NULL, true,
      "Seconds the kernel may cache name lookups on a FUSE client. 0 asks the brick at every "
      "access, so names created or removed by another client are seen at once."},
+    {"client.lease-cache-timeout", OPT_TIME, "60", 1, 3600, NULL, true,
+     "Seconds the kernel of a FUSE client may cache attributes and names it holds a lease "
+     "on. A change by another client recalls the lease and drops the cached copy at once; "
+     "the timeout bounds how stale a cache can get when a brick becomes unreachable."},
+    {"client.leases", OPT_BOOL, "on", 0, 0, NULL, true,
+     "Clients ask the bricks for leases and cache attributes and names under them, so "
+     "repeated lookups and stats do not cross the network. off: every access asks the "
+     "brick (client.attribute-timeout and client.entry-timeout apply)."},
+    {"client.write-back", OPT_BOOL, "on", 0, 0, NULL, true,
+     "Files a client creates in a directory it made and holds alone are written to the "
+     "bricks when closed, in one request, instead of one round trip per create, write, "
+     "attribute change and close. fsync waits for the bricks; another client's access "
+     "makes the holder send them first (docs/consistency.md). off: every operation waits "
+     "for the bricks."},
+    {"client.write-back-files", OPT_INT, "4096", 1, 1048576, NULL, true,
+     "Files a client may hold written back but not yet on the bricks; beyond, creates wait "
+     "for the bricks."},
+    {"client.write-back-size", OPT_SIZE, "64MB", 1048576, 4294967296LL, NULL, true,
+     "Bytes of file data a client may hold written back but not yet on the bricks; beyond, "
+     "creates wait for the bricks."},
+    {"cluster.favorite-child-policy", OPT_ENUM, "none", 0, 0, "none|size|mtime|ctime|majority",
+     true,
+     "How the self-heal daemon resolves a split brain by itself: none leaves it to the "
+     "administrator; size, mtime, ctime take the biggest, latest-modified or latest-changed "
+     "copy; majority the copy whose size and mtime more than half of the set share."},
+    {"cluster.heal-rate-limit", OPT_INT, "0", 0, 100000, NULL, true,
+     "MB/s of file data the self-heal daemon of each server copies at most (all its heal "
+     "threads together), so clients keep their speed while a brick heals. 0: no limit."},
+    {"cluster.heal-timeout", OPT_TIME, "10", 1, 86400, NULL, true,
+     "Seconds between two index crawls of the self-heal daemon when nothing happens; it "
+     "also crawls at once when a brick (re)connects."},
+    {"cluster.self-heal-daemon", OPT_BOOL, "on", 0, 0, NULL, true,
+     "Runs a self-heal daemon (cairn-shd) on each server holding a brick of the replicated "
+     "volume. `volume heal NAME enable|disable` sets it."},
+    {"cluster.shd-max-threads", OPT_INT, "1", 1, 64, NULL, true,
+     "Objects each self-heal daemon heals in parallel."},
     {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's brick processes."},
     {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's clients (FUSE mounts)."},
+    {"features.lease-recall-timeout", OPT_TIME, "5", 1, 600, NULL, true,
+     "Seconds a brick waits for a client to return a recalled lease before revoking it. A "
+     "change that conflicts with another client's lease is answered after the recall, so "
+     "a hung client delays it by at most this long."},
     {"network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
      "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
      "fails or reroutes the operations pending on it."},

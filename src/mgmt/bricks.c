@@ -13,6 +13,7 @@
 #include "../lib/log.h"
 #include "../rpc/conn.h"
 #include "mgmt.h"
+#include "shd.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 30000
@@ -334,6 +335,7 @@ static void *supervisor_main(void *arg)
     while (!m->stopping) {
         pthread_mutex_lock(&m->lock);
         supervise_once(m);
+        mgmt_shd_supervise(m);
         pthread_mutex_unlock(&m->lock);
         sleep_ms(200);
     }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "pool.h"
+#include "shd.h"
 
 struct cmd {
     const char *word; /* after "volume" */
@@ -27,6 +28,12 @@ static const struct cmd volume_cmds[] = {
     {"get", mgmt_cmd_get, "volume get <VOLNAME> <KEY|all>", "show volume options"},
     {"reset", mgmt_cmd_reset, "volume reset <VOLNAME> [<KEY>|all]",
      "reset options to their defaults"},
+    {"heal", mgmt_cmd_heal,
+     "volume heal <VOLNAME> [enable | disable | full | info [summary | split-brain] | statistics | "
+     "split-brain {bigger-file <FILE> | latest-mtime <FILE> | source-brick <HOSTNAME:BRICKNAME> "
+     "[<FILE>]}]",
+     "self-heal: enable/disable the self-heal daemon, crawl statistics (info, full and "
+     "split-brain run in the CLI)"},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -9,6 +9,7 @@
 #include <sys/sysmacros.h>
 
 #include "pool.h"
+#include "shd.h"
 
 #define RULE "------------------------------------------------------------------------------"
 
@@ -245,6 +246,12 @@ static void print_status(const struct mgmt_vol *v, int detail, FILE *out)
         snprintf(port, sizeof(port), on ? "%u" : "N/A", bport);
         snprintf(pid, sizeof(pid), on ? "%d" : "N/A", bpid);
         print_row(out, name, port, on ? "0" : "N/A", on ? "Y" : "N", pid);
+    }
+    if (v->replica >= 2) { /* this server's self-heal daemon (shd.c) */
+        char pid[16];
+        pid_t sp = mgmt_shd_pid(v->id);
+        snprintf(pid, sizeof(pid), sp ? "%d" : "N/A", (int)sp);
+        print_row(out, "Self-heal Daemon on localhost", "N/A", "N/A", sp ? "Y" : "N", pid);
     }
     fprintf(out, " \nTask Status of Volume %s\n" RULE "\n", v->name);
     fprintf(out, "There are no active volume tasks\n \n");

@@ -12,6 +12,7 @@
 #include "../lib/log.h"
 #include "daemon.h"
 #include "pool.h"
+#include "shd.h"
 
 static struct mgmt the_mgmt = {.lock = PTHREAD_MUTEX_INITIALIZER,
                                .cond = PTHREAD_COND_INITIALIZER,
@@ -250,6 +251,7 @@ int main(int argc, char **argv)
     mgmt_pool_stop(m);
     pthread_mutex_lock(&m->lock);
     m->stopping = 1;
+    mgmt_shd_stop_all(m);
     for (struct mgmt_vol *v = m->vols; v; v = v->next)
         for (int i = 0; i < v->n_bricks; i++)
             mgmt_brick_kill(m, &v->bricks[i]);

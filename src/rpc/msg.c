@@ -21,6 +21,9 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_PORT] = K_U64,    [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
     [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
+    [RPC_T_LEASE] = K_U64,
+    [RPC_T_PATTR] = K_ATTR,
+    [RPC_T_XATTRS] = K_BYTES,
     [RPC_T_LAYOUT] = K_BYTES, [RPC_T_LINKTO] = K_BYTES,
 };
 
@@ -50,6 +53,7 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_REPLICA: return &m->replica;
     case RPC_T_ARBITER: return &m->arbiter;
     case RPC_T_PENDING: return &m->pending;
+    case RPC_T_LEASE: return &m->lease;
     default: return NULL;
     }
 }
@@ -64,6 +68,7 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_TEXT: return &m->text;
     case RPC_T_HOST: return &m->host;
     case RPC_T_ID: return &m->id;
+    case RPC_T_XATTRS: return &m->xattrs;
     case RPC_T_LAYOUT: return &m->layout;
     case RPC_T_LINKTO: return &m->linkto;
     default: return NULL;
@@ -248,7 +253,7 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
             memcpy(m->gfid.b, f.val, GFID_LEN);
             break;
         case K_ATTR:
-            if (rpc_attr_decode(f.val, f.len, &m->attr) < 0)
+            if (rpc_attr_decode(f.val, f.len, f.tag == RPC_T_PATTR ? &m->pattr : &m->attr) < 0)
                 FAIL("bad attributes");
             break;
         case K_TIME: {
@@ -306,6 +311,23 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
     return 0;
 }
 
+int rpc_xattrs_next(struct rpc_iter *it, struct rpc_bytes *name, struct rpc_bytes *value)
+{
+    struct rpc_field f;
+    int rc = rpc_iter_next(it, &f);
+    if (rc <= 0)
+        return rc < 0 ? -EPROTO : 0;
+    if (f.tag != RPC_T_NAME || f.len == 0 || f.len > 255 || memchr(f.val, 0, f.len))
+        return -EPROTO;
+    name->p = f.val;
+    name->len = f.len;
+    if (rpc_iter_next(it, &f) <= 0 || f.tag != RPC_T_DATA)
+        return -EPROTO;
+    value->p = f.val;
+    value->len = f.len;
+    return 1;
+}
+
 void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)
 {
     struct rpc_msg *mm = (struct rpc_msg *)m; /* slot lookups only read */
@@ -326,7 +348,7 @@ void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)
             rpc_put_gfid(b, tag, &m->gfid);
             break;
         case K_ATTR:
-            rpc_put_attr(b, tag, &m->attr);
+            rpc_put_attr(b, tag, tag == RPC_T_PATTR ? &m->pattr : &m->attr);
             break;
         case K_TIME: {
             const struct rpc_time *t = tag == RPC_T_ATIME ? &m->atime : &m->mtime;
@@ -371,6 +393,9 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_MGMT_CLI] = "MGMT_CLI",   [RPC_OP_MGMT_GETVOL] = "MGMT_GETVOL",
         [RPC_OP_MGMT_RECONF] = "MGMT_RECONF", [RPC_OP_MARK] = "MARK",
         [RPC_OP_INDEX] = "INDEX",             [RPC_OP_UNMARK] = "UNMARK",
+        [RPC_OP_LEASE_RECALL] = "LEASE_RECALL", [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
+        [RPC_OP_MAKE_FILE] = "MAKE_FILE",
+        [RPC_OP_CHECKSUM] = "CHECKSUM",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";
 }

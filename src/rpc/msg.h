@@ -58,6 +58,19 @@ enum rpc_op {
     RPC_OP_MARK = 70,   /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
     RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
     RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
+    RPC_OP_CHECKSUM = 73, /* FH, OFFSET, SIZE, FLAGS (block size): DATA = u64 per block, SIZE */
+
+    /* Leases (docs/consistency.md). RECALL is sent by the brick (a
+     * notification, PATH and, for a change of one entry, NAME); the holder
+     * drops what it cached under the lease, then answers with RETURN (PATH). */
+    RPC_OP_LEASE_RECALL = 80,
+    RPC_OP_LEASE_RETURN = 81,
+    /* A whole small file in one request (write-back, docs/consistency.md):
+     * CREATE's fields (PATH, GFID, MODE, UMASK, UID, GID), DATA (the
+     * contents from offset 0), SIZE (final size, when larger), XATTRS,
+     * VALID with MODE/UID/GID/ATIME/MTIME applied last, FLAGS 1: fsync.
+     * Fails with EEXIST when PATH exists. Reply: ATTR. */
+    RPC_OP_MAKE_FILE = 82,
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
@@ -108,11 +121,26 @@ enum rpc_tag {
     RPC_T_REPLICA = 40, /* u: GETVOL: bricks per replica set (absent: 1) */
     RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
     RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
+    RPC_T_LEASE = 43,   /* u: request: a lease is wanted; reply: RPC_LEASE_* granted */
+    RPC_T_XATTRS = 45,  /* bytes: a nested body of NAME, DATA pairs (extended attributes) */
+    RPC_T_PATTR = 44,   /* attr: reply to a change of entries asked with LEASE: the directory's
+                           attributes after it (gfid not set) */
     /* 48-51: distribute (docs/replication.md, Distribute) */
     RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
     RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
     RPC_T_MAX = 64,
 };
+
+/* LEASE bits. A lease on a path covers the object's attributes and extended
+ * attributes and, for a directory, its entries. A request's LEASE asks for
+ * leases on PATH and on PATH's parent (READDIR: the directory and every
+ * entry returned); the reply's LEASE says they were granted. */
+#define RPC_LEASE_READ 1u
+/* MKDIR only: an exclusive lease on the new directory. Until it is recalled,
+ * no other client reaches the directory or its entries: the brick holds
+ * their requests and recalls the lease first, so the holder may create
+ * files in it without waiting for the bricks (write-back). */
+#define RPC_LEASE_EXCL 2u
 
 /* setattr mask bits (wire-visible) */
 #define RPC_SET_MODE (1u << 0)
@@ -170,10 +198,10 @@ struct rpc_bytes {
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence, gen, replica, arbiter, pending;
-    struct rpc_bytes path, path2, name, data, text, host, id, layout, linkto;
+        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease;
+    struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto;
     gfid_t gfid;
-    struct rpc_attr attr;
+    struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;
@@ -192,6 +220,12 @@ static inline bool rpc_has(const struct rpc_msg *m, enum rpc_tag t)
  * fields, duplicated singleton fields, strings containing NUL, unknown tags.
  * Returns 0 or -EPROTO; *why (may be NULL) names the first problem. Pure. */
 int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char **why);
+
+/* The next extended attribute of an XATTRS body (iterate with an rpc_iter
+ * over it): NAME then DATA. Returns 1 with name and value set, 0 at the
+ * end, -EPROTO for anything else (a field of another tag, a DATA without
+ * its NAME, an empty or NUL-containing name, a name longer than 255). Pure. */
+int rpc_xattrs_next(struct rpc_iter *it, struct rpc_bytes *name, struct rpc_bytes *value);
 
 /* Encodes every present field of m (the inverse of rpc_msg_decode for
  * singleton fields and GROUP; DIRENT, ARG, SUB, BRICK and OPTION are written

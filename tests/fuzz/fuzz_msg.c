@@ -11,6 +11,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct rpc_msg m, again;
     if (rpc_msg_decode(data, size, &m, NULL) < 0)
         return 0;
+    if (rpc_has(&m, RPC_T_XATTRS)) {
+        /* MAKE_FILE's nested extended attributes */
+        struct rpc_iter it;
+        struct rpc_bytes n, v;
+        int rc;
+        rpc_iter_init(&it, m.xattrs.p, m.xattrs.len);
+        while ((rc = rpc_xattrs_next(&it, &n, &v)) > 0)
+            if (n.len == 0 || n.len > 255 || v.p < m.xattrs.p ||
+                v.p + v.len > m.xattrs.p + m.xattrs.len)
+                abort();
+    }
     /* repeated fields other than GROUP are not re-encoded by rpc_msg_encode */
     m.present &= ~((1ull << RPC_T_DIRENT) | (1ull << RPC_T_ARG) | (1ull << RPC_T_SUB) |
                    (1ull << RPC_T_BRICK) | (1ull << RPC_T_OPTION));

@@ -22,8 +22,11 @@ HOST2 = "127.0.0.6"
 
 OPTIONS = [
     "auth.allow", "auth.reject", "client.attribute-timeout", "client.entry-timeout",
-    "diagnostics.brick-log-level", "diagnostics.client-log-level", "network.ping-timeout",
-    "performance.io-thread-count",
+    "client.lease-cache-timeout", "client.leases", "client.write-back",
+    "client.write-back-files", "client.write-back-size", "cluster.favorite-child-policy",
+    "cluster.heal-rate-limit", "cluster.heal-timeout", "cluster.self-heal-daemon",
+    "cluster.shd-max-threads", "diagnostics.brick-log-level", "diagnostics.client-log-level",
+    "features.lease-recall-timeout", "network.ping-timeout", "performance.io-thread-count",
 ]
 
 

@@ -1,0 +1,47 @@
+/* Internals shared by heal.c, heal_data.c and heal_report.c. */
+#ifndef CAIRN_CLIENT_HEAL_INT_H
+#define CAIRN_CLIENT_HEAL_INT_H
+
+#include <pthread.h>
+
+#include "client.h"
+#include "heal.h"
+
+struct hctx {
+    struct cl_layer **ch;
+    int n, arbiter;
+    struct cl_heal_params p;
+    struct cl_heal_stats *st; /* updated with __atomic builtins (heal threads) */
+    pthread_mutex_t lock;     /* the rate limiter */
+    uint64_t next_ns;         /* rate limiter: when the next copy may start */
+};
+
+struct look {
+    int rc; /* 0, -ENOENT, other -errno */
+    struct rpc_attr a;
+    uint32_t pending;
+};
+
+void cl__heal_path_op(struct cl_op *op, uint16_t code, const char *path);
+int cl__heal_lookup(struct cl_layer *c, const char *path, struct look *l);
+int cl__heal_simple(struct cl_layer *c, struct cl_op *op);
+/* Index entries of child c: a malloc'd NUL-terminated buffer of
+ * "gfid path\n" lines. */
+int cl__heal_read_index(struct cl_layer *c, char **out, size_t *len);
+
+/* What the up children hold under path (gfid g when known). */
+struct cl__heal_view {
+    struct look l[CL_REPL_MAX];
+    uint32_t up, have, accused, sources, data;
+};
+/* 0, or -EAGAIN when a child could not answer. */
+int cl__heal_view(struct hctx *h, const char *path, const gfid_t *g, struct cl__heal_view *v);
+
+/* Makes the data of dst's open file dfh (size bytes at the end) equal to
+ * src's file at path. ranged: the sink already holds an older copy of the
+ * same file (open for reading and writing): only differing blocks are
+ * copied. 0 or -errno. */
+int cl__heal_data(struct hctx *h, struct cl_layer *src, struct cl_layer *dst, const char *path,
+                  uint64_t dfh, uint64_t size, int ranged);
+
+#endif

@@ -1,0 +1,909 @@
+/* Write-back of new small files (docs/consistency.md, "Write-back").
+ *
+ * In a directory this mount made and holds an exclusive lease on (nobody
+ * else can reach it before the lease is recalled), creating a file does
+ * not wait for the bricks: the create, the writes, the attribute and
+ * extended-attribute changes and the close are answered here, and the file
+ * goes to the bricks as one MAKE_FILE request when it is closed. The
+ * application sees a local file system's speed; the bricks see one
+ * request per file instead of five.
+ *
+ * A pending file reaches the bricks (is "settled") before anything could
+ * observe its absence there:
+ * - another client touches the directory: the brick holds that request and
+ *   recalls the lease, and the recall settles the directory first;
+ * - this mount uses the file by path or lists the directory (fop_path);
+ * - fsync, or a handle operation beyond write/stat/xattrs (read, lock,
+ *   lseek...): the file is made on the bricks and opened there, and the
+ *   handle goes on with the real one ("materialized");
+ * - unmount.
+ * Writes beyond WB_FILE_MAX bytes materialize the file too.
+ *
+ * Errors of the background request are logged, make the file disappear
+ * from this mount's caches, and are returned by the next create, fsync or
+ * fsyncdir in that directory. Bounded by client.write-back-size bytes and
+ * client.write-back-files files pending; past either, creates wait for the
+ * bricks as without write-back. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+#define WB_FILE_MAX (1u << 20)
+#define WB_BUCKETS 1024
+#define WB_FH_BIT (1ull << 63)
+
+enum wb_state {
+    WB_OPEN,         /* the kernel holds the handle */
+    WB_CLOSED,       /* released, waiting to be sent */
+    WB_SENDING,      /* MAKE_FILE in flight */
+    WB_MATERIALIZED, /* on the bricks, with a real handle the kernel's forwards to */
+    WB_DONE,         /* on the bricks */
+    WB_FAILED,
+};
+
+struct wb_xattr {
+    char *name;
+    void *val;
+    size_t len;
+};
+
+struct wb_file {
+    struct wb_file *next;
+    uint64_t node, parent, id;
+    char name[NAME_MAX + 1];
+    gfid_t gfid;
+    struct stat st;
+    uint64_t create_mode, umask, valid; /* valid: RPC_SET_MODE/UID/GID applied here */
+    uint8_t *data;
+    size_t cap;
+    struct wb_xattr *xa;
+    int n_xa;
+    enum wb_state state;
+    int kernel_open; /* the kernel holds its handle */
+    int err, want_sync;
+    uint64_t real_fh;
+};
+
+struct dir_err {
+    struct dir_err *next;
+    uint64_t dir;
+    int err;
+};
+
+struct cf_wb {
+    struct cf *cf;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct wb_file *b[WB_BUCKETS];
+    uint64_t next_id;
+    size_t files, bytes; /* pending (not yet on the bricks) */
+    size_t max_files, max_bytes;
+    int enabled;
+    struct dir_err *errs;
+};
+
+static size_t slot(uint64_t node)
+{
+    return (size_t)((node * 0x9e3779b97f4a7c15ull) >> 54);
+}
+
+int cf_wb_is_fh(uint64_t fh)
+{
+    return (fh & WB_FH_BIT) != 0;
+}
+
+int cf_wb_init(struct cf *cf)
+{
+    struct cf_wb *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->cf = cf;
+    w->next_id = 1;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    cf->wb = w;
+    return 0;
+}
+
+void cf_wb_configure(struct cf *cf, int enabled, size_t max_bytes, size_t max_files)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->enabled = enabled;
+    w->max_bytes = max_bytes;
+    w->max_files = max_files;
+    pthread_mutex_unlock(&w->lock);
+}
+
+int cf_wb_enabled(struct cf *cf)
+{
+    struct cf_wb *w = cf->wb;
+    return w && __atomic_load_n(&w->enabled, __ATOMIC_RELAXED);
+}
+
+static void file_free(struct wb_file *f)
+{
+    for (int i = 0; i < f->n_xa; i++) {
+        free(f->xa[i].name);
+        free(f->xa[i].val);
+    }
+    free(f->xa);
+    free(f->data);
+    free(f);
+}
+
+static struct wb_file *find_node(struct cf_wb *w, uint64_t node)
+{
+    for (struct wb_file *f = w->b[slot(node)]; f; f = f->next)
+        if (f->node == node)
+            return f;
+    return NULL;
+}
+
+static struct wb_file *find_fh(struct cf_wb *w, uint64_t fh)
+{
+    uint64_t id = fh & ~WB_FH_BIT;
+    for (size_t k = 0; k < WB_BUCKETS; k++)
+        for (struct wb_file *f = w->b[k]; f; f = f->next)
+            if (f->id == id)
+                return f;
+    return NULL;
+}
+
+static void unlink_file(struct cf_wb *w, struct wb_file *f)
+{
+    struct wb_file **pp = &w->b[slot(f->node)];
+    while (*pp != f)
+        pp = &(*pp)->next;
+    *pp = f->next;
+}
+
+static int pending(const struct wb_file *f)
+{
+    return f->state == WB_OPEN || f->state == WB_CLOSED || f->state == WB_SENDING;
+}
+
+static void now_ts(struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+}
+
+static void dir_error(struct cf_wb *w, uint64_t dir, int err)
+{
+    for (struct dir_err *e = w->errs; e; e = e->next)
+        if (e->dir == dir) {
+            e->err = err;
+            return;
+        }
+    struct dir_err *e = malloc(sizeof(*e));
+    if (!e)
+        return;
+    e->dir = dir;
+    e->err = err;
+    e->next = w->errs;
+    w->errs = e;
+}
+
+int cf_wb_dir_error(struct cf *cf, uint64_t dir)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return 0;
+    int err = 0;
+    pthread_mutex_lock(&w->lock);
+    for (struct dir_err **pp = &w->errs; *pp; pp = &(*pp)->next)
+        if ((*pp)->dir == dir) {
+            struct dir_err *e = *pp;
+            err = e->err;
+            *pp = e->next;
+            free(e);
+            break;
+        }
+    pthread_mutex_unlock(&w->lock);
+    return err;
+}
+
+/* ---- sending ---- */
+
+struct send {
+    struct cl_op op;
+    struct cf_wb *w;
+    struct wb_file *f;
+    struct rpc_buf xattrs;
+    char path[PATH_MAX];
+};
+
+static void finish(struct cf_wb *w, struct wb_file *f, int status, int lease)
+{
+    struct cf *cf = w->cf;
+    if (status < 0) {
+        log_error("write-back of %s (in directory node %llu) failed: %s; the file did not reach "
+                  "the bricks",
+                  f->name, (unsigned long long)f->parent, strerror(-status));
+        f->state = WB_FAILED;
+        f->err = status;
+        dir_error(w, f->parent, status);
+    } else {
+        f->state = f->real_fh ? WB_MATERIALIZED : WB_DONE;
+    }
+    if (f->data) {
+        w->bytes -= f->cap;
+        free(f->data);
+        f->data = NULL;
+        f->cap = 0;
+    }
+    w->files--;
+    uint64_t node = f->node, parent = f->parent;
+    if (!f->kernel_open) {
+        /* Nothing refers to it any more. */
+        unlink_file(w, f);
+        file_free(f);
+    }
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    if (status < 0) {
+        /* This mount showed a file the bricks do not have. */
+        cf_known_forget(cf, parent);
+        cf_lease_drop_node(cf, parent);
+    } else if (!lease) {
+        cf_lease_drop_node(cf, node);
+    }
+    pthread_mutex_lock(&w->lock);
+}
+
+static void send_done_cb(struct cl_op *op)
+{
+    struct send *s = op->ctx;
+    struct cf_wb *w = s->w;
+    int lease = op->status == 0 && op->reply && rpc_has(&op->reply->msg, RPC_T_LEASE);
+    pthread_mutex_lock(&w->lock);
+    finish(w, s->f, op->status, lease);
+    pthread_mutex_unlock(&w->lock);
+    cl_op_release(op);
+    rpc_buf_free(&s->xattrs);
+    free(s);
+}
+
+/* Builds the MAKE_FILE request of f (state becomes SENDING); under w->lock.
+ * NULL on ENOMEM or when f has no path (then f is FAILED). */
+static struct send *build(struct cf_wb *w, struct wb_file *f)
+{
+    struct send *s = calloc(1, sizeof(*s));
+    int rc = s ? cl_itable_path(w->cf->it, f->parent, f->name, s->path, sizeof(s->path)) : -ENOMEM;
+    if (rc < 0) {
+        free(s);
+        finish(w, f, rc, 0);
+        return NULL;
+    }
+    s->w = w;
+    s->f = f;
+    cl_op_init(&s->op, RPC_OP_MAKE_FILE, send_done_cb, s);
+    struct rpc_msg *a = &s->op.args;
+    rpc_set_str(a, RPC_T_PATH, &a->path, s->path);
+    a->gfid = f->gfid;
+    a->present |= 1ull << RPC_T_GFID;
+    RPC_SET(a, mode, RPC_T_MODE, (f->valid & RPC_SET_MODE) ? f->st.st_mode : f->create_mode);
+    RPC_SET(a, umask, RPC_T_UMASK, (f->valid & RPC_SET_MODE) ? 0 : f->umask);
+    RPC_SET(a, uid, RPC_T_UID, f->st.st_uid);
+    RPC_SET(a, gid, RPC_T_GID, f->st.st_gid);
+    if (f->st.st_size > 0) {
+        size_t n = (size_t)f->st.st_size < f->cap ? (size_t)f->st.st_size : f->cap;
+        rpc_set_bytes(a, RPC_T_DATA, &a->data, f->data, n);
+        RPC_SET(a, size, RPC_T_SIZE, (uint64_t)f->st.st_size);
+    }
+    rpc_buf_init(&s->xattrs);
+    for (int i = 0; i < f->n_xa; i++) {
+        rpc_put_str(&s->xattrs, RPC_T_NAME, f->xa[i].name);
+        rpc_put_bytes(&s->xattrs, RPC_T_DATA, f->xa[i].val, (uint32_t)f->xa[i].len);
+    }
+    if (f->n_xa)
+        rpc_set_bytes(a, RPC_T_XATTRS, &a->xattrs, s->xattrs.data, (uint32_t)s->xattrs.len);
+    /* The times the application saw (and set) are the file's. */
+    a->atime.sec = f->st.st_atim.tv_sec;
+    a->atime.nsec = (uint32_t)f->st.st_atim.tv_nsec;
+    a->mtime.sec = f->st.st_mtim.tv_sec;
+    a->mtime.nsec = (uint32_t)f->st.st_mtim.tv_nsec;
+    a->present |= (1ull << RPC_T_ATIME) | (1ull << RPC_T_MTIME);
+    uint64_t valid =
+        (f->valid & (RPC_SET_MODE | RPC_SET_UID | RPC_SET_GID)) | RPC_SET_ATIME | RPC_SET_MTIME;
+    RPC_SET(a, valid, RPC_T_VALID, valid);
+    if (f->want_sync)
+        RPC_SET(a, flags, RPC_T_FLAGS, 1);
+    RPC_SET(a, lease, RPC_T_LEASE, RPC_LEASE_READ);
+    f->state = WB_SENDING;
+    return s;
+}
+
+/* Sends f now (CLOSED -> SENDING); under w->lock, which it drops and
+ * takes again. */
+static void send_locked(struct cf_wb *w, struct wb_file *f)
+{
+    struct send *s = build(w, f);
+    if (!s)
+        return;
+    pthread_mutex_unlock(&w->lock);
+    cl_submit(w->cf->stack, &s->op);
+    pthread_mutex_lock(&w->lock);
+}
+
+/* Makes f exist on the bricks and opens it there (the kernel still holds
+ * its handle); under w->lock. Returns 0 or -errno. */
+static int materialize(struct cf_wb *w, struct wb_file *f)
+{
+    struct send *s = build(w, f);
+    if (!s)
+        return f->err ? f->err : -ENOMEM;
+    pthread_mutex_unlock(&w->lock);
+    int rc = cl_op_run(w->cf->stack, &s->op);
+    int lease = rc == 0 && s->op.reply && rpc_has(&s->op.reply->msg, RPC_T_LEASE);
+    uint64_t fh = 0;
+    if (rc == 0) {
+        struct cl_op o;
+        cl_op_init(&o, RPC_OP_OPEN, NULL, NULL);
+        rpc_set_str(&o.args, RPC_T_PATH, &o.args.path, s->path);
+        RPC_SET(&o.args, flags, RPC_T_FLAGS, (uint64_t)O_RDWR);
+        rc = cl_op_run(w->cf->stack, &o);
+        if (rc == 0 && o.reply && rpc_has(&o.reply->msg, RPC_T_FH))
+            fh = o.reply->msg.fh;
+        else if (rc == 0)
+            rc = -EPROTO;
+        cl_op_release(&o);
+    }
+    cl_op_release(&s->op);
+    rpc_buf_free(&s->xattrs);
+    free(s);
+    pthread_mutex_lock(&w->lock);
+    if (rc == 0)
+        f->real_fh = fh;
+    finish(w, f, rc, lease);
+    return rc;
+}
+
+/* Until f is on the bricks (or failed); under w->lock. */
+static int settle_locked(struct cf_wb *w, struct wb_file *f)
+{
+    for (;;) {
+        switch (f->state) {
+        case WB_OPEN:
+            return materialize(w, f);
+        case WB_CLOSED:
+            send_locked(w, f);
+            break;
+        case WB_SENDING:
+            pthread_cond_wait(&w->cond, &w->lock);
+            break;
+        case WB_FAILED:
+            return f->err;
+        default:
+            return 0;
+        }
+        /* f may be freed once DONE: look it up again by the caller's key. */
+        return 1;
+    }
+}
+
+int cf_wb_settle(struct cf *cf, uint64_t node)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w || !node)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f;
+    while ((f = find_node(w, node)) && (pending(f) || f->state == WB_FAILED)) {
+        rc = settle_locked(w, f);
+        if (rc != 1)
+            break;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int cf_wb_settle_name(struct cf *cf, uint64_t parent, const char *name)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w || !__atomic_load_n(&w->files, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t node = 0;
+    pthread_mutex_lock(&w->lock);
+    for (size_t k = 0; k < WB_BUCKETS && !node; k++)
+        for (struct wb_file *g = w->b[k]; g && !node; g = g->next)
+            if (g->parent == parent && pending(g) && !strcmp(g->name, name))
+                node = g->node;
+    pthread_mutex_unlock(&w->lock);
+    return node ? cf_wb_settle(cf, node) : 0;
+}
+
+int cf_wb_settle_dir(struct cf *cf, uint64_t dir)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        struct wb_file *f = NULL;
+        for (size_t k = 0; k < WB_BUCKETS && !f; k++)
+            for (struct wb_file *g = w->b[k]; g && !f; g = g->next)
+                if (g->parent == dir && pending(g))
+                    f = g;
+        if (!f)
+            break;
+        int r = settle_locked(w, f);
+        if (r < 0 && !rc)
+            rc = r;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int cf_wb_settle_all(struct cf *cf)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        /* Send everything closed first, then wait: one round trip of
+         * wall time for the lot, not one per file. */
+        struct wb_file *f = NULL;
+        for (int sent = 1; sent;) {
+            /* send_locked drops the lock: scan again after each. */
+            sent = 0;
+            for (size_t k = 0; k < WB_BUCKETS && !sent; k++)
+                for (struct wb_file *g = w->b[k]; g && !sent; g = g->next)
+                    if (g->state == WB_CLOSED) {
+                        send_locked(w, g);
+                        sent = 1;
+                    }
+        }
+        for (size_t k = 0; k < WB_BUCKETS && !f; k++)
+            for (struct wb_file *g = w->b[k]; g && !f; g = g->next)
+                if (pending(g))
+                    f = g;
+        if (!f)
+            break;
+        int r = settle_locked(w, f);
+        if (r < 0 && !rc)
+            rc = r;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+void cf_wb_free(struct cf *cf)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return;
+    for (size_t k = 0; k < WB_BUCKETS; k++)
+        for (struct wb_file *f = w->b[k], *nx; f; f = nx) {
+            nx = f->next;
+            file_free(f);
+        }
+    while (w->errs) {
+        struct dir_err *e = w->errs;
+        w->errs = e->next;
+        free(e);
+    }
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
+    free(w);
+    cf->wb = NULL;
+}
+
+/* ---- the handlers' side ---- */
+
+/* 1: dir has no default ACL, 2: it has one (or the question failed). */
+static int ask_default_acl(struct cf *cf, uint64_t dir)
+{
+    struct cl_op o;
+    char path[PATH_MAX];
+    if (cl_itable_path(cf->it, dir, NULL, path, sizeof(path)) < 0)
+        return 2;
+    cl_op_init(&o, RPC_OP_GETXATTR, NULL, NULL);
+    rpc_set_str(&o.args, RPC_T_PATH, &o.args.path, path);
+    rpc_set_str(&o.args, RPC_T_NAME, &o.args.name, "system.posix_acl_default");
+    RPC_SET(&o.args, size, RPC_T_SIZE, 0);
+    int rc = cl_op_run(cf->stack, &o);
+    cl_op_release(&o);
+    return rc == -ENODATA ? 1 : 2;
+}
+
+int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                 struct fuse_file_info *fi)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    struct stat pst;
+    size_t nl = strlen(name);
+    if (!cf_wb_enabled(cf) || nl > NAME_MAX || (fi->flags & (O_DIRECT | O_SYNC | O_DSYNC)) ||
+        !cf_known_excl(cf, parent) || !cf_known_attr(cf, parent, &pst))
+        return 0;
+    /* A default ACL would shape the file's mode and ACL on the bricks:
+     * such directories are left to the bricks (asked once per directory). */
+    if (cf_known_dir_acl(cf, parent) == 0)
+        cf_known_set_dir_acl(cf, parent, ask_default_acl(cf, parent));
+    if (cf_known_dir_acl(cf, parent) != 1)
+        return 0;
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+    struct wb_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    if (w->files >= w->max_files || w->bytes >= w->max_bytes) {
+        pthread_mutex_unlock(&w->lock);
+        free(f);
+        return 0;
+    }
+    f->id = w->next_id++;
+    pthread_mutex_unlock(&w->lock);
+    f->parent = parent;
+    memcpy(f->name, name, nl + 1);
+    gfid_generate(&f->gfid);
+    int err;
+    f->node = cl_itable_link(cf->it, parent, name, &f->gfid, &err);
+    if (!f->node) {
+        free(f);
+        return 0;
+    }
+    f->create_mode = mode;
+    f->umask = c->umask;
+    f->st.st_mode = S_IFREG | (mode & 07777 & ~c->umask);
+    f->st.st_nlink = 1;
+    f->st.st_uid = c->uid;
+    /* A setgid directory gives its group (the brick does the same). */
+    f->st.st_gid = (pst.st_mode & S_ISGID) ? pst.st_gid : c->gid;
+    f->st.st_blksize = 4096;
+    f->st.st_ino = gfid_ino(&f->gfid);
+    now_ts(&f->st.st_mtim);
+    f->st.st_atim = f->st.st_ctim = f->st.st_mtim;
+    f->state = WB_OPEN;
+    f->kernel_open = 1;
+    pthread_mutex_lock(&w->lock);
+    f->next = w->b[slot(f->node)];
+    w->b[slot(f->node)] = f;
+    w->files++;
+    pthread_mutex_unlock(&w->lock);
+
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof(e));
+    e.ino = f->node;
+    e.attr = f->st;
+    e.attr_timeout = e.entry_timeout = cf_lease_cache_timeout(cf);
+    fi->fh = WB_FH_BIT | f->id;
+    fi->keep_cache = 0;
+    cf_known_add(cf, parent, name);
+    pst.st_mtim = pst.st_ctim = f->st.st_mtim;
+    cf_known_set_attr(cf, parent, &pst);
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        /* Interrupted: the kernel never saw it. It is still a file made
+         * here, and goes to the bricks like any other. */
+        cl_itable_forget(cf->it, f->node, 1);
+        pthread_mutex_lock(&w->lock);
+        f->state = WB_CLOSED;
+        f->kernel_open = 0;
+        send_locked(w, f);
+        pthread_mutex_unlock(&w->lock);
+    }
+    return 1;
+}
+
+/* The pending file behind node (not yet on the bricks), locked; NULL and
+ * unlocked when there is none. */
+static struct wb_file *pending_node(struct cf_wb *w, uint64_t node)
+{
+    if (!w)
+        return NULL;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_node(w, node);
+    if (f && (f->state == WB_OPEN || f->state == WB_CLOSED))
+        return f;
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+int cf_wb_getattr(fuse_req_t req, fuse_ino_t ino)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    struct wb_file *f = pending_node(w, ino);
+    if (!f)
+        return 0;
+    struct stat st = f->st;
+    pthread_mutex_unlock(&w->lock);
+    fuse_reply_attr(req, &st, cf_lease_cache_timeout(cf));
+    return 1;
+}
+
+static int resize(struct cf_wb *w, struct wb_file *f, size_t size)
+{
+    if (size > WB_FILE_MAX)
+        return -EFBIG;
+    if (size > f->cap) {
+        size_t cap = f->cap ? f->cap : 4096;
+        while (cap < size)
+            cap *= 2;
+        uint8_t *d = realloc(f->data, cap);
+        if (!d)
+            return -ENOMEM;
+        memset(d + f->cap, 0, cap - f->cap);
+        w->bytes += cap - f->cap;
+        f->data = d;
+        f->cap = cap;
+    }
+    if (size < (size_t)f->st.st_size)
+        memset(f->data + size, 0, (size_t)f->st.st_size - size);
+    f->st.st_size = (off_t)size;
+    f->st.st_blocks = (blkcnt_t)((size + 511) / 512);
+    return 0;
+}
+
+int cf_wb_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    struct wb_file *f = pending_node(w, ino);
+    if (!f)
+        return 0;
+    struct timespec now;
+    now_ts(&now);
+    if ((to_set & FUSE_SET_ATTR_SIZE) && resize(w, f, (size_t)attr->st_size) < 0) {
+        pthread_mutex_unlock(&w->lock);
+        return 0; /* too big to keep here: the caller settles it and asks the bricks */
+    }
+    if (to_set & FUSE_SET_ATTR_MODE) {
+        f->st.st_mode = S_IFREG | (attr->st_mode & 07777);
+        f->valid |= RPC_SET_MODE;
+    }
+    if (to_set & FUSE_SET_ATTR_UID) {
+        f->st.st_uid = attr->st_uid;
+        f->valid |= RPC_SET_UID;
+    }
+    if (to_set & FUSE_SET_ATTR_GID) {
+        f->st.st_gid = attr->st_gid;
+        f->valid |= RPC_SET_GID;
+    }
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+        f->st.st_atim = now;
+    else if (to_set & FUSE_SET_ATTR_ATIME)
+        f->st.st_atim = attr->st_atim;
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+        f->st.st_mtim = now;
+    else if (to_set & FUSE_SET_ATTR_MTIME)
+        f->st.st_mtim = attr->st_mtim;
+    if (to_set & FUSE_SET_ATTR_SIZE)
+        f->st.st_mtim = now;
+    f->st.st_ctim = now;
+    struct stat st = f->st;
+    pthread_mutex_unlock(&w->lock);
+    fuse_reply_attr(req, &st, cf_lease_cache_timeout(cf));
+    return 1;
+}
+
+int cf_wb_write(fuse_req_t req, struct fuse_file_info *fi, const char *buf, size_t size, off_t off)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    if (!w || !cf_wb_is_fh(fi->fh))
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_fh(w, fi->fh);
+    if (!f || f->state != WB_OPEN || off < 0 || (uint64_t)off + size > WB_FILE_MAX) {
+        pthread_mutex_unlock(&w->lock);
+        return 0; /* the caller materializes the file */
+    }
+    size_t end = (size_t)off + size;
+    if (end > (size_t)f->st.st_size && resize(w, f, end) < 0) {
+        pthread_mutex_unlock(&w->lock);
+        return 0;
+    }
+    memcpy(f->data + off, buf, size);
+    now_ts(&f->st.st_mtim);
+    f->st.st_ctim = f->st.st_mtim;
+    pthread_mutex_unlock(&w->lock);
+    fuse_reply_write(req, size);
+    return 1;
+}
+
+static struct wb_xattr *xa_find(struct wb_file *f, const char *name)
+{
+    for (int i = 0; i < f->n_xa; i++)
+        if (!strcmp(f->xa[i].name, name))
+            return &f->xa[i];
+    return NULL;
+}
+
+int cf_wb_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    struct wb_file *f = pending_node(w, ino);
+    if (!f)
+        return 0;
+    struct wb_xattr *x = xa_find(f, name);
+    if (!x)
+        fuse_reply_err(req, ENODATA);
+    else if (size == 0)
+        fuse_reply_xattr(req, x->len);
+    else if (x->len > size)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, x->val, x->len);
+    pthread_mutex_unlock(&w->lock);
+    return 1;
+}
+
+int cf_wb_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    struct wb_file *f = pending_node(w, ino);
+    if (!f)
+        return 0;
+    size_t need = 0;
+    for (int i = 0; i < f->n_xa; i++)
+        need += strlen(f->xa[i].name) + 1;
+    if (size == 0) {
+        fuse_reply_xattr(req, need);
+    } else if (need > size) {
+        fuse_reply_err(req, ERANGE);
+    } else {
+        char *buf = malloc(need ? need : 1), *p = buf;
+        for (int i = 0; buf && i < f->n_xa; i++) {
+            size_t l = strlen(f->xa[i].name) + 1;
+            memcpy(p, f->xa[i].name, l);
+            p += l;
+        }
+        if (buf)
+            fuse_reply_buf(req, buf, need);
+        else
+            fuse_reply_err(req, ENOMEM);
+        free(buf);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return 1;
+}
+
+/* Names the bricks take from clients; others go the normal way (and get
+ * the brick's answer). */
+static int xattr_local_ok(const char *name)
+{
+    return !strncmp(name, "user.", 5) || !strcmp(name, "system.posix_acl_access") ||
+           (!strncmp(name, "security.", 9) && strcmp(name, "security.capability"));
+}
+
+int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                   int flags)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    if (!xattr_local_ok(name) || size > 65536)
+        return 0;
+    struct wb_file *f = pending_node(w, ino);
+    if (!f)
+        return 0;
+    struct wb_xattr *x = xa_find(f, name);
+    int err = 0;
+    if ((flags & XATTR_CREATE) && x)
+        err = EEXIST;
+    else if ((flags & XATTR_REPLACE) && !x)
+        err = ENODATA;
+    if (!err) {
+        void *v = malloc(size ? size : 1);
+        if (v && size)
+            memcpy(v, value, size);
+        if (v && !x) {
+            struct wb_xattr *nx = realloc(f->xa, (size_t)(f->n_xa + 1) * sizeof(*nx));
+            char *n = strdup(name);
+            if (nx)
+                f->xa = nx;
+            if (nx && n) {
+                x = &f->xa[f->n_xa++];
+                x->name = n;
+                x->val = NULL;
+            } else {
+                free(n);
+            }
+        }
+        if (v && x) {
+            free(x->val);
+            x->val = v;
+            x->len = size;
+            now_ts(&f->st.st_ctim);
+        } else {
+            free(v);
+            err = ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    fuse_reply_err(req, err);
+    return 1;
+}
+
+int cf_wb_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    struct wb_file *f = pending_node(w, ino);
+    if (!f)
+        return 0;
+    struct wb_xattr *x = xa_find(f, name);
+    int err = ENODATA;
+    if (x) {
+        free(x->name);
+        free(x->val);
+        *x = f->xa[--f->n_xa];
+        now_ts(&f->st.st_ctim);
+        err = 0;
+    }
+    pthread_mutex_unlock(&w->lock);
+    fuse_reply_err(req, err);
+    return 1;
+}
+
+int cf_wb_release(fuse_req_t req, struct fuse_file_info *fi, uint64_t *real_fh)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    if (!w || !cf_wb_is_fh(fi->fh))
+        return 0;
+    *real_fh = 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_fh(w, fi->fh);
+    if (f)
+        f->kernel_open = 0;
+    if (f && f->state == WB_OPEN) {
+        f->state = WB_CLOSED;
+        send_locked(w, f);
+    } else if (f && !pending(f)) {
+        *real_fh = f->state == WB_MATERIALIZED ? f->real_fh : 0;
+        unlink_file(w, f);
+        file_free(f);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return 1;
+}
+
+int cf_wb_real_fh(struct cf *cf, uint64_t fh, uint64_t *real)
+{
+    struct cf_wb *w = cf->wb;
+    *real = fh;
+    if (!w || !cf_wb_is_fh(fh))
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_fh(w, fh);
+    int rc = f ? 0 : -EBADF;
+    if (f && f->state == WB_OPEN)
+        rc = materialize(w, f);
+    if (rc == 0 && (f = find_fh(w, fh)) && f->state == WB_MATERIALIZED)
+        *real = f->real_fh;
+    else if (rc == 0)
+        rc = f && f->state == WB_FAILED ? f->err : -EBADF;
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int cf_wb_fsync_fh(struct cf *cf, uint64_t fh)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w || !cf_wb_is_fh(fh))
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_fh(w, fh);
+    if (f && f->state == WB_OPEN)
+        f->want_sync = 1;
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
