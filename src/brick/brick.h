@@ -27,6 +27,9 @@
 #define BRICK_XATTR_VERSION "trusted.cairn.version" /* reserved */
 /* u32 LE bitmask: replicas of the set that missed changes (version.c) */
 #define BRICK_XATTR_PENDING "trusted.cairn.pending"
+/* distribute: a directory's hash layout, a link-to file's target subvolume */
+#define BRICK_XATTR_LAYOUT "trusted.cairn.layout"
+#define BRICK_XATTR_LINKTO "trusted.cairn.linkto"
 
 /* Handshake feature bits this brick offers (none yet). */
 #define BRICK_FEATURES 0ull

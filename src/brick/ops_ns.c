@@ -203,6 +203,24 @@ undo:
     return rc;
 }
 
+/* The distribute layer's xattr a MKDIR (LAYOUT) or MKNOD (LINKTO) carries,
+ * set on the new object before it is answered; on failure the object is
+ * removed again. */
+static int set_dht_xattr(struct brick_req *r, const struct brick_loc *loc, int is_dir)
+{
+    enum rpc_tag tag = is_dir ? RPC_T_LAYOUT : RPC_T_LINKTO;
+    if (!rpc_has(r->in, tag))
+        return 0;
+    const struct rpc_bytes *v = is_dir ? &r->in->layout : &r->in->linkto;
+    int rc = v->len > 4096 ? -E2BIG
+                           : VFS->setxattr(loc->dirfd, loc->name,
+                                           is_dir ? BRICK_XATTR_LAYOUT : BRICK_XATTR_LINKTO,
+                                           v->len ? (const void *)v->p : "", v->len, 0);
+    if (rc < 0)
+        VFS->unlinkat(loc->dirfd, loc->name, is_dir ? AT_REMOVEDIR : 0);
+    return rc;
+}
+
 int brick_op_mknod(struct brick_req *r)
 {
     struct brick_loc loc;
@@ -220,7 +238,8 @@ int brick_op_mknod(struct brick_req *r)
         goto out;
     mode_t mode = brick_create_mode(r->b, &loc, r->in);
     dev_t rdev = (type == S_IFCHR || type == S_IFBLK) ? (dev_t)r->in->rdev : 0;
-    if ((rc = VFS->mknodat(loc.dirfd, loc.name, type | mode, rdev)) == 0)
+    if ((rc = VFS->mknodat(loc.dirfd, loc.name, type | mode, rdev)) == 0 &&
+        (rc = set_dht_xattr(r, &loc, 0)) == 0)
         rc = finish_create(r, &loc, &g, mode, 0);
 out:
     brick_loc_release(r->b, &loc);
@@ -241,7 +260,8 @@ int brick_op_mkdir(struct brick_req *r)
         goto out;
     }
     mode_t mode = brick_create_mode(r->b, &loc, r->in);
-    if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0)
+    if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0 &&
+        (rc = set_dht_xattr(r, &loc, 1)) == 0)
         rc = finish_create(r, &loc, &g, mode, 1);
 out:
     brick_loc_release(r->b, &loc);

@@ -92,11 +92,11 @@ struct cl_stack_params {
     void *recall_ctx;
 };
 
-/* Builds the stack for a volume. A volume of one brick is served by its
- * protocol client alone, a volume of one replica set by the replicate layer
- * over its bricks' protocol clients. Volumes of several bricks or sets are
- * refused with -ENOTSUP and a message in err (distribute is not written
- * yet). */
+/* Builds the stack for a volume. Each replica set (or single brick) is one
+ * subvolume: a replicate layer over its bricks' protocol clients, or the
+ * brick's protocol client alone. A volume of several subvolumes gets the
+ * distribute layer (distribute.h) on top. A layout that does not divide
+ * into sets is refused with -ENOTSUP and a message in err. */
 int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *p,
                    struct cl_layer **out, char *err, size_t errlen);
 void cl_stack_destroy(struct cl_layer *top);

@@ -362,6 +362,7 @@ static void fan_finish(struct fan *f)
         }
     if (f->kind == FAN_CLOSE) {
         fh_remove(r, f->parent_fh);
+        rpc_frame_free(reply); /* a release answers nothing */
         complete_and_free(f, 0, NULL);
         return;
     }

@@ -7,6 +7,7 @@
 
 #include "../lib/log.h"
 #include "client.h"
+#include "distribute.h"
 #include "replicate.h"
 
 /* How often a replicate layer looks for heals to do while a child has been
@@ -49,15 +50,50 @@ int cl_op_run(struct cl_layer *l, struct cl_op *op)
     return op->status;
 }
 
+static void destroy_layers(struct cl_layer **l, int n)
+{
+    for (int i = 0; i < n; i++)
+        cl_stack_destroy(l[i]);
+}
+
+/* One subvolume: set s's protocol clients, under a replicate layer when the
+ * set has more than one brick. */
+static struct cl_layer *build_set(const struct cl_volinfo *v, int s, int set, int ping_ms,
+                                  const struct cl_stack_params *sp)
+{
+    struct cl_layer *ch[CL_REPL_MAX];
+    for (int i = 0; i < set; i++) {
+        const struct cl_brickinfo *b = &v->bricks[s * set + i];
+        struct cl_proto_params pp = {
+            .addr = b->addr,
+            .volume = v->name,
+            .brick_path = b->path,
+            .ping_timeout_ms = ping_ms,
+            .recall = sp ? sp->recall : NULL,
+            .recall_ctx = sp ? sp->recall_ctx : NULL,
+        };
+        ch[i] = cl_proto_new(&pp);
+        if (!ch[i]) {
+            destroy_layers(ch, i);
+            return NULL;
+        }
+    }
+    if (set == 1)
+        return ch[0];
+    struct cl_layer *l = cl_repl_new(ch, set, v->arbiter, v->name, REPL_HEAL_INTERVAL_MS);
+    if (!l)
+        destroy_layers(ch, set);
+    return l;
+}
+
 int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
                    struct cl_layer **out, char *err, size_t errlen)
 {
     int set = v->replica > 1 ? v->replica : 1;
-    if (v->n_bricks != set) {
-        snprintf(err, errlen,
-                 "volume %s has %d bricks; this client serves single-brick volumes only "
-                 "(distribute is not implemented yet)",
-                 v->name, v->n_bricks);
+    int n_sets = set > 0 ? v->n_bricks / set : 0;
+    if (n_sets < 1 || n_sets * set != v->n_bricks || n_sets > CL_DHT_MAX) {
+        snprintf(err, errlen, "volume %s: %d bricks do not make 1 to %d sets of %d", v->name,
+                 v->n_bricks, CL_DHT_MAX, set);
         return -ENOTSUP;
     }
     int ping_ms = sp && sp->ping_timeout_ms > 0
@@ -65,32 +101,21 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
                       : (int)(opt_int(&v->opts, "network.ping-timeout") * 1000);
     if (ping_ms <= 0)
         ping_ms = CL_DEFAULT_PING_TIMEOUT_MS;
-    struct cl_layer *ch[CL_REPL_MAX];
-    for (int i = 0; i < set; i++) {
-        struct cl_proto_params pp = {
-            .addr = v->bricks[i].addr,
-            .volume = v->name,
-            .brick_path = v->bricks[i].path,
-            .ping_timeout_ms = ping_ms,
-            .recall = sp ? sp->recall : NULL,
-            .recall_ctx = sp ? sp->recall_ctx : NULL,
-        };
-        ch[i] = cl_proto_new(&pp);
-        if (!ch[i]) {
-            while (i-- > 0)
-                ch[i]->destroy(ch[i]);
+    struct cl_layer *subs[CL_DHT_MAX];
+    for (int s = 0; s < n_sets; s++) {
+        if (!(subs[s] = build_set(v, s, set, ping_ms, sp))) {
+            destroy_layers(subs, s);
             snprintf(err, errlen, "out of memory");
             return -ENOMEM;
         }
     }
-    if (set == 1) {
-        *out = ch[0];
+    if (n_sets == 1) {
+        *out = subs[0];
         return 0;
     }
-    struct cl_layer *l = cl_repl_new(ch, set, v->arbiter, v->name, REPL_HEAL_INTERVAL_MS);
+    struct cl_layer *l = cl_dht_new(subs, n_sets, v->name);
     if (!l) {
-        for (int i = 0; i < set; i++)
-            ch[i]->destroy(ch[i]);
+        destroy_layers(subs, n_sets);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -105,6 +130,9 @@ void cl_stack_destroy(struct cl_layer *top)
     /* The replicate layer's heal thread uses the children: stop it first. */
     if (top->name && strcmp(top->name, "replicate") == 0)
         cl_repl_stop(top);
+    /* The distribute layer's workers use the children too. */
+    if (top->name && strcmp(top->name, "distribute") == 0)
+        cl_dht_stop(top);
     for (int i = 0; i < top->n_children; i++)
         cl_stack_destroy(top->children[i]);
     top->destroy(top);

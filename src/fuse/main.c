@@ -135,13 +135,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "cairn-fuse: %s\n", err);
         return 1;
     }
-    if (vol.n_bricks != (vol.replica > 1 ? vol.replica : 1)) {
-        fprintf(stderr,
-                "cairn-fuse: volume %s has %d bricks; this client mounts single-brick and "
-                "single-replica-set volumes only (distribute is not implemented yet)\n",
-                vol.name, vol.n_bricks);
-        goto out_vol;
-    }
     int level = cfg.log_level >= 0
                     ? cfg.log_level
                     : log_parse_level(opt_value(&vol.opts, "diagnostics.client-log-level"));

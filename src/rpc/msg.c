@@ -24,6 +24,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_LEASE] = K_U64,
     [RPC_T_PATTR] = K_ATTR,
     [RPC_T_XATTRS] = K_BYTES,
+    [RPC_T_LAYOUT] = K_BYTES, [RPC_T_LINKTO] = K_BYTES,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -68,6 +69,8 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_HOST: return &m->host;
     case RPC_T_ID: return &m->id;
     case RPC_T_XATTRS: return &m->xattrs;
+    case RPC_T_LAYOUT: return &m->layout;
+    case RPC_T_LINKTO: return &m->linkto;
     default: return NULL;
     }
 }

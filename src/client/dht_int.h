@@ -1,0 +1,111 @@
+/* The distribute layer's internals, shared by distribute.c (caches,
+ * handles, the inline and worker paths), dht_ns.c (namespace changes) and
+ * dht_dir.c (directory handles, merged listings and attributes, statfs).
+ * Not a public interface: distribute.h is.
+ *
+ * The dht__ helpers that wait (run, fan_run, get_xattr, hashed, locate and
+ * the do_* operations) run on the layer's workers only, never on a thread
+ * that completes operations. dht__dir_attr is asynchronous. */
+#ifndef CAIRN_CLIENT_DHT_INT_H
+#define CAIRN_CLIENT_DHT_INT_H
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "../lib/log.h"
+#include "client.h"
+#include "distribute.h"
+
+#define NOFH UINT64_MAX
+#define N_WORKERS 4
+#define CACHE_MAX 65536
+#define CACHE_BUCKETS 4096
+
+/* ---- caches: path -> location, directory path -> layout ---- */
+
+struct centry {
+    struct centry *next;
+    int subvol, is_dir, has_layout;
+    struct cl_dht_layout *layout;
+    char path[];
+};
+
+struct dfh {
+    int is_dir, subvol;
+    uint64_t fh[CL_DHT_MAX];
+    char *path;
+    /* mapped readdir cookies (distribute.h) */
+    struct {
+        int subvol;
+        uint64_t cookie;
+    } * map;
+    size_t n_map, cap_map;
+};
+
+struct job {
+    struct job *next;
+    struct cl_op *op;
+};
+
+struct dht {
+    struct cl_layer layer;
+    int n, bits;
+    char *volume;
+    pthread_mutex_t lock; /* caches and handles */
+    struct centry *buckets[CACHE_BUCKETS];
+    size_t n_cache;
+    struct dfh **fhs;
+    size_t n_fhs;
+    /* workers */
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    struct job *qhead, *qtail;
+    int stopping, n_threads;
+    pthread_t threads[N_WORKERS];
+};
+
+/* ---- distribute.c ---- */
+uint64_t dht__all_mask(struct dht *d);
+void dht__cache_drop(struct dht *d, const char *path);
+void dht__cache_drop_all(struct dht *d);
+void dht__cache_set_layout(struct dht *d, const char *path, const struct cl_dht_layout *l);
+void dht__cache_set_loc(struct dht *d, const char *path, int subvol, int is_dir);
+void dht__complete_sub(struct cl_op *op, struct cl_op *sub);
+void dht__dfh_free(struct dfh *h);
+uint64_t dht__down_mask(struct dht *d);
+void dht__every(struct dht *d, struct cl_op *op, int primary, const struct dfh *h);
+void dht__fan_run(struct dht *d, struct cl_op *subs, uint64_t mask);
+int dht__fh_add(struct dht *d, struct dfh *h, uint64_t *id);
+struct dfh *dht__fh_take(struct dht *d, uint64_t id);
+int dht__get_xattr(struct dht *d, int i, const char *path, const char *name, uint8_t *buf,
+                   size_t cap, size_t *len);
+int dht__hashed(struct dht *d, const char *path, int *h);
+int dht__is_root(const char *path);
+int dht__linkto_candidate(const struct rpc_attr *a);
+int dht__locate(struct dht *d, const struct rpc_msg *args, const char *path, int *where,
+                int *is_dir);
+void dht__release_all(struct dht *d, struct cl_op *subs, uint64_t mask);
+int dht__run(struct dht *d, int i, struct cl_op *sub);
+void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args);
+void dht__no_lease(struct rpc_frame *r);
+
+/* ---- dht_ns.c ---- */
+void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *dst);
+void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path);
+void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char *dst);
+void dht__do_rmdir(struct dht *d, struct cl_op *op, const char *path);
+void dht__do_unlink(struct dht *d, struct cl_op *op, const char *path);
+
+/* ---- dht_dir.c ---- */
+void dht__dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh *h);
+void dht__do_dir_fh(struct dht *d, struct cl_op *op, struct dfh *h);
+void dht__do_opendir(struct dht *d, struct cl_op *op, const char *path);
+void dht__do_statfs(struct dht *d, struct cl_op *op);
+
+#endif

@@ -1,0 +1,77 @@
+/* The distribute layer: one namespace over N subvolumes (replica sets or
+ * single bricks). See docs/replication.md, "Distribute".
+ *
+ * A file lives on the subvolume whose hash range, in its parent directory's
+ * layout, holds the hash of its name. Directories exist on every subvolume.
+ * A file renamed out of its range keeps its data where it was and gets a
+ * link-to file (mode ---------T, size 0, xattr trusted.cairn.linkto) under
+ * the new name on the hashed subvolume.
+ *
+ * Ownership: the layer owns neither its children nor their lifetime;
+ * cl_stack_destroy stops it (cl_dht_stop) before destroying the children. */
+#ifndef CAIRN_CLIENT_DISTRIBUTE_H
+#define CAIRN_CLIENT_DISTRIBUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layer.h"
+
+#define CL_DHT_MAX 64
+/* xattr names (docs/brick-format.md); renaming them orphans existing volumes */
+#define CL_DHT_XATTR_LAYOUT "trusted.cairn.layout"
+#define CL_DHT_XATTR_LINKTO "trusted.cairn.linkto"
+#define CL_DHT_LAYOUT_VERSION 1u
+#define CL_DHT_LAYOUT_MAXLEN (8 + 8 * CL_DHT_MAX)
+
+/* Subvolume i owns the names whose hash h has start <= h <= end; an entry
+ * with start > end owns nothing. */
+struct cl_dht_range {
+    uint32_t start, end;
+};
+struct cl_dht_layout {
+    int n;
+    struct cl_dht_range r[CL_DHT_MAX];
+};
+
+/* The 32-bit hash of a name (FNV-1a with a final avalanche). Pure. */
+uint32_t cl_dht_hash(const char *name, size_t len);
+/* The layout mkdir writes: 2^32 split in n equal consecutive ranges. */
+void cl_dht_layout_default(int n, struct cl_dht_layout *l);
+/* Wire form of the xattr: u32 version (1), u32 n, then n x (u32 start,
+ * u32 end), little-endian. Returns the length written (out needs
+ * CL_DHT_LAYOUT_MAXLEN). */
+size_t cl_dht_layout_encode(const struct cl_dht_layout *l, uint8_t *out);
+/* Decodes and checks a layout for a volume of n subvolumes: the version, the
+ * count (must be n), and that the non-empty ranges cover 0..2^32-1 exactly
+ * once. 0 or -EPROTO. Pure. */
+int cl_dht_layout_decode(const uint8_t *p, size_t len, int n, struct cl_dht_layout *l);
+/* The subvolume owning hash h; -1 if none (cannot happen for a decoded or
+ * default layout). Pure. */
+int cl_dht_layout_pick(const struct cl_dht_layout *l, uint32_t h);
+
+/* The subvolume a link-to value names (decimal index, "0".."n-1"), or
+ * -EPROTO. Pure. */
+int cl_dht_linkto_parse(const uint8_t *p, size_t len, int n);
+
+/* Readdir cookies. A merged listing's cookie names (subvolume, brick cookie).
+ * Direct form (bit 61 clear): brick_cookie << bits | subvol, when the brick
+ * cookie fits in 61 - bits bits; bits = the width of n - 1 (at least 1).
+ * Otherwise the layer hands out bit 61 | a slot number of a per-open-handle
+ * table. Both stay below 2^62, so the FUSE bridge can shift them. Cookie 0
+ * is the start of subvolume 0. */
+#define CL_DHT_COOKIE_MAPPED (1ull << 61)
+int cl_dht_cookie_bits(int n);
+/* 0 and the cookie, or -ERANGE when the brick cookie does not fit. */
+int cl_dht_cookie_pack(uint64_t brick_cookie, int subvol, int bits, uint64_t *out);
+/* 0: direct (subvol, brick cookie); 1: mapped (*brick_cookie = slot);
+ * -EINVAL: subvol out of range or bits above 61 set. */
+int cl_dht_cookie_unpack(uint64_t cookie, int bits, int n, int *subvol, uint64_t *brick_cookie);
+
+/* Creates the layer over children[0..n) (2 <= n <= CL_DHT_MAX). NULL on
+ * ENOMEM / bad n. */
+struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volume);
+/* Stops the worker threads; call before destroying the children. */
+void cl_dht_stop(struct cl_layer *l);
+
+#endif
