@@ -1,5 +1,6 @@
 /* Opening a brick: the root directory, its private .cairn directory and
  * brick.info marker, the root's id; and the brick's live options. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -62,6 +63,31 @@ static int info_write(struct brick *b, int privfd, const char *volume, const cha
     if (rc < 0)
         b->vfs->unlinkat(privfd, INFO_NAME ".tmp", 0);
     return rc;
+}
+
+/* .cairn/tmp, emptied: what a crash left there was never named. Without
+ * it MAKE_FILE names files first (tmp_fd -1). */
+static void open_tmp(struct brick *b)
+{
+    int rc = b->vfs->mkdirat(b->root_fd, BRICK_PRIVATE "/tmp", 0700);
+    if (rc < 0 && rc != -EEXIST)
+        return;
+    b->tmp_fd = b->vfs->openat(b->root_fd, BRICK_PRIVATE "/tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+                               0);
+    if (b->tmp_fd < 0)
+        return;
+    int dfd = dup(b->tmp_fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            b->vfs->unlinkat(b->tmp_fd, e->d_name, 0);
+    closedir(d);
 }
 
 static int init_private(struct brick *b, const char *id, char *err, size_t errlen)
@@ -131,6 +157,7 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
         goto fail;
     b->vfs = vfs ? vfs : &brick_vfs_posix;
     b->root_fd = -1;
+    b->tmp_fd = -1;
     pthread_mutex_init(&b->opt_lock, NULL);
     if (!(b->path = strdup(path)) || !(b->volume = strdup(volume)))
         goto fail;
@@ -143,6 +170,7 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     }
     if ((rc = init_private(b, id, err, errlen)) < 0)
         goto fail;
+    open_tmp(b);
     gfid_t root;
     gfid_root(&root);
     rc = b->vfs->fsetxattr(b->root_fd, BRICK_XATTR_GFID, root.b, GFID_LEN, 0);
@@ -188,6 +216,8 @@ void brick_close(struct brick *b)
     brick_leases_fini(b);
     brick_locks_fini(b);
     brick_dircache_fini(b);
+    if (b->tmp_fd >= 0)
+        b->vfs->close(b->tmp_fd);
     b->vfs->close(b->root_fd);
     pthread_mutex_destroy(&b->opt_lock);
     free(b->auth_allow);

@@ -43,6 +43,7 @@ struct brick_dent;
 struct brick {
     char *path, *volume, *id;
     int root_fd; /* O_RDONLY|O_DIRECTORY on the brick root */
+    int tmp_fd;  /* .cairn/tmp: files MAKE_FILE builds before naming them; -1 */
     const struct brick_vfs *vfs;
     struct brick_locks *locks;
     struct brick_dircache *dircache; /* open parent directories (dircache.c) */

@@ -400,16 +400,18 @@ int brick_op_make_file(struct brick_req *r)
         goto out;
     }
     mode_t mode = brick_create_mode(r->b, &loc, r->in);
-    /* Made unnamed and named once complete, so that not even a brick crash
-     * leaves a half-made file; a file system without O_TMPFILE gets the
-     * name first, and loses it again on failure. */
-    int named = 0;
-    int fd = VFS->openat(loc.dirfd, ".", O_TMPFILE | O_RDWR, mode);
-    if (fd == -EOPNOTSUPP || fd == -EISDIR) {
-        fd = VFS->openat(loc.dirfd, loc.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY,
-                         mode);
-        named = 1;
-    }
+    /* Built under a temporary name in .cairn/tmp and renamed into place
+     * once complete, so that not even a brick crash leaves a half-made
+     * file (the brick empties .cairn/tmp when it starts). A parent with a
+     * default ACL must shape the file as it is made: there the file is
+     * named first, and loses its name again on failure. */
+    char tmp[GFID_STRLEN];
+    int named = r->b->tmp_fd < 0 ||
+                VFS->getxattr(loc.dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
+    gfid_format(&g, tmp);
+    int fd = named ? VFS->openat(loc.dirfd, loc.name,
+                                 O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode)
+                   : VFS->openat(r->b->tmp_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
     if (fd < 0) {
         rc = fd;
         goto out;
@@ -417,13 +419,13 @@ int brick_op_make_file(struct brick_req *r)
     struct stat st;
     struct rpc_attr a;
     if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0 || (rc = fill_made(r, fd)) < 0 ||
-        (!named && (rc = VFS->linkat(fd, "", loc.dirfd, loc.name)) < 0) ||
+        (!named &&
+         (rc = VFS->renameat2(r->b->tmp_fd, tmp, loc.dirfd, loc.name, RENAME_NOREPLACE)) < 0) ||
         (rc = brick_fd_attr(r->b, fd, &a)) < 0) {
         if (rc != -EEXIST)
             log_debug("making %s failed: %s", loc.path, strerror(-rc));
         VFS->close(fd);
-        if (named)
-            VFS->unlinkat(loc.dirfd, loc.name, 0);
+        VFS->unlinkat(named ? loc.dirfd : r->b->tmp_fd, named ? loc.name : tmp, 0);
         goto out;
     }
     VFS->close(fd);

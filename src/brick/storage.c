@@ -60,7 +60,7 @@ static int p_symlinkat(const char *target, int dirfd, const char *name)
 
 static int p_linkat(int olddir, const char *oldname, int newdir, const char *newname)
 {
-    RET(linkat(olddir, oldname, newdir, newname, oldname[0] ? 0 : AT_EMPTY_PATH));
+    RET(linkat(olddir, oldname, newdir, newname, 0));
 }
 
 static int p_unlinkat(int dirfd, const char *name, int flags)

@@ -26,7 +26,6 @@ struct brick_vfs {
     int (*mkdirat)(int dirfd, const char *name, mode_t mode);
     int (*mknodat)(int dirfd, const char *name, mode_t mode, dev_t rdev);
     int (*symlinkat)(const char *target, int dirfd, const char *name);
-    /* oldname "": links the open file olddir (an O_TMPFILE) */
     int (*linkat)(int olddir, const char *oldname, int newdir, const char *newname);
     int (*unlinkat)(int dirfd, const char *name, int flags);
     int (*renameat2)(int olddir, const char *oldname, int newdir, const char *newname,
