@@ -448,4 +448,6 @@ def test_takeover_when_a_daemon_is_gone(pool):
              "another daemon to take over")
     assert read(os.path.join(bricks[1], "f")) == b"after, while brick 1 was down"
     c = pool.nodes[2]
-    assert "took over entries" in c.tail(f"{c.workdir}/logs/shd-ov.log", 20000)
+    # the daemon logs the takeover once its crawl returns, just after the heal
+    wait_for(lambda: "took over entries" in c.tail(f"{c.workdir}/logs/shd-ov.log", 20000), 10,
+             "server 2's daemon to log the takeover")
