@@ -21,6 +21,8 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_PORT] = K_U64,    [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
     [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
+    [RPC_T_OPSTAT] = K_REP,  [RPC_T_CALLS] = K_U64,    [RPC_T_NSEC] = K_U64,
+    [RPC_T_NSECMAX] = K_U64,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -49,6 +51,9 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_REPLICA: return &m->replica;
     case RPC_T_ARBITER: return &m->arbiter;
     case RPC_T_PENDING: return &m->pending;
+    case RPC_T_CALLS: return &m->calls;
+    case RPC_T_NSEC: return &m->nsec;
+    case RPC_T_NSECMAX: return &m->nsecmax;
     default: return NULL;
     }
 }
@@ -294,6 +299,7 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
             }
             case RPC_T_BRICK: m->n_brick++; break;
             case RPC_T_OPTION: m->n_option++; break;
+            case RPC_T_OPSTAT: m->n_opstat++; break;
             }
             break;
         }
@@ -368,6 +374,7 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_MGMT_CLI] = "MGMT_CLI",   [RPC_OP_MGMT_GETVOL] = "MGMT_GETVOL",
         [RPC_OP_MGMT_RECONF] = "MGMT_RECONF", [RPC_OP_MARK] = "MARK",
         [RPC_OP_INDEX] = "INDEX",             [RPC_OP_UNMARK] = "UNMARK",
+        [RPC_OP_STATS] = "STATS",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";
 }

@@ -58,6 +58,8 @@ enum rpc_op {
     RPC_OP_MARK = 70,   /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
     RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
     RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
+    /* brick: statistics (volume profile) */
+    RPC_OP_STATS = 95, /* FLAGS (RPC_STATS_*): reply OPSTAT*, NSEC (duration), GEN (interval no.) */
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
@@ -108,6 +110,10 @@ enum rpc_tag {
     RPC_T_REPLICA = 40, /* u: GETVOL: bricks per replica set (absent: 1) */
     RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
     RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
+    RPC_T_OPSTAT = 56,  /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
+    RPC_T_CALLS = 57,   /* u: number of requests */
+    RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
+    RPC_T_NSECMAX = 59, /* u: the longest latency, nanoseconds */
     RPC_T_MAX = 64,
 };
 
@@ -129,6 +135,13 @@ enum rpc_tag {
 #define RPC_LK_WAIT 1u
 #define RPC_LK_CANCEL 2u
 #define RPC_FLOCK_CANCEL 0x100u
+
+/* STATS FLAGS: which counters the reply carries. Cumulative: since the
+ * brick started (or the last clear); interval: since the previous interval
+ * request, which starts a new interval; clear: zero both, reply empty. */
+#define RPC_STATS_CUMULATIVE 0u
+#define RPC_STATS_INTERVAL 1u
+#define RPC_STATS_CLEAR 2u
 
 /* Attributes of one object as they travel: 16-byte gfid then 13 u64 values. */
 #define RPC_ATTR_LEN (16 + 13 * 8)
@@ -167,14 +180,15 @@ struct rpc_bytes {
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence, gen, replica, arbiter, pending;
+        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, calls, nsec,
+        nsecmax;
     struct rpc_bytes path, path2, name, data, text, host, id;
     gfid_t gfid;
     struct rpc_attr attr;
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;
-    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option;
+    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat;
     uint32_t groups[32]; /* the first 32 supplementary groups */
     const uint8_t *body;
     size_t body_len;
