@@ -214,6 +214,11 @@ void brick_version_post(struct brick_req *r);
 int brick_op_mark(struct brick_req *r);
 int brick_op_index(struct brick_req *r);
 int brick_op_unmark(struct brick_req *r);
+int brick_op_stats(struct brick_req *r);
+
+/* Request counters (stats.c): op's execution took ns and moved bytes. */
+void brick_stats_note(unsigned op, uint64_t ns, uint64_t bytes);
+uint64_t brick_stats_now(void);
 
 /* ---- handles (handles.c) ---- */
 
