@@ -14,6 +14,7 @@
 
 #include "../client/client.h"
 #include "../client/itable.h"
+#include "../client/opstats.h"
 
 #define CF_MAX_BACKUPS 8
 
@@ -47,7 +48,12 @@ struct cf {
      * with cf_attr_timeout / cf_entry_timeout. */
     double attr_timeout, entry_timeout;
     struct cf_live *live;
+    /* Operations and round trips per opcode (fop_submit counts them); read
+     * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
+    struct cl_opstats stats;
 };
+
+#define CF_STATS_XATTR "trusted.cairn.io-stats"
 
 static inline double cf_attr_timeout(struct cf *cf)
 {
@@ -88,6 +94,7 @@ struct fop {
     void *data; /* owned copy of write data, xattr value */
     char name[NAME_MAX + 1], name2[NAME_MAX + 1];
     char path[PATH_MAX], path2[PATH_MAX];
+    cl_done_cb user_done; /* fop_submit: the completion after the counters */
 };
 
 /* Allocates a fop for req with opcode and completion callback; on ENOMEM

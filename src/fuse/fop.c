@@ -66,8 +66,20 @@ int fop_path2(struct fop *f, fuse_ino_t ino, const char *name)
     return 0;
 }
 
+/* Counts the operation (cf->stats), then runs the handler's completion. */
+static void counted_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    cl_opstats_note(&f->cf->stats, (unsigned)op->args.op, op->rounds, op->status);
+    op->done = f->user_done;
+    op->done(op);
+}
+
 void fop_submit(struct fop *f)
 {
+    f->user_done = f->op.done;
+    f->op.done = counted_cb;
+    f->op.rounds = 0;
     cl_submit(f->cf->stack, &f->op);
 }
 
