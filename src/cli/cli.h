@@ -8,4 +8,8 @@
  * status. */
 int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv);
 
+/* volume profile NAME start|stop|info [cumulative|incremental|clear]
+ * (profile.c); returns the exit status. */
+int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv);
+
 #endif
