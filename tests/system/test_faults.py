@@ -307,7 +307,7 @@ def test_kill_during_cp(pool, vol_factory, arbiter, what):
     wait_heal_info_clean(v)
 
 
-FIO_ARGS = ["--name=rw", "--ioengine=psync", "--rw=randwrite", "--bs=4k",
+FIO_ARGS = ["--name=rw", "--verify_state_save=0", "--ioengine=psync", "--rw=randwrite", "--bs=4k",
             "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--randrepeat=0",
             "--group_reporting", "--fsync=64"]
 
