@@ -384,7 +384,22 @@ static void fan_finish(struct fan *f)
         /* A create is a change too: the children that failed get marks. */
     }
     uint32_t failed = f->asked & ~ok;
-    if (status == 0 && failed && (f->kind == FAN_CHANGE || f->parent->args.op == RPC_OP_CREATE)) {
+    /* A data brick out of space fails the write for the writer, although
+     * the others took it (and mark the full one): a clear ENOSPC now rather
+     * than a volume silently running on fewer copies. */
+    if (status == 0 && failed && f->kind == FAN_CHANGE && f->data_op)
+        for (int i = 0; i < r->n; i++)
+            if ((failed >> i & 1) && (f->errs[i] == -ENOSPC || f->errs[i] == -EDQUOT))
+                status = f->errs[i];
+    if (status == -ENOSPC || status == -EDQUOT) {
+        rpc_frame_free(reply);
+        reply = NULL;
+    }
+    /* Children that missed a change others made get marked, even when the
+     * change failed for the application (quorum lost on the results, a full
+     * brick): the replicas must not differ without a record. */
+    if (failed && ok &&
+        (f->kind == FAN_CHANGE || (status == 0 && f->parent->args.op == RPC_OP_CREATE))) {
         f->result = status;
         f->reply = reply;
         f->rounds = rounds;
