@@ -117,6 +117,12 @@ enum rpc_tag {
     RPC_T_MAX = 64,
 };
 
+/* A bit of the marks (trusted.cairn.pending, LOOKUP's PENDING) that names
+ * no member: the copy took changes from a client whose connection ended
+ * with them possibly not on every replica (it died mid-fan-out), so it may
+ * differ from the others without anyone accusing anyone. Wire-visible. */
+#define RPC_PENDING_DIRTY (1u << 31)
+
 /* setattr mask bits (wire-visible) */
 #define RPC_SET_MODE (1u << 0)
 #define RPC_SET_UID (1u << 1)
