@@ -403,7 +403,7 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
 static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
 {
     struct look l[CL_REPL_MAX];
-    uint32_t up = 0, have = 0, accused = 0;
+    uint32_t up = 0, have = 0, accused = 0, dirty = 0;
     for (int i = 0; i < h->n; i++) {
         if (!cl_proto_connected(h->ch[i]))
             continue;
@@ -411,7 +411,9 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
         do_lookup(h->ch[i], path, &l[i]);
         if (l[i].rc == 0 && (!g || gfid_equal(&l[i].a.gfid, g))) {
             have |= 1u << i;
-            accused |= l[i].pending;
+            accused |= l[i].pending & ~RPC_PENDING_DIRTY;
+            if (l[i].pending & RPC_PENDING_DIRTY)
+                dirty |= 1u << i;
         } else if (l[i].rc != -ENOENT && l[i].rc != 0) {
             h->st->pending++;
             return -EAGAIN;
@@ -430,7 +432,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
                     cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
                     memcpy(&op.args.gfid, g, sizeof(*g));
                     op.args.present |= 1ull << RPC_T_GFID;
-                    RPC_SET(&op.args, pending, RPC_T_PENDING, all);
+                    RPC_SET(&op.args, pending, RPC_T_PENDING, all | RPC_PENDING_DIRTY);
                     simple(h->ch[i], &op);
                 }
         return 0;
@@ -442,6 +444,15 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
     }
     int src = __builtin_ctz(sources);
     uint32_t sinks = up & ~sources & ~(have & ~accused);
+    if (dirty) {
+        /* A client died with changes in flight: the copies nobody accuses
+         * may still differ. The largest becomes the source of all others
+         * (any choice makes them equal; the largest keeps appended data). */
+        for (int i = 0; i < h->n; i++)
+            if ((sources >> i & 1) && l[i].a.size > l[src].a.size)
+                src = i;
+        sinks |= have & up & ~(1u << src);
+    }
     /* A child holding no object, or another one, under this name is a sink
      * too (it missed the create). */
     for (int i = 0; i < h->n; i++)
@@ -483,7 +494,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
         path_op(&op, RPC_OP_UNMARK, path);
         memcpy(&op.args.gfid, &l[src].a.gfid, sizeof(gfid_t));
         op.args.present |= 1ull << RPC_T_GFID;
-        RPC_SET(&op.args, pending, RPC_T_PENDING, all);
+        RPC_SET(&op.args, pending, RPC_T_PENDING, all | RPC_PENDING_DIRTY);
         int u = simple(h->ch[i], &op);
         if (u < 0 && u != -ENOENT && u != -ESTALE)
             log_warn("heal: clearing the marks of %s on child %d failed: %s", path, i,
