@@ -350,22 +350,39 @@ def test_kill_during_fio(pool, vol_factory, arbiter, what):
     wait_heal_info_clean(v)
 
 
-def test_kill_client_during_writes(pool, vol_factory):
+@pytest.mark.parametrize("hung", [False, True], ids=["plain", "hung-brick"])
+def test_kill_client_during_writes(pool, vol_factory, hung):
+    """hung: a brick is SIGSTOPped (shorter than a ping-timeout) when the
+    client dies, so its socket holds writes the others have applied."""
     v = vol_factory()
     c = pool.nodes[0]
     m = next(m for m in c.mounts if m.path == v.mnt)
-    code = ("import os\n"
-            "buf = os.urandom(1 << 16)\n"
-            "for i in range(100000):\n"
-            "    with open(os.path.join(%r, 'w%%d' %% (i %% 8)), 'r+b' if i >= 8 else 'wb') as f:\n"
-            "        f.seek((i * 7919 %% 256) << 12)\n"
+    # four writers of 1 MiB blocks at random offsets: a frame larger than a
+    # socket buffer is what a killed client leaves half sent
+    code = ("import os, random, sys\n"
+            "buf = os.urandom(1 << 20)\n"
+            "p = os.path.join(%r, 'w' + sys.argv[1])\n"
+            "with open(p, 'wb') as f:\n"
+            "    f.truncate(16 << 20)\n"
+            "with open(p, 'r+b', buffering=0) as f:\n"
+            "    while True:\n"
+            "        f.seek(random.randrange(16) << 20)\n"
             "        f.write(buf)\n") % v.mnt
-    w = subprocess.Popen(["/usr/bin/python3", "-c", code], stderr=subprocess.DEVNULL)
+    ws = [subprocess.Popen(["/usr/bin/python3", "-c", code, str(i)], stderr=subprocess.DEVNULL)
+          for i in range(4)]
     time.sleep(2)
-    assert w.poll() is None
+    assert all(w.poll() is None for w in ws)
+    if hung:
+        pid = v.brick_pids()[2][0]
+        pool.nodes[2].stop_signal(pid)
+        time.sleep(1)
     m.proc.send_signal(signal.SIGKILL)
     m.proc.wait()
-    w.wait(timeout=30)
+    if hung:
+        time.sleep(0.5)
+        pool.nodes[2].cont(pid)
+    for w in ws:
+        w.wait(timeout=30)
     m.stop()  # detach the dead mount
     c.mounts.remove(m)
     v.heal()
