@@ -45,8 +45,7 @@ void brick_stats_note(unsigned op, uint64_t ns, uint64_t bytes)
     uint64_t z = 0;
     if (__atomic_load_n(&start_ns, __ATOMIC_RELAXED) == 0) {
         uint64_t now = brick_stats_now();
-        if (__atomic_compare_exchange_n(&start_ns, &z, now, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED))
+        if (__atomic_compare_exchange_n(&start_ns, &z, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             __atomic_store_n(&snap_ns, now, __ATOMIC_RELAXED);
     }
     struct opc *c = &cum[op];

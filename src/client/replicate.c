@@ -553,8 +553,8 @@ struct single {
     struct rfh *h;
     uint32_t tried;
     uint64_t hash;
-    int fixed; /* >= 0: this child only (readdir past its start, locks) */
-    int child; /* the child asked last */
+    int fixed;       /* >= 0: this child only (readdir past its start, locks) */
+    int child;       /* the child asked last */
     uint32_t rounds; /* of the tries so far (sequential) */
     struct cl_op sub;
 };
