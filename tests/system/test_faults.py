@@ -482,6 +482,7 @@ def test_two_bricks_down(pool, vol_factory):
         with open(os.path.join(b, "keep"), "rb") as f:
             assert f.read() == data
         assert not os.path.exists(os.path.join(b, "new"))
+    wait_heal_info_clean(v)
 
 
 def test_sigstop_brick(pool, vol_factory):
@@ -505,3 +506,4 @@ def test_sigstop_brick(pool, vol_factory):
         pool.nodes[2].cont(pid)
     src = tree_sums(v.bricks[0])
     heal_until_equal(v, src, "")
+    wait_heal_info_clean(v)
