@@ -117,6 +117,38 @@ def test_one_round_trip_for_create_and_write(vol):
     assert "Interval" in r and " CREATE" not in r, r
 
 
+def test_arbiter_one_round_trip(vol):
+    """replica 3 arbiter 1: the arbiter gets MARK in place of each WRITE, in
+    the same parallel round trip."""
+    nodes, _ = vol
+    bricks = []
+    for n in nodes:
+        b = os.path.join(n.root, "ca-brick")
+        os.makedirs(b)
+        n.volumes["ca"] = [b]
+        bricks.append(f"{n.host}:{b}")
+    nodes[0].cli("volume", "create", "ca", "replica", "3", "arbiter", "1", *bricks, "force")
+    nodes[0].cli("volume", "start", "ca")
+    end = time.time() + 20
+    while time.time() < end and not all(pids_with_arg("--brick-path", n.volumes["ca"][0])
+                                        for n in nodes):
+        time.sleep(0.1)
+    mnt = nodes[0].mount("ca", os.path.join(nodes[0].root, "mnt-ca")).path
+    os.mkdir(os.path.join(mnt, "d"))
+    os.setxattr(mnt, STATS, b"clear")
+    nodes[0].cli("volume", "profile", "ca", "info", "clear")
+    for i in range(N):
+        with open(os.path.join(mnt, f"d/f{i}"), "xb") as f:
+            f.write(b"z" * 3000)
+    st = client_stats(mnt)
+    assert st["CREATE"][:3] == (N, N, 1) and st["WRITE"][:3] == (N, N, 1), st
+    prof, text = brick_profile(nodes[0], "ca", "cumulative")
+    ops = [prof[b] for b in bricks]
+    for o in ops[:2]:
+        assert o.get("CREATE") == N and o.get("WRITE") == N and "MARK" not in o, text
+    assert ops[2].get("CREATE") == N and ops[2].get("MARK") == N and "WRITE" not in ops[2], text
+
+
 def test_a_hung_brick_costs_a_second_round_trip(vol):
     nodes, mnt = vol
     os.setxattr(mnt, STATS, b"clear")
