@@ -159,6 +159,11 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
         snprintf(err, errlen, "cannot start the lock service: %s", strerror(-rc));
         goto fail;
     }
+    if ((rc = brick_leases_init(b)) < 0) {
+        brick_locks_fini(b);
+        snprintf(err, errlen, "cannot start the lease service: %s", strerror(-rc));
+        goto fail;
+    }
     *out = b;
     return 0;
 fail:
@@ -180,6 +185,7 @@ void brick_close(struct brick *b)
 {
     if (!b)
         return;
+    brick_leases_fini(b);
     brick_locks_fini(b);
     brick_dircache_fini(b);
     b->vfs->close(b->root_fd);
@@ -204,6 +210,10 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
         *slot = v;
         pthread_mutex_unlock(&b->opt_lock);
         log_debug("option %s = %s", name, value);
+    } else if (!strcmp(name, "features.lease-recall-timeout")) {
+        double secs = atof(value);
+        if (secs > 0)
+            brick_lease_set_recall_timeout(b, (int)(secs * 1000));
     } else if (!strcmp(name, "diagnostics.brick-log-level")) {
         int l = log_parse_level(value);
         if (l >= 0) {

@@ -33,6 +33,8 @@
 
 struct brick_locks;
 struct brick_dircache;
+struct brick_leases;
+struct lease_wait;
 struct brick_dent;
 
 struct brick {
@@ -41,6 +43,7 @@ struct brick {
     const struct brick_vfs *vfs;
     struct brick_locks *locks;
     struct brick_dircache *dircache; /* open parent directories (dircache.c) */
+    struct brick_leases *leases;     /* lease.c */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
@@ -165,7 +168,28 @@ struct brick_req {
     const struct rpc_msg *in;
     struct rpc_buf *out; /* reply fields; discarded on failure */
     char text[256];      /* optional error text for the reply */
+    struct brick_req *top; /* the compound a sub-request belongs to, else NULL */
+    int lease_ok;          /* lease.c: the leases asked for are registered */
+    uint64_t lease_seq;
+    struct lease_wait *lease_wait; /* the reply waits for recalls (top request) */
 };
+
+/* ---- leases (lease.c, docs/consistency.md) ---- */
+
+int brick_leases_init(struct brick *b);
+void brick_leases_fini(struct brick *b);
+/* How long a holder may take to answer a recall before losing its lease. */
+void brick_lease_set_recall_timeout(struct brick *b, int ms);
+/* Before a request runs: registers the leases it asks for. */
+void brick_lease_pre(struct brick_req *r);
+/* After it ran (rc its result): the grant in the reply, and the recalls of
+ * other clients' leases on what a change touched. */
+void brick_lease_post(struct brick_req *r, int rc);
+/* At the end of a top-level request: when recalls are outstanding, keeps the
+ * reply to send once they are answered and returns BRICK_DEFERRED; else rc. */
+int brick_lease_defer(struct brick_req *r, int rc);
+/* A connection closed: its leases go, replies waiting for them are sent. */
+void brick_lease_conn_gone(struct brick_conn *bc);
 
 /* Runs one request; returns 0, BRICK_DEFERRED or -errno. */
 int brick_exec(struct brick_req *r);
@@ -198,6 +222,7 @@ int brick_op_statfs(struct brick_req *r);
 int brick_op_setxattr(struct brick_req *r);
 int brick_op_getxattr(struct brick_req *r);
 int brick_op_listxattr(struct brick_req *r);
+int brick_op_lease_return(struct brick_req *r);
 int brick_op_removexattr(struct brick_req *r);
 int brick_op_getlk(struct brick_req *r);
 int brick_op_setlk(struct brick_req *r);

@@ -44,6 +44,7 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_INDEX] = brick_op_index,
     [RPC_OP_UNMARK] = brick_op_unmark,
     [RPC_OP_STATS] = brick_op_stats,
+    [RPC_OP_LEASE_RETURN] = brick_op_lease_return,
 };
 
 /* Bytes a request moved, for the counters: WRITE's data, READ's reply. */
@@ -70,11 +71,13 @@ static int exec_one(struct brick_req *r)
         return -ENOSYS;
     uint64_t t0 = brick_stats_now();
     /* Replica state is recorded in the same execution as the change. */
+    brick_lease_pre(r);
     int rc = brick_version_pre(r);
     if (rc == 0)
         rc = op_table[r->opcode](r);
     if (rc >= 0 && rc != BRICK_DEFERRED)
         brick_version_post(r);
+    brick_lease_post(r, rc);
     brick_stats_note(r->opcode, brick_stats_now() - t0, moved_bytes(r, rc));
     if (rc < 0 && rc != -ENOENT)
         log_debug("%s from %s failed: %s%s%s", rpc_op_name(r->opcode), r->bc->peer, strerror(-rc),
@@ -100,7 +103,8 @@ static int exec_compound(struct brick_req *r)
         int st;
         rpc_buf_reset(&sub_out);
         struct brick_req s = {
-            .b = r->b, .bc = r->bc, .reqid = r->reqid, .in_compound = 1, .in = &m, .out = &sub_out};
+            .b = r->b, .bc = r->bc, .reqid = r->reqid, .in_compound = 1, .in = &m, .out = &sub_out,
+            .top = r};
         if (rpc_msg_decode(f.val, f.len, &m, &why) < 0) {
             snprintf(r->text, sizeof(r->text), "bad sub-request: %s", why ? why : "?");
             st = -EPROTO;
@@ -130,14 +134,16 @@ static int exec_compound(struct brick_req *r)
 int brick_exec(struct brick_req *r)
 {
     r->text[0] = 0;
+    int rc;
     if (r->opcode == RPC_OP_COMPOUND) {
         brick_stats_note(RPC_OP_COMPOUND, 0, 0);
-        return exec_compound(r);
+        rc = exec_compound(r);
+    } else {
+        rc = exec_one(r);
+        if (rc == 0 && r->out->err)
+            rc = r->out->err;
     }
-    int rc = exec_one(r);
-    if (rc == 0 && r->out->err)
-        rc = r->out->err;
-    return rc;
+    return brick_lease_defer(r, rc);
 }
 
 void (*brick_local_reply_cb)(struct brick_conn *bc, uint64_t reqid, int status,

@@ -107,6 +107,7 @@ static int runs_inline(const struct rpc_frame *f)
     case RPC_OP_GETLK:
     case RPC_OP_SETLK:
     case RPC_OP_FLOCK:
+    case RPC_OP_LEASE_RETURN:
         return 1;
     default:
         return 0;

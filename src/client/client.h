@@ -56,11 +56,22 @@ int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_m
  * so an operation on a handle of an earlier connection fails with -EIO
  * (RELEASE/RELEASEDIR of one succeed, there being nothing left to close)
  * instead of reaching whatever the new connection numbered the same. */
+/* Lease recalls (docs/consistency.md). Called on a brick connection's
+ * reader thread, so it must not block: it queues the work, and once the
+ * cached copies are dropped calls cl_proto_lease_return(from, path). path is
+ * the lease's path and name the entry that changed ("" for none); path NULL
+ * means every lease from that brick is gone (its connection dropped), and
+ * nothing is to be returned. */
+typedef void (*cl_recall_fn)(void *ctx, struct cl_layer *from, const char *path,
+                             const char *name);
+
 struct cl_proto_params {
     struct net_addr addr;
     const char *volume;     /* volume name, sent in the handshake */
     const char *brick_path; /* the brick's directory, sent in the handshake */
     int ping_timeout_ms;    /* 0: CL_DEFAULT_PING_TIMEOUT_MS */
+    cl_recall_fn recall;    /* may be NULL: recalls are then returned at once */
+    void *recall_ctx;
 };
 
 /* Creates the layer and starts its connection thread; the first connection
@@ -69,12 +80,16 @@ struct cl_proto_params {
 struct cl_layer *cl_proto_new(const struct cl_proto_params *p);
 /* 1 when the layer currently has a working connection. */
 int cl_proto_connected(struct cl_layer *l);
+/* Tells the brick that the lease on path was given up (after a recall). */
+void cl_proto_lease_return(struct cl_layer *l, const char *path);
 /* Number of connections made so far (a reconnect increments it). */
 uint64_t cl_proto_generation(struct cl_layer *l);
 
 /* ---- the stack (stack.c) ---- */
 struct cl_stack_params {
     int ping_timeout_ms; /* 0: the volume's network.ping-timeout */
+    cl_recall_fn recall; /* lease recalls of every brick (may be NULL) */
+    void *recall_ctx;
 };
 
 /* Builds the stack for a volume. A volume of one brick is served by its

@@ -402,6 +402,65 @@ out:
     pthread_mutex_unlock(&t->lock);
 }
 
+uint64_t cl_itable_resolve(struct cl_itable *t, const char *path)
+{
+    char name[256];
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = t->root;
+    const char *p = path;
+    while (i && *p) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (n == 0)
+            break;
+        if (n >= sizeof(name)) {
+            i = NULL;
+            break;
+        }
+        memcpy(name, p, n);
+        name[n] = 0;
+        i = find_name(t, i, name);
+        p += n;
+    }
+    uint64_t id = i ? i->nodeid : 0;
+    pthread_mutex_unlock(&t->lock);
+    return id;
+}
+
+size_t cl_itable_names(struct cl_itable *t, uint64_t parent_id, struct cl_itable_name **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&t->lock);
+    struct ino *parent = parent_id ? find_id(t, parent_id) : NULL;
+    size_t cap = parent_id ? (parent ? parent->nchildren : 0) : t->count;
+    size_t n = 0;
+    struct cl_itable_name *v = cap ? calloc(cap, sizeof(*v)) : NULL;
+    for (size_t k = 0; v && k < t->by_id.n && n < cap; k++) {
+        for (struct ino *i = t->by_id.b[k]; i && n < cap; i = i->next_id) {
+            if (parent_id && i->parent != parent)
+                continue;
+            if (!parent_id && !i->parent && i != t->root)
+                continue;
+            v[n].nodeid = i->nodeid;
+            v[n].parent = i->parent ? i->parent->nodeid : 0;
+            if (i->name && !(v[n].name = strdup(i->name)))
+                continue;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    *out = v;
+    return n;
+}
+
+void cl_itable_names_free(struct cl_itable_name *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
 size_t cl_itable_count(struct cl_itable *t)
 {
     pthread_mutex_lock(&t->lock);

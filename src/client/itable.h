@@ -63,6 +63,21 @@ int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh);
 void cl_itable_mark_locked(struct cl_itable *t, uint64_t nodeid);
 int cl_itable_was_locked(struct cl_itable *t, uint64_t nodeid);
 
+/* The node id the path (from the root, "/a/b") names, 0 if some component
+ * is not in the table. */
+uint64_t cl_itable_resolve(struct cl_itable *t, const char *path);
+
+/* A snapshot of names the kernel may have cached (lease.c drops them). */
+struct cl_itable_name {
+    uint64_t parent, nodeid;
+    char *name;
+};
+/* The named children of parent, or with parent 0 every named inode (and
+ * the root, with parent 0 and name NULL). Returns the count (0 on ENOMEM)
+ * and an array to free with cl_itable_names_free. */
+size_t cl_itable_names(struct cl_itable *t, uint64_t parent, struct cl_itable_name **out);
+void cl_itable_names_free(struct cl_itable_name *v, size_t n);
+
 /* Number of inodes (including the root); for tests and statistics. */
 size_t cl_itable_count(struct cl_itable *t);
 /* The node id of name in parent, 0 if unknown; for tests. */

@@ -2,6 +2,7 @@
  * background, with liveness checks so a dead or stopped brick costs one
  * timeout instead of a hang. See client.h for the contract. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,8 @@ struct proto {
     char peer[NET_HOST_MAX + 16];
     char *volume, *brick_path;
     int ping_ms; /* written under lock (reconfigure); read atomically without it */
+    cl_recall_fn recall;
+    void *recall_ctx;
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -52,7 +55,8 @@ static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
 {
     struct proto *p = ctx;
     pthread_mutex_lock(&p->lock);
-    if (p->conn == c) {
+    int was_current = p->conn == c;
+    if (was_current) {
         p->conn = NULL;
         rpc_conn_put(c);
         log_warn("disconnected from brick %s:%s (%s)", p->peer, p->brick_path,
@@ -60,11 +64,63 @@ static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
     }
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
+    /* The brick dropped this connection's leases with it. */
+    if (was_current && p->recall)
+        p->recall(p->recall_ctx, &p->layer, NULL, NULL);
     /* The last touch of p: proto_destroy waits for this. */
     __atomic_sub_fetch(&p->live, 1, __ATOMIC_RELEASE);
 }
 
-static const struct rpc_conn_ops conn_ops = {.closed_cb = closed_cb};
+static void lease_return_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    (void)arg;
+    (void)status;
+    (void)reply;
+    (void)take;
+}
+
+void cl_proto_lease_return(struct cl_layer *l, const char *path)
+{
+    struct proto *p = l->priv;
+    pthread_mutex_lock(&p->lock);
+    struct rpc_conn *c = p->conn;
+    if (c)
+        rpc_conn_get(c);
+    pthread_mutex_unlock(&p->lock);
+    if (!c)
+        return; /* the brick dropped the lease with the connection */
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    rpc_put_str(&b, RPC_T_PATH, path);
+    if (rpc_conn_call(c, RPC_OP_LEASE_RETURN, &b, lease_return_cb, NULL) < 0)
+        log_debug("lease return of %s to %s not sent", path, p->peer);
+    rpc_buf_free(&b);
+    rpc_conn_put(c);
+}
+
+/* A notification from the brick: lease recalls. */
+static void notify_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
+{
+    struct proto *p = ctx;
+    char path[PATH_MAX], name[NAME_MAX + 1] = "";
+    (void)c;
+    if (f->hdr.opcode == RPC_OP_LEASE_RECALL && rpc_has(&f->msg, RPC_T_PATH) &&
+        f->msg.path.len < sizeof(path)) {
+        rpc_bytes_str(&f->msg.path, path, sizeof(path));
+        if (rpc_has(&f->msg, RPC_T_NAME))
+            rpc_bytes_str(&f->msg.name, name, sizeof(name));
+        if (p->recall)
+            p->recall(p->recall_ctx, &p->layer, path, name);
+        else
+            cl_proto_lease_return(&p->layer, path);
+    } else {
+        log_debug("unexpected notification %s from brick %s", rpc_op_name(f->hdr.opcode),
+                  p->peer);
+    }
+    rpc_frame_free(f);
+}
+
+static const struct rpc_conn_ops conn_ops = {.closed_cb = closed_cb, .notify_cb = notify_cb};
 
 static int op_has_fh(const struct cl_op *op)
 {
@@ -500,6 +556,8 @@ struct cl_layer *cl_proto_new(const struct cl_proto_params *params)
         return NULL;
     }
     p->ping_ms = params->ping_timeout_ms > 0 ? params->ping_timeout_ms : CL_DEFAULT_PING_TIMEOUT_MS;
+    p->recall = params->recall;
+    p->recall_ctx = params->recall_ctx;
     pthread_mutex_init(&p->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

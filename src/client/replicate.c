@@ -345,6 +345,11 @@ static void fan_finish(struct fan *f)
     if (status == 0 && chosen >= 0) {
         reply = f->sub[chosen].reply;
         f->sub[chosen].reply = NULL;
+        /* A lease holds only when every child that did it granted one. */
+        for (int i = 0; i < r->n && rpc_has(&reply->msg, RPC_T_LEASE); i++)
+            if ((ok >> i & 1) && i != chosen &&
+                (!f->sub[i].reply || !rpc_has(&f->sub[i].reply->msg, RPC_T_LEASE)))
+                reply->msg.present &= ~(1ull << RPC_T_LEASE);
     }
     for (int i = 0; i < r->n; i++)
         if (f->asked >> i & 1) {

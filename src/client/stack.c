@@ -72,6 +72,8 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
             .volume = v->name,
             .brick_path = v->bricks[i].path,
             .ping_timeout_ms = ping_ms,
+            .recall = sp ? sp->recall : NULL,
+            .recall_ctx = sp ? sp->recall_ctx : NULL,
         };
         ch[i] = cl_proto_new(&pp);
         if (!ch[i]) {

@@ -39,6 +39,8 @@ struct cf_config {
 int cf_parse_args(int argc, char **argv, struct cf_config *cfg);
 
 struct cf_live;
+struct cf_leases;
+struct cf_known;
 
 /* State of one mount, the session's userdata. */
 struct cf {
@@ -47,7 +49,10 @@ struct cf {
     /* Changed live by the management connection's thread (live.c): read them
      * with cf_attr_timeout / cf_entry_timeout. */
     double attr_timeout, entry_timeout;
+    int attr_fixed, entry_fixed; /* set by mount option: leases do not lengthen it */
     struct cf_live *live;
+    struct cf_leases *leases; /* lease.c */
+    struct cf_known *known;   /* known.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;
@@ -82,6 +87,56 @@ void cf_live_stop(struct cf *cf);
 /* Frees what cf_live_start took over (the layout): after the stack is gone. */
 void cf_live_free(struct cf *cf);
 
+/* ---- lease.c: kernel caching under leases (docs/consistency.md) ----
+ * cf_leases_start hooks the recall handler into the stack parameters (call
+ * it before the stack is built, after daemonizing). Stop it after the FUSE
+ * loop ended, free it after the stack is gone. */
+int cf_leases_start(struct cf *cf, struct fuse_session *se, struct cl_stack_params *sp);
+void cf_leases_stop(struct cf *cf);
+void cf_leases_free(struct cf *cf);
+/* client.leases and client.lease-cache-timeout (live). */
+void cf_lease_configure(struct cf *cf, int enabled, double cache_timeout);
+struct fop;
+/* After this mount renamed node: what the kernel cached about it and below
+ * it is dropped (the brick dropped those leases with the rename). */
+void cf_lease_drop_node(struct cf *cf, uint64_t node);
+/* Asks for a lease with the request (when leases are on). */
+void cf_lease_ask(struct fop *f);
+/* Replies that carry timeouts are decided and sent between these two. */
+void cf_reply_begin(struct cf *cf);
+void cf_reply_end(struct cf *cf);
+/* The kernel attribute timeout for what is known under a lease. */
+double cf_lease_cache_timeout(struct cf *cf);
+/* Whether f's reply came with a lease still valid. */
+int cf_lease_held(const struct fop *f);
+/* Kernel timeouts for f's reply: long under a lease, else the volume's. */
+double cf_lease_entry_timeout(const struct fop *f);
+double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a);
+
+/* ---- known.c: answers without the brick, under leases ---- */
+int cf_known_init(struct cf *cf);
+void cf_known_free(struct cf *cf);
+/* dir was made by this mount under a lease: it is complete (empty). */
+void cf_known_dir_made(struct cf *cf, uint64_t dir);
+/* This mount added / removed name in dir (no effect unless dir is complete). */
+void cf_known_add(struct cf *cf, uint64_t dir, const char *name);
+void cf_known_remove(struct cf *cf, uint64_t dir, const char *name);
+/* 1 when dir is complete and has no entry name. */
+int cf_known_absent(struct cf *cf, uint64_t dir, const char *name);
+/* node was created here under a lease: it has no security.capability. */
+void cf_known_nocaps(struct cf *cf, uint64_t node);
+int cf_known_has_nocaps(struct cf *cf, uint64_t node);
+/* A directory's attributes (from a change's reply, under its lease). */
+void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st);
+int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st);
+void cf_known_forget_attr(struct cf *cf, uint64_t node);
+/* After a change of dir's entries by f (under the reply lock): keeps the
+ * directory attributes its reply carried, or forgets stale ones. */
+void fop_parent_attr(struct fop *f, uint64_t dir);
+/* The lease on node is gone: forget what was known about it. */
+void cf_known_forget(struct cf *cf, uint64_t node);
+void cf_known_forget_all(struct cf *cf);
+
 struct fop {
     struct cl_op op;
     fuse_req_t req;
@@ -92,6 +147,7 @@ struct fop {
     uint64_t off;     /* readdir: the kernel offset asked for */
     struct fuse_file_info fi;
     void *data; /* owned copy of write data, xattr value */
+    uint64_t lease_seq; /* lease.c: recall sequence + 1 when a lease was asked */
     char name[NAME_MAX + 1], name2[NAME_MAX + 1];
     char path[PATH_MAX], path2[PATH_MAX];
     cl_done_cb user_done; /* fop_submit: the completion after the counters */
@@ -106,6 +162,9 @@ void fop_free(struct fop *f);
 int fop_path(struct fop *f, fuse_ino_t ino, const char *name);
 /* Sets PATH2 to newparent's path plus "/name2" (copied into f->name2). */
 int fop_path2(struct fop *f, fuse_ino_t ino, const char *name);
+/* For a change by handle: also sends ino's path, which names the leases the
+ * brick must recall (nothing when the file has no name left). */
+void fop_lease_key(struct fop *f, fuse_ino_t ino);
 /* Submits to the stack (the reply comes from done). */
 void fop_submit(struct fop *f);
 /* Replies with -status (transport failures as ENOTCONN) and frees f. */

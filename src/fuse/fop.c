@@ -22,6 +22,7 @@ struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done)
     f->off = 0;
     memset(&f->fi, 0, sizeof(f->fi));
     f->data = NULL;
+    f->lease_seq = 0;
     f->name[0] = f->name2[0] = 0;
     return f;
 }
@@ -64,6 +65,13 @@ int fop_path2(struct fop *f, fuse_ino_t ino, const char *name)
         return rc;
     rpc_set_str(&f->op.args, RPC_T_PATH2, &f->op.args.path2, f->path2);
     return 0;
+}
+
+void fop_lease_key(struct fop *f, fuse_ino_t ino)
+{
+    /* An unlinked file has no path: nobody else can hold a lease on it. */
+    if (rpc_has(&f->op.args, RPC_T_FH) && !rpc_has(&f->op.args, RPC_T_PATH))
+        (void)fop_path(f, ino, NULL);
 }
 
 /* Counts the operation (cf->stats), then runs the handler's completion. */
@@ -123,9 +131,25 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
     if (!e->ino)
         return err;
     rpc_attr_to_stat(&m->attr, &e->attr);
-    e->attr_timeout = cf_attr_timeout(f->cf);
-    e->entry_timeout = cf_entry_timeout(f->cf);
+    e->attr_timeout = cf_lease_attr_timeout(f, &m->attr);
+    e->entry_timeout = cf_lease_entry_timeout(f);
     return 0;
+}
+
+void fop_parent_attr(struct fop *f, uint64_t dir)
+{
+    const struct rpc_msg *m = f->op.reply ? &f->op.reply->msg : NULL;
+    gfid_t g;
+    if (!m || !rpc_has(m, RPC_T_PATTR) || !cf_lease_held(f) ||
+        cl_itable_gfid(f->cf->it, dir, &g) < 0) {
+        cf_known_forget_attr(f->cf, dir);
+        return;
+    }
+    struct rpc_attr a = m->pattr;
+    a.gfid = g;
+    struct stat st;
+    rpc_attr_to_stat(&a, &st);
+    cf_known_set_attr(f->cf, dir, &st);
 }
 
 void fop_done_err_cb(struct cl_op *op)
@@ -148,7 +172,9 @@ void fop_done_attr_cb(struct cl_op *op)
     }
     struct stat st;
     rpc_attr_to_stat(&op->reply->msg.attr, &st);
-    fuse_reply_attr(f->req, &st, cf_attr_timeout(f->cf));
+    cf_reply_begin(f->cf);
+    fuse_reply_attr(f->req, &st, cf_lease_attr_timeout(f, &op->reply->msg.attr));
+    cf_reply_end(f->cf);
     fop_free(f);
 }
 
@@ -160,14 +186,24 @@ void fop_done_entry_cb(struct cl_op *op)
         return;
     }
     struct fuse_entry_param e;
+    cf_reply_begin(f->cf);
     int rc = fop_entry(f, &e);
     if (rc < 0) {
+        cf_reply_end(f->cf);
         fop_fail(f, rc);
         return;
     }
+    unsigned code = (unsigned)op->args.op;
+    if (code != RPC_OP_LOOKUP) {
+        cf_known_add(f->cf, f->parent, f->name);
+        fop_parent_attr(f, f->parent);
+    }
+    if (code == RPC_OP_MKDIR && cf_lease_held(f))
+        cf_known_dir_made(f->cf, e.ino);
     /* An interrupted request never reaches the kernel: undo its lookup. */
     if (fuse_reply_entry(f->req, &e) != 0)
         cl_itable_forget(f->cf->it, e.ino, 1);
+    cf_reply_end(f->cf);
     fop_free(f);
 }
 

@@ -93,6 +93,14 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
         else
             set_timeout(&l->cf->entry_timeout, entry, new);
     }
+    if (opt_changed(old, new, "client.leases") ||
+        opt_changed(old, new, "client.lease-cache-timeout")) {
+        cf_lease_configure(l->cf, opt_bool(new, "client.leases"),
+                           (double)opt_int(new, "client.lease-cache-timeout"));
+        log_info("leases now %s, cache timeout %lld s",
+                 opt_bool(new, "client.leases") ? "on" : "off",
+                 (long long)opt_int(new, "client.lease-cache-timeout"));
+    }
     const char *lvl = "diagnostics.client-log-level";
     if (opt_changed(old, new, lvl)) {
         int level = log_parse_level(opt_value(new, lvl));

@@ -148,6 +148,8 @@ int main(int argc, char **argv)
                     : log_parse_level(opt_value(&vol.opts, "diagnostics.client-log-level"));
     log_set_level(level >= 0 ? (enum log_level)level : LOG_INFO);
     cf.attr_timeout = pick_timeout(cfg.attr_timeout, &vol, "client.attribute-timeout");
+    cf.attr_fixed = cfg.attr_timeout >= 0;
+    cf.entry_fixed = cfg.entry_timeout >= 0;
     cf.entry_timeout = pick_timeout(cfg.entry_timeout, &vol, "client.entry-timeout");
     if (!(cf.it = cl_itable_new())) {
         fprintf(stderr, "cairn-fuse: out of memory\n");
@@ -182,9 +184,18 @@ int main(int argc, char **argv)
         goto out_unmount;
 
     struct cl_stack_params sp = {.ping_timeout_ms = cfg.ping_timeout_ms};
+    if (cf_known_init(&cf) < 0)
+        log_error("out of memory: lookups in new directories will ask the bricks");
+    if (cf_leases_start(&cf, se, &sp) < 0)
+        log_error("cannot start the lease recall thread: caching follows the timeouts only");
+    cf_lease_configure(&cf, opt_bool(&vol.opts, "client.leases"),
+                       (double)opt_int(&vol.opts, "client.lease-cache-timeout"));
     rc = cl_stack_build(&vol, &sp, &cf.stack, err, sizeof(err));
     if (rc < 0) {
         log_error("%s", err);
+        cf_leases_stop(&cf);
+        cf_leases_free(&cf);
+        cf_known_free(&cf);
         goto out_unmount;
     }
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
@@ -201,7 +212,10 @@ int main(int argc, char **argv)
     log_info("unmounting %s", cfg.mountpoint);
 out_stack:
     cf_live_stop(&cf);
+    cf_leases_stop(&cf);
     cl_stack_destroy(cf.stack);
+    cf_leases_free(&cf);
+    cf_known_free(&cf);
     cf_live_free(&cf);
 out_unmount:
     fuse_session_unmount(se);

@@ -93,8 +93,8 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         int err;
         e.ino = cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, &err);
         rpc_attr_to_stat(&d->attr, &e.attr);
-        e.attr_timeout = cf_attr_timeout(f->cf);
-        e.entry_timeout = cf_entry_timeout(f->cf);
+        e.attr_timeout = cf_lease_attr_timeout(f, &d->attr);
+        e.entry_timeout = cf_lease_entry_timeout(f);
         if (!e.ino)
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
     } else {
@@ -118,6 +118,8 @@ static void readdir_cb(struct cl_op *op)
     struct rpc_field fld;
     uint64_t last_cookie = 0;
     int full = 0, seen = 0, rc;
+    /* Held to the reply: the entries' timeouts depend on the lease. */
+    cf_reply_begin(f->cf);
     rpc_iter_init(&it, r->body, r->hdr.body_len);
     while (!full && (rc = rpc_iter_next(&it, &fld)) > 0) {
         if (fld.tag != RPC_T_DIRENT)
@@ -127,8 +129,10 @@ static void readdir_cb(struct cl_op *op)
         if (rpc_msg_decode(fld.val, fld.len, &d, NULL) < 0 || !rpc_has(&d, RPC_T_NAME) ||
             !rpc_has(&d, RPC_T_OFFSET) || d.name.len == 0 ||
             rpc_bytes_str(&d.name, name, sizeof(name)) < 0 || memchr(name, '/', d.name.len) ||
-            memchr(d.name.p, 0, d.name.len))
+            memchr(d.name.p, 0, d.name.len)) {
+            cf_reply_end(f->cf);
             FOP_FAIL(f, -EPROTO);
+        }
         seen++;
         last_cookie = d.offset;
         if (!strcmp(name, ".") || !strcmp(name, ".."))
@@ -137,6 +141,7 @@ static void readdir_cb(struct cl_op *op)
     }
     int eof = rpc_has(&r->msg, RPC_T_EOF) && r->msg.eof;
     if (!full && f->pos == 0 && !eof) {
+        cf_reply_end(f->cf);
         if (!seen || kernel_off(last_cookie) == OFF_END)
             FOP_FAIL(f, -EPROTO); /* a brick must make progress */
         /* Only entries we skip: go on from there. */
@@ -145,6 +150,7 @@ static void readdir_cb(struct cl_op *op)
         return;
     }
     fuse_reply_buf(f->req, f->data, f->pos);
+    cf_reply_end(f->cf);
     fop_free(f);
 }
 
@@ -160,6 +166,10 @@ static void submit_readdir(struct fop *f, uint64_t cookie)
     RPC_SET(a, size, RPC_T_SIZE, budget < 4096 ? 4096 : budget);
     /* Always ask for attributes: plain readdir needs the gfid for d_ino. */
     RPC_SET(a, flags, RPC_T_FLAGS, 1);
+    /* Plus entries go into the kernel's caches: under a lease on the
+     * directory (named by PATH) and on each entry, they may stay there. */
+    if ((f->flags & 1) && fop_path(f, f->parent, NULL) == 0)
+        cf_lease_ask(f);
     fop_submit(f);
 }
 

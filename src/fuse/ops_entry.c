@@ -15,6 +15,14 @@ void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int rc = fop_path(f, parent, name);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    /* A directory this mount made and still holds a lease on lists every
+     * name it has (known.c). */
+    if (cf_known_absent(f->cf, parent, f->name)) {
+        fuse_reply_err(req, ENOENT);
+        fop_free(f);
+        return;
+    }
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -58,6 +66,15 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = target(f, ino, fi);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    /* Attributes a change of the directory's entries returned (known.c). */
+    struct stat st;
+    if (cf_known_attr(f->cf, ino, &st)) {
+        fuse_reply_attr(req, &st, cf_lease_cache_timeout(f->cf));
+        fop_free(f);
+        return;
+    }
+    fop_lease_key(f, ino);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -69,6 +86,7 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         return;
     struct rpc_msg *a = &f->op.args;
     uint64_t valid = 0;
+    cf_known_forget_attr(f->cf, ino);
     int rc = target(f, ino, fi);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -107,6 +125,8 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     if (to_set & FUSE_SET_ATTR_CTIME)
         valid |= RPC_SET_CTIME;
     RPC_SET(a, valid, RPC_T_VALID, valid);
+    fop_lease_key(f, ino);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -151,6 +171,7 @@ static struct fop *new_entry_op(fuse_req_t req, uint16_t opcode, fuse_ino_t pare
     gfid_generate(&f->op.args.gfid);
     f->op.args.present |= 1ull << RPC_T_GFID;
     fop_set_creator(f, with_umask);
+    cf_lease_ask(f);
     return f;
 }
 
@@ -189,8 +210,13 @@ void cf_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 static void unlink_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
-    if (op->status == 0)
+    if (op->status == 0) {
+        cf_reply_begin(f->cf);
         cl_itable_unlink(f->cf->it, f->parent, f->name);
+        cf_known_remove(f->cf, f->parent, f->name);
+        fop_parent_attr(f, f->parent);
+        cf_reply_end(f->cf);
+    }
     fop_done_err_cb(op);
 }
 
@@ -203,6 +229,7 @@ static void remove_name(fuse_req_t req, uint16_t opcode, fuse_ino_t parent, cons
     int rc = fop_path(f, parent, name);
     if (rc < 0)
         FOP_FAIL(f, rc);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -219,9 +246,23 @@ void cf_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void rename_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
-    if (op->status == 0)
-        cl_itable_rename(f->cf->it, f->parent, f->name, f->parent2, f->name2,
+    if (op->status == 0) {
+        struct cf *cf = f->cf;
+        uint64_t src = cl_itable_child(cf->it, f->parent, f->name);
+        uint64_t dst = cl_itable_child(cf->it, f->parent2, f->name2);
+        cl_itable_rename(cf->it, f->parent, f->name, f->parent2, f->name2,
                          (f->flags & RENAME_EXCHANGE) != 0);
+        if (!(f->flags & RENAME_EXCHANGE))
+            cf_known_remove(cf, f->parent, f->name);
+        cf_known_forget_attr(cf, f->parent);
+        cf_known_forget_attr(cf, f->parent2);
+        cf_known_add(cf, f->parent2, f->name2);
+        /* The brick dropped this mount's leases on and below both paths. */
+        if (src)
+            cf_lease_drop_node(cf, src);
+        if (dst)
+            cf_lease_drop_node(cf, dst);
+    }
     fop_done_err_cb(op);
 }
 
@@ -259,6 +300,7 @@ void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     /* The entry reply names the new link. */
     f->parent = newparent;
     memcpy(f->name, f->name2, sizeof(f->name));
+    cf_lease_ask(f);
     fop_submit(f);
 }
 

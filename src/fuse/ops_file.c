@@ -55,19 +55,26 @@ static void create_cb(struct cl_op *op)
     if (!rpc_has(&op->reply->msg, RPC_T_FH))
         FOP_FAIL(f, -EPROTO);
     struct fuse_entry_param e;
+    cf_reply_begin(f->cf);
     int rc = fop_entry(f, &e);
     if (rc < 0) {
+        cf_reply_end(f->cf);
         fop_release_orphan(f->cf, RPC_OP_RELEASE, op->reply->msg.fh);
         FOP_FAIL(f, rc);
     }
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
+    cf_known_add(f->cf, f->parent, f->name);
+    fop_parent_attr(f, f->parent);
+    if (cf_lease_held(f))
+        cf_known_nocaps(f->cf, e.ino);
     if (fuse_reply_create(f->req, &e, &f->fi) != 0) {
         cl_itable_close_fh(f->cf->it, e.ino, f->fi.fh);
         cl_itable_forget(f->cf->it, e.ino, 1);
         fop_release_orphan(f->cf, RPC_OP_RELEASE, f->fi.fh);
     }
+    cf_reply_end(f->cf);
     fop_free(f);
 }
 
@@ -88,6 +95,7 @@ void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     fop_set_creator(f, 1);
     RPC_SET(a, mode, RPC_T_MODE, mode);
     RPC_SET(a, flags, RPC_T_FLAGS, (uint64_t)(unsigned)fi->flags);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -145,6 +153,7 @@ void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     RPC_SET(a, fh, RPC_T_FH, fi->fh);
     RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)off);
     rpc_set_bytes(a, RPC_T_DATA, &a->data, f->data, size);
+    fop_lease_key(f, ino);
     fop_submit(f);
 }
 
@@ -199,6 +208,7 @@ void cf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
     RPC_SET(a, flags, RPC_T_FLAGS, (uint64_t)(unsigned)mode);
     RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)offset);
     RPC_SET(a, size, RPC_T_SIZE, (uint64_t)length);
+    fop_lease_key(f, ino);
     fop_submit(f);
 }
 

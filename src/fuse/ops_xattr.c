@@ -6,6 +6,8 @@
 
 #include "bridge.h"
 
+#define CAPS "security.capability"
+
 /* The counters of this mount as the root's virtual xattr CF_STATS_XATTR:
  * reading returns the table (opstats.h), writing "clear" zeroes it.
  * Returns 1 when name is that xattr (the request is answered). */
@@ -55,6 +57,9 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     struct fop *f = fop_new(req, RPC_OP_SETXATTR, fop_done_err_cb);
     if (!f)
         return;
+    if (!strcmp(name, CAPS))
+        cf_known_forget(f->cf, ino);
+    cf_known_forget_attr(f->cf, ino); /* an ACL changes the mode */
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -103,6 +108,12 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     if (stats_getxattr(req, ino, name, size))
         return;
+    /* The kernel asks before every write (file_remove_privs); a file made
+     * here under a lease has none (known.c). */
+    if (!strcmp(name, CAPS) && cf_known_has_nocaps(fuse_req_userdata(req), ino)) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
     struct fop *f = fop_new(req, RPC_OP_GETXATTR, get_cb);
     if (!f)
         return;
@@ -138,6 +149,9 @@ void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);
     if (!f)
         return;
+    if (!strcmp(name, CAPS))
+        cf_known_forget(f->cf, ino);
+    cf_known_forget_attr(f->cf, ino);
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);

@@ -18,7 +18,8 @@ static void usage(const char *prog)
             "  -o backup-servers=HOST[:PORT]:HOST[:PORT]...   cairnd servers to fetch the\n"
             "                        volume from when HOST of the spec does not answer\n"
             "                        (also backup-volfile-servers=, GlusterFS's name)\n"
-            "  -o attribute-timeout=SEC, entry-timeout=SEC   kernel cache times\n"
+            "  -o attribute-timeout=SEC, entry-timeout=SEC   kernel cache times (also\n"
+            "                                  under leases)\n"
             "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
             "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
             "  -o ro, allow_other, and other FUSE mount options are passed through\n",

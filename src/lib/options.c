@@ -28,10 +28,22 @@ const struct opt_def opt_table[] = {
     {"client.entry-timeout", OPT_TIME, "0", 0, 3600, NULL, true,
      "Seconds the kernel may cache name lookups on a FUSE client. 0 asks the brick at every "
      "access, so names created or removed by another client are seen at once."},
+    {"client.lease-cache-timeout", OPT_TIME, "60", 1, 3600, NULL, true,
+     "Seconds the kernel of a FUSE client may cache attributes and names it holds a lease "
+     "on. A change by another client recalls the lease and drops the cached copy at once; "
+     "the timeout bounds how stale a cache can get when a brick becomes unreachable."},
+    {"client.leases", OPT_BOOL, "on", 0, 0, NULL, true,
+     "Clients ask the bricks for leases and cache attributes and names under them, so "
+     "repeated lookups and stats do not cross the network. off: every access asks the "
+     "brick (client.attribute-timeout and client.entry-timeout apply)."},
     {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's brick processes."},
     {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
      "Log level of the volume's clients (FUSE mounts)."},
+    {"features.lease-recall-timeout", OPT_TIME, "5", 1, 600, NULL, true,
+     "Seconds a brick waits for a client to return a recalled lease before revoking it. A "
+     "change that conflicts with another client's lease is answered after the recall, so "
+     "a hung client delays it by at most this long."},
     {"network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
      "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
      "fails or reroutes the operations pending on it."},

@@ -21,6 +21,8 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_PORT] = K_U64,    [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
     [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
+    [RPC_T_LEASE] = K_U64,
+    [RPC_T_PATTR] = K_ATTR,
     [RPC_T_OPSTAT] = K_REP,  [RPC_T_CALLS] = K_U64,    [RPC_T_NSEC] = K_U64,
     [RPC_T_NSECMAX] = K_U64,
 };
@@ -51,6 +53,7 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_REPLICA: return &m->replica;
     case RPC_T_ARBITER: return &m->arbiter;
     case RPC_T_PENDING: return &m->pending;
+    case RPC_T_LEASE: return &m->lease;
     case RPC_T_CALLS: return &m->calls;
     case RPC_T_NSEC: return &m->nsec;
     case RPC_T_NSECMAX: return &m->nsecmax;
@@ -250,7 +253,7 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
             memcpy(m->gfid.b, f.val, GFID_LEN);
             break;
         case K_ATTR:
-            if (rpc_attr_decode(f.val, f.len, &m->attr) < 0)
+            if (rpc_attr_decode(f.val, f.len, f.tag == RPC_T_PATTR ? &m->pattr : &m->attr) < 0)
                 FAIL("bad attributes");
             break;
         case K_TIME: {
@@ -329,7 +332,7 @@ void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)
             rpc_put_gfid(b, tag, &m->gfid);
             break;
         case K_ATTR:
-            rpc_put_attr(b, tag, &m->attr);
+            rpc_put_attr(b, tag, tag == RPC_T_PATTR ? &m->pattr : &m->attr);
             break;
         case K_TIME: {
             const struct rpc_time *t = tag == RPC_T_ATIME ? &m->atime : &m->mtime;
@@ -374,6 +377,7 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_MGMT_CLI] = "MGMT_CLI",   [RPC_OP_MGMT_GETVOL] = "MGMT_GETVOL",
         [RPC_OP_MGMT_RECONF] = "MGMT_RECONF", [RPC_OP_MARK] = "MARK",
         [RPC_OP_INDEX] = "INDEX",             [RPC_OP_UNMARK] = "UNMARK",
+        [RPC_OP_LEASE_RECALL] = "LEASE_RECALL", [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
         [RPC_OP_STATS] = "STATS",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";

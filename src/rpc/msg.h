@@ -58,6 +58,12 @@ enum rpc_op {
     RPC_OP_MARK = 70,   /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
     RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
     RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
+
+    /* Leases (docs/consistency.md). RECALL is sent by the brick (a
+     * notification, PATH and, for a change of one entry, NAME); the holder
+     * drops what it cached under the lease, then answers with RETURN (PATH). */
+    RPC_OP_LEASE_RECALL = 80,
+    RPC_OP_LEASE_RETURN = 81,
     /* brick: statistics (volume profile) */
     RPC_OP_STATS = 95, /* FLAGS (RPC_STATS_*): reply OPSTAT*, NSEC (duration), GEN (interval no.) */
     /* management (cairnd) */
@@ -110,12 +116,21 @@ enum rpc_tag {
     RPC_T_REPLICA = 40, /* u: GETVOL: bricks per replica set (absent: 1) */
     RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
     RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
+    RPC_T_LEASE = 43,   /* u: request: a lease is wanted; reply: RPC_LEASE_* granted */
+    RPC_T_PATTR = 44,   /* attr: reply to a change of entries asked with LEASE: the directory's
+                           attributes after it (gfid not set) */
     RPC_T_OPSTAT = 56,  /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
     RPC_T_CALLS = 57,   /* u: number of requests */
     RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
     RPC_T_NSECMAX = 59, /* u: the longest latency, nanoseconds */
     RPC_T_MAX = 64,
 };
+
+/* LEASE bits. A lease on a path covers the object's attributes and extended
+ * attributes and, for a directory, its entries. A request's LEASE asks for
+ * leases on PATH and on PATH's parent (READDIR: the directory and every
+ * entry returned); the reply's LEASE says they were granted. */
+#define RPC_LEASE_READ 1u
 
 /* A bit of the marks (trusted.cairn.pending, LOOKUP's PENDING) that names
  * no member: the copy took changes from a client whose connection ended
@@ -186,11 +201,11 @@ struct rpc_bytes {
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, calls, nsec,
-        nsecmax;
+        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls,
+        nsec, nsecmax;
     struct rpc_bytes path, path2, name, data, text, host, id;
     gfid_t gfid;
-    struct rpc_attr attr;
+    struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;

@@ -22,7 +22,9 @@ HOST2 = "127.0.0.6"
 
 OPTIONS = [
     "auth.allow", "auth.reject", "client.attribute-timeout", "client.entry-timeout",
-    "diagnostics.brick-log-level", "diagnostics.client-log-level", "network.ping-timeout",
+    "client.lease-cache-timeout", "client.leases",
+    "diagnostics.brick-log-level", "diagnostics.client-log-level",
+    "features.lease-recall-timeout", "network.ping-timeout",
     "performance.io-thread-count",
 ]
 

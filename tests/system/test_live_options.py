@@ -64,7 +64,9 @@ def probe(path, limit):
 
 def test_live_options_without_remount():
     with Cluster(host=HOST, prefix="live-") as c:
-        c.create_volume("lv")
+        # Changes are made behind the mount's back (on the brick), which no
+        # lease recalls: leases off, so the timeouts alone decide.
+        c.create_volume("lv", options={"client.leases": "off"})
         m = c.mount("lv", os.path.join(c.root, "m"))
         brick_file = os.path.join(c.volumes["lv"][0], "f")
         path = os.path.join(m.path, "f")

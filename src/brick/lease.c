@@ -1,0 +1,803 @@
+/* Leases: which client connections cache what, and recalling them before a
+ * change by another client is answered (docs/consistency.md).
+ *
+ * A lease is keyed by a request path. It covers the object's attributes and
+ * extended attributes and, for a directory, its entries (so a client may
+ * cache both the positive and the negative result of a lookup in it). A
+ * request with LEASE asks for leases on PATH and on its parent (READDIR: the
+ * directory and each entry listed); they are registered before the request
+ * reads anything, so a change applied later finds them and recalls them.
+ *
+ * A change (after it is applied) recalls the leases of every other
+ * connection on the paths it touches and holds its own reply until each
+ * holder has answered with LEASE_RETURN, or until the recall timeout passes
+ * (the holder loses its lease, and a warning is logged). Waiting never
+ * blocks a thread: the reply is parked and sent by whoever resolves the last
+ * recall (a RETURN, a closed connection, or the timer).
+ *
+ * The requester's own lease on a path another connection also holds is
+ * dropped, with a recall the requester is not waited for: two clients that
+ * both change one directory then never wait for each other's recalls, which
+ * could otherwise deadlock through the kernels' directory locks. After a
+ * conflict no lease on that path is granted for LEASE_COOLDOWN_MS, so
+ * clients sharing a directory stop caching it instead of recalling on every
+ * change. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+
+#define LEASE_COOLDOWN_MS 1000
+#define LEASE_RECALL_MS_DEFAULT 5000
+/* Paths tracked at most; beyond, no new leases are granted. */
+#define LEASE_MAX_PATHS (1u << 20)
+
+struct lease_wait;
+
+struct holder {
+    struct brick_conn *bc;
+    int recalling;
+    uint64_t deadline_ms;
+    struct lease_wait **waits; /* replies held until this holder returns */
+    int n_waits, cap_waits;
+};
+
+struct lease {
+    struct lease *next;
+    char *path;
+    uint64_t hash;
+    uint64_t cooldown_until_ms;
+    struct holder *h;
+    int n, cap;
+};
+
+struct lease_wait {
+    struct brick_conn *bc; /* a reference */
+    uint16_t opcode;
+    uint64_t reqid;
+    int rc, ready, pending;
+    int abandoned; /* the request answered by itself: free at pending 0 */
+    struct rpc_buf out;
+    char text[256];
+};
+
+struct brick_leases {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct lease **b;
+    size_t nb, count;
+    uint64_t seq; /* changes seen, for READDIR grants */
+    int recall_ms;
+    int stop;
+    pthread_t timer;
+};
+
+/* A recall to send once the table lock is dropped. */
+struct recall {
+    struct brick_conn *bc; /* a reference */
+    char *path;
+    char name[NAME_MAX + 1];
+};
+
+struct recalls {
+    struct recall *v;
+    int n, cap;
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t hash_path(const char *p, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+
+static struct lease *find(struct brick_leases *L, const char *p, size_t len, uint64_t h)
+{
+    for (struct lease *l = L->b[h & (L->nb - 1)]; l; l = l->next)
+        if (l->hash == h && strlen(l->path) == len && memcmp(l->path, p, len) == 0)
+            return l;
+    return NULL;
+}
+
+static void grow(struct brick_leases *L)
+{
+    size_t nb = L->nb * 2;
+    struct lease **b = calloc(nb, sizeof(*b));
+    if (!b)
+        return;
+    for (size_t k = 0; k < L->nb; k++) {
+        for (struct lease *l = L->b[k], *next; l; l = next) {
+            next = l->next;
+            l->next = b[l->hash & (nb - 1)];
+            b[l->hash & (nb - 1)] = l;
+        }
+    }
+    free(L->b);
+    L->b = b;
+    L->nb = nb;
+}
+
+static struct lease *find_or_add(struct brick_leases *L, const char *p, size_t len)
+{
+    uint64_t h = hash_path(p, len);
+    struct lease *l = find(L, p, len, h);
+    if (l)
+        return l;
+    if (L->count >= LEASE_MAX_PATHS)
+        return NULL;
+    if (L->count >= L->nb)
+        grow(L);
+    l = calloc(1, sizeof(*l));
+    if (!l || !(l->path = strndup(p, len))) {
+        free(l);
+        return NULL;
+    }
+    l->hash = h;
+    l->next = L->b[h & (L->nb - 1)];
+    L->b[h & (L->nb - 1)] = l;
+    L->count++;
+    return l;
+}
+
+static void lease_unlink_free(struct brick_leases *L, struct lease *l)
+{
+    struct lease **pp = &L->b[l->hash & (L->nb - 1)];
+    while (*pp != l)
+        pp = &(*pp)->next;
+    *pp = l->next;
+    L->count--;
+    free(l->h);
+    free(l->path);
+    free(l);
+}
+
+static void wait_free(struct lease_wait *w)
+{
+    rpc_buf_free(&w->out);
+    brick_conn_put(w->bc);
+    free(w);
+}
+
+static void wait_send(struct lease_wait *w)
+{
+    if (w->abandoned) {
+        wait_free(w);
+        return;
+    }
+    brick_send_reply(w->bc, w->opcode, w->reqid, w->rc, &w->out, w->text);
+    rpc_buf_free(&w->out);
+    brick_conn_put(w->bc);
+    free(w);
+}
+
+/* One holder is resolved: its waits lose one pending recall. Waits that are
+ * complete are moved to *done (sent after the lock is dropped). */
+static void holder_resolve(struct holder *h, struct lease_wait ***done, int *n_done)
+{
+    for (int i = 0; i < h->n_waits; i++) {
+        struct lease_wait *w = h->waits[i];
+        if (--w->pending == 0 && (w->ready || w->abandoned)) {
+            struct lease_wait **d = realloc(*done, (size_t)(*n_done + 1) * sizeof(*d));
+            if (d) {
+                *done = d;
+                d[(*n_done)++] = w;
+            }
+        }
+    }
+    free(h->waits);
+    h->waits = NULL;
+    h->n_waits = h->cap_waits = 0;
+}
+
+/* Returns 1 when l was freed (no holder left, not cooling down). */
+static int holder_remove(struct brick_leases *L, struct lease *l, int i, struct lease_wait ***done,
+                         int *n_done)
+{
+    holder_resolve(&l->h[i], done, n_done);
+    l->h[i] = l->h[--l->n];
+    if (l->n == 0 && l->cooldown_until_ms <= now_ms()) {
+        lease_unlink_free(L, l);
+        return 1;
+    }
+    return 0;
+}
+
+static void send_done(struct lease_wait **done, int n)
+{
+    for (int i = 0; i < n; i++)
+        wait_send(done[i]);
+    free(done);
+}
+
+static void *timer_main(void *arg)
+{
+    struct brick *b = arg;
+    struct brick_leases *L = b->leases;
+    pthread_mutex_lock(&L->lock);
+    while (!L->stop) {
+        uint64_t now = now_ms(), next = now + 1000;
+        struct lease_wait **done = NULL;
+        int n_done = 0;
+        for (size_t k = 0; k < L->nb; k++) {
+            for (struct lease *l = L->b[k], *nl; l; l = nl) {
+                nl = l->next;
+                if (l->n == 0 && l->cooldown_until_ms <= now) {
+                    lease_unlink_free(L, l); /* a cooled-down conflict */
+                    continue;
+                }
+                if (l->n == 0 && l->cooldown_until_ms < next)
+                    next = l->cooldown_until_ms;
+                for (int i = 0; i < l->n; i++) {
+                    struct holder *h = &l->h[i];
+                    if (!h->recalling)
+                        continue;
+                    if (h->deadline_ms > now) {
+                        if (h->deadline_ms < next)
+                            next = h->deadline_ms;
+                        continue;
+                    }
+                    log_warn("client %s did not return its lease on %s within %d ms: revoked",
+                             h->bc->peer, l->path, L->recall_ms);
+                    if (holder_remove(L, l, i, &done, &n_done))
+                        break; /* l was freed */
+                    i--;
+                }
+            }
+        }
+        if (n_done) {
+            pthread_mutex_unlock(&L->lock);
+            send_done(done, n_done);
+            pthread_mutex_lock(&L->lock);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t wait = next > now ? next - now : 1;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&L->cond, &L->lock, &ts);
+    }
+    pthread_mutex_unlock(&L->lock);
+    return NULL;
+}
+
+int brick_leases_init(struct brick *b)
+{
+    struct brick_leases *L = calloc(1, sizeof(*L));
+    if (!L)
+        return -ENOMEM;
+    L->nb = 1024;
+    L->b = calloc(L->nb, sizeof(*L->b));
+    L->recall_ms = LEASE_RECALL_MS_DEFAULT;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&L->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&L->lock, NULL);
+    b->leases = L;
+    if (!L->b || pthread_create(&L->timer, NULL, timer_main, b) != 0) {
+        free(L->b);
+        pthread_cond_destroy(&L->cond);
+        pthread_mutex_destroy(&L->lock);
+        free(L);
+        b->leases = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void brick_leases_fini(struct brick *b)
+{
+    struct brick_leases *L = b->leases;
+    if (!L)
+        return;
+    pthread_mutex_lock(&L->lock);
+    L->stop = 1;
+    pthread_cond_broadcast(&L->cond);
+    pthread_mutex_unlock(&L->lock);
+    pthread_join(L->timer, NULL);
+    struct lease_wait **done = NULL;
+    int n_done = 0;
+    for (size_t k = 0; k < L->nb; k++) {
+        while (L->b[k]) {
+            struct lease *l = L->b[k];
+            for (int i = 0; i < l->n; i++)
+                holder_resolve(&l->h[i], &done, &n_done);
+            l->n = 0;
+            lease_unlink_free(L, l);
+        }
+    }
+    send_done(done, n_done);
+    free(L->b);
+    pthread_cond_destroy(&L->cond);
+    pthread_mutex_destroy(&L->lock);
+    free(L);
+    b->leases = NULL;
+}
+
+void brick_lease_set_recall_timeout(struct brick *b, int ms)
+{
+    struct brick_leases *L = b->leases;
+    if (!L || ms <= 0)
+        return;
+    pthread_mutex_lock(&L->lock);
+    L->recall_ms = ms;
+    pthread_mutex_unlock(&L->lock);
+}
+
+/* ---- paths of a request ---- */
+
+static int bytes_path(const struct rpc_bytes *p, const char **s, size_t *len)
+{
+    if (!p->p || p->len == 0 || p->p[0] != '/')
+        return 0;
+    *s = (const char *)p->p;
+    *len = p->len;
+    return 1;
+}
+
+/* The parent of path p (len bytes): "/" for "/x" and for "/". */
+static size_t parent_len(const char *p, size_t len)
+{
+    size_t i = len;
+    while (i > 0 && p[i - 1] != '/')
+        i--;
+    return i <= 1 ? 1 : i - 1;
+}
+
+/* ---- granting ---- */
+
+static int holds(const struct lease *l, const struct brick_conn *bc)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->h[i].bc == bc)
+            return i;
+    return -1;
+}
+
+/* Registers bc on path; 0, or -EAGAIN while the path cools down after a
+ * conflict, -ENOMEM. Under L->lock. */
+static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *p, size_t len,
+                     uint64_t now)
+{
+    struct lease *l = find_or_add(L, p, len);
+    if (!l)
+        return -ENOSPC;
+    if (l->cooldown_until_ms > now)
+        return -EAGAIN;
+    int i = holds(l, bc);
+    if (i >= 0)
+        return l->h[i].recalling ? -EAGAIN : 0;
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 2;
+        struct holder *h = realloc(l->h, (size_t)cap * sizeof(*h));
+        if (!h)
+            return -ENOMEM;
+        l->h = h;
+        l->cap = cap;
+    }
+    l->h[l->n++] = (struct holder){.bc = bc};
+    return 0;
+}
+
+static int grantable(uint16_t op)
+{
+    switch (op) {
+    case RPC_OP_LOOKUP:
+    case RPC_OP_GETATTR:
+    case RPC_OP_SETATTR:
+    case RPC_OP_CREATE:
+    case RPC_OP_MKDIR:
+    case RPC_OP_MKNOD:
+    case RPC_OP_SYMLINK:
+    case RPC_OP_LINK:
+    case RPC_OP_UNLINK:
+    case RPC_OP_RMDIR:
+    case RPC_OP_READDIR:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void brick_lease_pre(struct brick_req *r)
+{
+    struct brick_leases *L = r->b->leases;
+    r->lease_ok = 0;
+    if (!L || !r->bc->rc || !rpc_has(r->in, RPC_T_LEASE) || !(r->in->lease & RPC_LEASE_READ) ||
+        !grantable(r->opcode))
+        return;
+    const struct rpc_bytes *pb = r->opcode == RPC_OP_LINK ? &r->in->path2 : &r->in->path;
+    const char *p;
+    size_t len;
+    if (!bytes_path(pb, &p, &len))
+        return;
+    uint64_t now = now_ms();
+    pthread_mutex_lock(&L->lock);
+    r->lease_seq = L->seq;
+    int rc = grant_one(L, r->bc, p, len, now);
+    if (rc == 0 && r->opcode != RPC_OP_READDIR)
+        rc = grant_one(L, r->bc, p, parent_len(p, len), now);
+    pthread_mutex_unlock(&L->lock);
+    r->lease_ok = rc == 0;
+}
+
+/* READDIR: a lease on each entry listed, granted only when nothing changed
+ * on the brick while the directory was read (a change to an entry between
+ * its stat and its registration would otherwise go unrecalled). */
+static int grant_entries(struct brick_req *r, const char *dir, size_t dlen)
+{
+    struct brick_leases *L = r->b->leases;
+    struct rpc_iter it;
+    struct rpc_field f;
+    char path[PATH_MAX];
+    uint64_t now = now_ms();
+    int ok = 1;
+    pthread_mutex_lock(&L->lock);
+    rpc_iter_init(&it, r->out->data, r->out->len);
+    while (ok && rpc_iter_next(&it, &f) > 0) {
+        if (f.tag != RPC_T_DIRENT)
+            continue;
+        struct rpc_iter in;
+        struct rpc_field g;
+        rpc_iter_init(&in, f.val, f.len);
+        while (rpc_iter_next(&in, &g) > 0) {
+            if (g.tag != RPC_T_NAME)
+                continue;
+            if ((g.len == 1 && g.val[0] == '.') || (g.len == 2 && !memcmp(g.val, "..", 2)))
+                break;
+            size_t base = dlen == 1 ? 0 : dlen;
+            if (base + 1 + g.len >= sizeof(path)) {
+                ok = 0;
+                break;
+            }
+            memcpy(path, dir, base);
+            path[base] = '/';
+            memcpy(path + base + 1, g.val, g.len);
+            ok = grant_one(L, r->bc, path, base + 1 + g.len, now) == 0;
+            break;
+        }
+    }
+    if (L->seq != r->lease_seq)
+        ok = 0;
+    pthread_mutex_unlock(&L->lock);
+    return ok;
+}
+
+/* ---- recalls ---- */
+
+static void add_recall(struct recalls *rs, struct brick_conn *bc, const char *path,
+                       const char *name, size_t name_len)
+{
+    if (!bc->rc)
+        return;
+    if (rs->n == rs->cap) {
+        int cap = rs->cap ? rs->cap * 2 : 4;
+        struct recall *v = realloc(rs->v, (size_t)cap * sizeof(*v));
+        if (!v)
+            return;
+        rs->v = v;
+        rs->cap = cap;
+    }
+    struct recall *c = &rs->v[rs->n];
+    if (!(c->path = strdup(path)))
+        return;
+    if (name_len > NAME_MAX)
+        name_len = 0;
+    memcpy(c->name, name, name_len);
+    c->name[name_len] = 0;
+    c->bc = bc;
+    brick_conn_get(bc);
+    rs->n++;
+}
+
+static struct lease_wait *wait_of(struct brick_req *r)
+{
+    struct brick_req *top = r->top ? r->top : r;
+    if (!top->lease_wait) {
+        struct lease_wait *w = calloc(1, sizeof(*w));
+        if (!w)
+            return NULL;
+        rpc_buf_init(&w->out);
+        w->bc = top->bc;
+        brick_conn_get(w->bc);
+        w->opcode = top->opcode;
+        w->reqid = top->reqid;
+        top->lease_wait = w;
+    }
+    return top->lease_wait;
+}
+
+/* The change by r touched lease l (an entry name of it when name_len > 0).
+ * force: the requester's own lease goes too, even alone (a rename moves the
+ * paths its lease names). Under L->lock. */
+static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *l, const char *name,
+                     size_t name_len, int force, struct recalls *rs, uint64_t now)
+{
+    int self = holds(l, r->bc);
+    int others = l->n - (self >= 0);
+    if (others == 0 && !force)
+        return;
+    l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
+    for (int i = 0; i < l->n; i++) {
+        struct holder *h = &l->h[i];
+        if (h->bc == r->bc)
+            continue;
+        if (!h->recalling) {
+            h->recalling = 1;
+            h->deadline_ms = now + (uint64_t)L->recall_ms;
+            add_recall(rs, h->bc, l->path, name, name_len);
+            pthread_cond_broadcast(&L->cond);
+        }
+        struct lease_wait *w = h->bc->rc ? wait_of(r) : NULL;
+        if (!w)
+            continue;
+        if (h->n_waits == h->cap_waits) {
+            int cap = h->cap_waits ? h->cap_waits * 2 : 2;
+            struct lease_wait **v = realloc(h->waits, (size_t)cap * sizeof(*v));
+            if (!v)
+                continue;
+            h->waits = v;
+            h->cap_waits = cap;
+        }
+        h->waits[h->n_waits++] = w;
+        w->pending++;
+    }
+    if (self >= 0) {
+        add_recall(rs, r->bc, l->path, name, name_len);
+        struct lease_wait **done = NULL;
+        int n_done = 0;
+        holder_resolve(&l->h[self], &done, &n_done);
+        l->h[self] = l->h[--l->n];
+        free(done); /* waits of one's own lease are never held */
+    }
+}
+
+static void touch(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
+                  const char *name, size_t name_len, struct recalls *rs, uint64_t now)
+{
+    struct lease *l = find(L, p, len, hash_path(p, len));
+    if (l)
+        conflict(L, r, l, name, name_len, 0, rs, now);
+}
+
+/* Path p and everything under it (a rename moves them all). */
+static void touch_tree(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
+                       struct recalls *rs, uint64_t now)
+{
+    for (size_t k = 0; k < L->nb; k++)
+        for (struct lease *l = L->b[k]; l; l = l->next)
+            if (!strncmp(l->path, p, len) && (l->path[len] == 0 || l->path[len] == '/'))
+                conflict(L, r, l, "", 0, 1, rs, now);
+}
+
+static void touch_entry(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
+                        struct recalls *rs, uint64_t now)
+{
+    size_t pl = parent_len(p, len);
+    size_t nstart = pl == 1 ? 1 : pl + 1;
+    touch(L, r, p, pl, p + nstart, len - nstart, rs, now);
+    touch(L, r, p, len, "", 0, rs, now);
+}
+
+static void send_recalls(struct recalls *rs)
+{
+    for (int i = 0; i < rs->n; i++) {
+        struct recall *c = &rs->v[i];
+        struct rpc_buf body;
+        rpc_buf_init(&body);
+        rpc_put_str(&body, RPC_T_PATH, c->path);
+        if (c->name[0])
+            rpc_put_str(&body, RPC_T_NAME, c->name);
+        if (rpc_conn_notify(c->bc->rc, RPC_OP_LEASE_RECALL, &body) < 0)
+            log_debug("lease recall of %s to %s not sent", c->path, c->bc->peer);
+        rpc_buf_free(&body);
+        brick_conn_put(c->bc);
+        free(c->path);
+    }
+    free(rs->v);
+}
+
+static int changes(uint16_t op, const struct rpc_msg *in)
+{
+    switch (op) {
+    case RPC_OP_SETATTR:
+    case RPC_OP_SETXATTR:
+    case RPC_OP_REMOVEXATTR:
+    case RPC_OP_WRITE:
+    case RPC_OP_FALLOCATE:
+    case RPC_OP_CREATE:
+    case RPC_OP_MKDIR:
+    case RPC_OP_MKNOD:
+    case RPC_OP_SYMLINK:
+    case RPC_OP_LINK:
+    case RPC_OP_UNLINK:
+    case RPC_OP_RMDIR:
+    case RPC_OP_RENAME:
+        return 1;
+    case RPC_OP_OPEN:
+        return (in->flags & O_TRUNC) != 0;
+    default:
+        return 0;
+    }
+}
+
+/* The attributes of the directory whose entries a change by r altered,
+ * for the client's cache of them (it holds a lease on that directory). */
+static void put_parent_attr(struct brick_req *r, const char *p, size_t len)
+{
+    size_t pl = parent_len(p, len);
+    struct brick_dent *dent = NULL;
+    int fd = pl <= 1 ? r->b->root_fd : brick_dircache_get(r->b, p + 1, pl - 1, &dent);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        struct rpc_attr a;
+        gfid_t none = {{0}};
+        rpc_attr_from_stat(&a, &st, &none);
+        rpc_put_attr(r->out, RPC_T_PATTR, &a);
+    }
+    if (dent)
+        brick_dircache_put(r->b, dent);
+}
+
+void brick_lease_post(struct brick_req *r, int rc)
+{
+    struct brick_leases *L = r->b->leases;
+    if (!L || rc < 0 || rc == BRICK_DEFERRED)
+        return;
+    const struct rpc_msg *in = r->in;
+    const char *p = NULL, *p2 = NULL;
+    size_t len = 0, len2 = 0;
+    int has1 = bytes_path(&in->path, &p, &len);
+    int has2 = bytes_path(&in->path2, &p2, &len2);
+    if (r->lease_ok && r->opcode == RPC_OP_READDIR && has1)
+        r->lease_ok = grant_entries(r, p, len);
+    if (r->lease_ok) {
+        rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ);
+        switch (r->opcode) {
+        case RPC_OP_CREATE:
+        case RPC_OP_MKDIR:
+        case RPC_OP_MKNOD:
+        case RPC_OP_SYMLINK:
+        case RPC_OP_UNLINK:
+        case RPC_OP_RMDIR:
+            if (has1)
+                put_parent_attr(r, p, len);
+            break;
+        case RPC_OP_LINK:
+            if (has2)
+                put_parent_attr(r, p2, len2);
+            break;
+        default:
+            break;
+        }
+    }
+    if (!changes(r->opcode, in))
+        return;
+    struct recalls rs = {0};
+    uint64_t now = now_ms();
+    pthread_mutex_lock(&L->lock);
+    L->seq++;
+    if (L->count > 0) {
+        switch (r->opcode) {
+        case RPC_OP_CREATE:
+        case RPC_OP_MKDIR:
+        case RPC_OP_MKNOD:
+        case RPC_OP_SYMLINK:
+        case RPC_OP_UNLINK:
+        case RPC_OP_RMDIR:
+            if (has1)
+                touch_entry(L, r, p, len, &rs, now);
+            break;
+        case RPC_OP_LINK:
+            if (has1)
+                touch(L, r, p, len, "", 0, &rs, now);
+            if (has2)
+                touch_entry(L, r, p2, len2, &rs, now);
+            break;
+        case RPC_OP_RENAME:
+            if (has1) {
+                touch_entry(L, r, p, len, &rs, now);
+                touch_tree(L, r, p, len, &rs, now);
+            }
+            if (has2) {
+                touch_entry(L, r, p2, len2, &rs, now);
+                touch_tree(L, r, p2, len2, &rs, now);
+            }
+            break;
+        default:
+            if (has1)
+                touch(L, r, p, len, "", 0, &rs, now);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&L->lock);
+    send_recalls(&rs);
+}
+
+int brick_lease_defer(struct brick_req *r, int rc)
+{
+    struct brick_leases *L = r->b->leases;
+    struct lease_wait *w = r->lease_wait;
+    if (!w)
+        return rc;
+    r->lease_wait = NULL;
+    pthread_mutex_lock(&L->lock);
+    w->rc = rc;
+    w->ready = 1;
+    if (rc != BRICK_DEFERRED && w->pending > 0) {
+        rpc_buf_put(&w->out, r->out->data, r->out->len);
+        snprintf(w->text, sizeof(w->text), "%s", r->text);
+        pthread_mutex_unlock(&L->lock);
+        return BRICK_DEFERRED;
+    }
+    /* Every recall was already answered, or the request answers by itself
+     * later (a lock wait: not a change, so not expected here). */
+    int keep = w->pending > 0;
+    w->abandoned = 1;
+    pthread_mutex_unlock(&L->lock);
+    if (!keep)
+        wait_free(w);
+    return rc;
+}
+
+/* LEASE_RETURN: PATH. The holder dropped what it cached. */
+int brick_op_lease_return(struct brick_req *r)
+{
+    struct brick_leases *L = r->b->leases;
+    const char *p;
+    size_t len;
+    if (!bytes_path(&r->in->path, &p, &len))
+        return -EINVAL;
+    if (!L)
+        return 0;
+    struct lease_wait **done = NULL;
+    int n_done = 0;
+    pthread_mutex_lock(&L->lock);
+    struct lease *l = find(L, p, len, hash_path(p, len));
+    int i = l ? holds(l, r->bc) : -1;
+    if (i >= 0)
+        holder_remove(L, l, i, &done, &n_done);
+    pthread_mutex_unlock(&L->lock);
+    send_done(done, n_done);
+    return 0;
+}
+
+void brick_lease_conn_gone(struct brick_conn *bc)
+{
+    struct brick_leases *L = bc->b->leases;
+    if (!L)
+        return;
+    struct lease_wait **done = NULL;
+    int n_done = 0;
+    pthread_mutex_lock(&L->lock);
+    for (size_t k = 0; k < L->nb; k++) {
+        for (struct lease *l = L->b[k], *nl; l; l = nl) {
+            nl = l->next;
+            int i = holds(l, bc);
+            if (i >= 0)
+                holder_remove(L, l, i, &done, &n_done);
+        }
+    }
+    pthread_mutex_unlock(&L->lock);
+    send_done(done, n_done);
+}

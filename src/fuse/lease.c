@@ -1,0 +1,351 @@
+/* Kernel caching under leases (docs/consistency.md).
+ *
+ * Requests that return attributes or names ask the bricks for a lease. When
+ * every brick that answered granted one, the reply gives the kernel long
+ * entry and attribute timeouts (client.lease-cache-timeout); otherwise the
+ * volume's client.attribute-timeout / client.entry-timeout (0 by default).
+ *
+ * A recall arrives on a brick connection's reader thread. It bumps the
+ * recall sequence at once, and a recall thread then drops what the kernel
+ * cached under that lease and returns it:
+ * - the changed entry (when the recall names one), the object's attributes,
+ *   and every name the kernel may hold under the directory (the lease that
+ *   protected them is gone);
+ * - a lost connection drops every cached attribute and name.
+ * Invalidating an entry takes the kernel's lock on the directory, which a
+ * request in flight in that directory holds, so this never runs on a reader
+ * thread (that request may be waiting for a reply the reader delivers).
+ *
+ * Races: a reply decides its timeouts under reply_lock (shared) and only if
+ * no recall arrived since its request was sent; a recall thread takes
+ * reply_lock exclusively before invalidating, so every reply that was
+ * decided before the recall reached the kernel before the invalidation. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+#define RECALL_THREADS_MAX 32
+
+struct job {
+    struct job *next;
+    struct cl_layer *from;
+    char *path;    /* NULL: every lease of that brick is lost (or node) */
+    uint64_t node; /* not 0: drop what is cached on and below this node */
+    char name[NAME_MAX + 1];
+};
+
+struct cf_leases {
+    struct cf *cf;
+    struct fuse_session *se;
+    pthread_rwlock_t reply_lock;
+    uint64_t seq; /* recalls seen */
+    int enabled;
+    double cache_timeout;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct job *head, **tail;
+    int threads, idle, running, stop;
+    pthread_t tids[RECALL_THREADS_MAX];
+};
+
+void cf_lease_configure(struct cf *cf, int enabled, double cache_timeout)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L)
+        return;
+    __atomic_store_n(&L->enabled, enabled, __ATOMIC_RELAXED);
+    __atomic_store(&L->cache_timeout, &cache_timeout, __ATOMIC_RELAXED);
+}
+
+void cf_lease_ask(struct fop *f)
+{
+    struct cf_leases *L = f->cf->leases;
+    f->lease_seq = 0;
+    if (!L || !__atomic_load_n(&L->enabled, __ATOMIC_RELAXED))
+        return;
+    f->lease_seq = __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1;
+    RPC_SET(&f->op.args, lease, RPC_T_LEASE, RPC_LEASE_READ);
+}
+
+void cf_reply_begin(struct cf *cf)
+{
+    if (cf->leases)
+        pthread_rwlock_rdlock(&cf->leases->reply_lock);
+}
+
+void cf_reply_end(struct cf *cf)
+{
+    if (cf->leases)
+        pthread_rwlock_unlock(&cf->leases->reply_lock);
+}
+
+int cf_lease_held(const struct fop *f)
+{
+    struct cf_leases *L = f->cf->leases;
+    if (!L || !f->lease_seq || !f->op.reply)
+        return 0;
+    const struct rpc_msg *m = &f->op.reply->msg;
+    if (!rpc_has(m, RPC_T_LEASE) || !(m->lease & RPC_LEASE_READ))
+        return 0;
+    return __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
+}
+
+double cf_lease_cache_timeout(struct cf *cf)
+{
+    if (cf->attr_fixed || !cf->leases)
+        return cf_attr_timeout(cf);
+    double d;
+    __atomic_load(&cf->leases->cache_timeout, &d, __ATOMIC_RELAXED);
+    return d;
+}
+
+double cf_lease_entry_timeout(const struct fop *f)
+{
+    if (f->cf->entry_fixed || !cf_lease_held(f))
+        return cf_entry_timeout(f->cf);
+    double d;
+    __atomic_load(&f->cf->leases->cache_timeout, &d, __ATOMIC_RELAXED);
+    return d;
+}
+
+double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a)
+{
+    /* A change through another name of a hard-linked file recalls leases
+     * on that name only: its attributes are not cached. */
+    if (f->cf->attr_fixed || !cf_lease_held(f) || (!S_ISDIR(a->mode) && a->nlink > 1))
+        return cf_attr_timeout(f->cf);
+    double d;
+    __atomic_load(&f->cf->leases->cache_timeout, &d, __ATOMIC_RELAXED);
+    return d;
+}
+
+/* ---- recalls ---- */
+
+static void inval_entry(struct cf_leases *L, uint64_t parent, const char *name)
+{
+    int rc = fuse_lowlevel_notify_inval_entry(L->se, parent, name, strlen(name));
+    if (rc < 0 && rc != -ENOENT)
+        log_debug("invalidating entry %s of node %llu: %s", name, (unsigned long long)parent,
+                  strerror(-rc));
+}
+
+static void inval_attr(struct cf_leases *L, uint64_t nodeid)
+{
+    int rc = fuse_lowlevel_notify_inval_inode(L->se, nodeid, -1, 0);
+    if (rc < 0 && rc != -ENOENT)
+        log_debug("invalidating node %llu: %s", (unsigned long long)nodeid, strerror(-rc));
+}
+
+static void drop_path(struct cf_leases *L, const char *path, const char *name)
+{
+    struct cl_itable *it = L->cf->it;
+    uint64_t node = cl_itable_resolve(it, path);
+    if (!node)
+        return;
+    cf_known_forget(L->cf, node);
+    if (name[0])
+        inval_entry(L, node, name);
+    inval_attr(L, node);
+    struct cl_itable_name *v;
+    size_t n = cl_itable_names(it, node, &v);
+    for (size_t i = 0; i < n; i++)
+        if (!name[0] || strcmp(v[i].name, name))
+            inval_entry(L, node, v[i].name);
+    cl_itable_names_free(v, n);
+}
+
+/* node and everything the table knows below it. */
+static void drop_tree(struct cf_leases *L, uint64_t node)
+{
+    size_t cap = 64, n = 0;
+    uint64_t *todo = malloc(cap * sizeof(*todo));
+    if (!todo)
+        return;
+    todo[n++] = node;
+    while (n > 0) {
+        uint64_t id = todo[--n];
+        cf_known_forget(L->cf, id);
+        inval_attr(L, id);
+        struct cl_itable_name *v;
+        size_t k = cl_itable_names(L->cf->it, id, &v);
+        for (size_t i = 0; i < k; i++) {
+            inval_entry(L, id, v[i].name);
+            if (n == cap) {
+                uint64_t *t = realloc(todo, 2 * cap * sizeof(*t));
+                if (!t)
+                    continue;
+                todo = t;
+                cap *= 2;
+            }
+            todo[n++] = v[i].nodeid;
+        }
+        cl_itable_names_free(v, k);
+    }
+    free(todo);
+}
+
+static void drop_all(struct cf_leases *L)
+{
+    cf_known_forget_all(L->cf);
+    struct cl_itable_name *v;
+    size_t n = cl_itable_names(L->cf->it, 0, &v);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].name)
+            inval_entry(L, v[i].parent, v[i].name);
+        inval_attr(L, v[i].nodeid);
+    }
+    cl_itable_names_free(v, n);
+}
+
+static void run_job(struct cf_leases *L, struct job *j)
+{
+    /* Replies decided before this recall reach the kernel first. */
+    pthread_rwlock_wrlock(&L->reply_lock);
+    pthread_rwlock_unlock(&L->reply_lock);
+    if (j->node) {
+        drop_tree(L, j->node);
+    } else if (j->path) {
+        drop_path(L, j->path, j->name);
+        cl_proto_lease_return(j->from, j->path);
+    } else {
+        drop_all(L);
+    }
+}
+
+static void *recall_main(void *arg)
+{
+    struct cf_leases *L = arg;
+    pthread_mutex_lock(&L->lock);
+    for (;;) {
+        while (!L->head && !L->stop) {
+            L->idle++;
+            pthread_cond_wait(&L->cond, &L->lock);
+            L->idle--;
+        }
+        if (!L->head)
+            break;
+        struct job *j = L->head;
+        L->head = j->next;
+        if (!L->head)
+            L->tail = &L->head;
+        L->running++;
+        pthread_mutex_unlock(&L->lock);
+        run_job(L, j);
+        free(j->path);
+        free(j);
+        pthread_mutex_lock(&L->lock);
+        L->running--;
+    }
+    pthread_mutex_unlock(&L->lock);
+    return NULL;
+}
+
+static void enqueue(struct cf_leases *L, struct job *j)
+{
+    pthread_mutex_lock(&L->lock);
+    *L->tail = j;
+    L->tail = &j->next;
+    if (L->idle == 0 && !L->stop && L->threads < RECALL_THREADS_MAX &&
+        pthread_create(&L->tids[L->threads], NULL, recall_main, L) == 0)
+        L->threads++;
+    pthread_cond_signal(&L->cond);
+    pthread_mutex_unlock(&L->lock);
+}
+
+void cf_lease_drop_node(struct cf *cf, uint64_t node)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L)
+        return;
+    cf_known_forget(cf, node);
+    __atomic_add_fetch(&L->seq, 1, __ATOMIC_ACQ_REL);
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    j->node = node;
+    enqueue(L, j);
+}
+
+/* Recall callback of the stack (client.h): on a reader thread, so it only
+ * queues. Each recall may wait for a kernel lock held by a request in
+ * flight, so one blocked recall must not hold up the others: a thread is
+ * added while none is idle. */
+static void recall_cb(void *ctx, struct cl_layer *from, const char *path, const char *name)
+{
+    struct cf_leases *L = ctx;
+    __atomic_add_fetch(&L->seq, 1, __ATOMIC_ACQ_REL);
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j || (path && !(j->path = strdup(path)))) {
+        free(j);
+        log_error("out of memory for a lease recall: returning it without dropping the cache");
+        if (path)
+            cl_proto_lease_return(from, path);
+        return;
+    }
+    j->from = from;
+    if (name)
+        snprintf(j->name, sizeof(j->name), "%s", name);
+    enqueue(L, j);
+}
+
+int cf_leases_start(struct cf *cf, struct fuse_session *se, struct cl_stack_params *sp)
+{
+    struct cf_leases *L = calloc(1, sizeof(*L));
+    if (!L)
+        return -ENOMEM;
+    L->cf = cf;
+    L->se = se;
+    L->tail = &L->head;
+    pthread_rwlock_init(&L->reply_lock, NULL);
+    pthread_mutex_init(&L->lock, NULL);
+    pthread_cond_init(&L->cond, NULL);
+    if (pthread_create(&L->tids[0], NULL, recall_main, L) != 0) {
+        pthread_rwlock_destroy(&L->reply_lock);
+        pthread_mutex_destroy(&L->lock);
+        pthread_cond_destroy(&L->cond);
+        free(L);
+        return -EAGAIN;
+    }
+    L->threads = 1;
+    cf->leases = L;
+    sp->recall = recall_cb;
+    sp->recall_ctx = L;
+    return 0;
+}
+
+void cf_leases_stop(struct cf *cf)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L)
+        return;
+    pthread_mutex_lock(&L->lock);
+    L->stop = 1;
+    pthread_cond_broadcast(&L->cond);
+    int n = L->threads;
+    pthread_mutex_unlock(&L->lock);
+    for (int i = 0; i < n; i++)
+        pthread_join(L->tids[i], NULL);
+}
+
+void cf_leases_free(struct cf *cf)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L)
+        return;
+    while (L->head) {
+        struct job *j = L->head;
+        L->head = j->next;
+        free(j->path);
+        free(j);
+    }
+    cf->leases = NULL;
+    pthread_rwlock_destroy(&L->reply_lock);
+    pthread_mutex_destroy(&L->lock);
+    pthread_cond_destroy(&L->cond);
+    free(L);
+}

@@ -1,0 +1,254 @@
+"""Leases and kernel caching under them (docs/consistency.md).
+
+A client that holds a lease answers stats and lookups from the kernel's
+caches; a change by another client recalls the lease first, so the change is
+seen at the next access. These tests show both halves: that the cache is
+really used (it keeps answering while the brick is stopped), and that
+recalls keep two mounts coherent, also when the holder is hung, when both
+change one directory at once, and when the brick restarts.
+
+Addresses: 127.0.0.31-.35."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cairn_cluster import Cluster  # noqa: E402
+
+
+@pytest.fixture
+def lc():
+    c = Cluster(host="127.0.0.31", prefix="lease-")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def brick_pid(c, vol):
+    pids = [p for (_, _, _, p) in c.brick_status(vol) if p]
+    assert pids, "brick not running"
+    return pids[0]
+
+
+def make_volume(c, opts=None, mounts=2):
+    c.create_volume("lv", options=opts or {})
+    ms = [c.mount("lv", os.path.join(c.root, f"m{i}")) for i in range(mounts)]
+    return ms
+
+
+def stat_in_child(path, timeout):
+    """Runs stat(path) in a child process; True when it returned within
+    timeout. A child stuck on a stopped brick is left to finish later."""
+    p = subprocess.Popen([sys.executable, "-c", f"import os; os.stat({path!r})"])
+    try:
+        p.wait(timeout=timeout)
+        return p.returncode == 0, p
+    except subprocess.TimeoutExpired:
+        return False, p
+
+
+def test_cached_attributes_answer_while_brick_stopped(lc):
+    (m,) = make_volume(lc, mounts=1)
+    f = os.path.join(m.path, "f")
+    with open(f, "wb") as fh:
+        fh.write(b"x" * 100)
+    os.mkdir(os.path.join(m.path, "d"))
+    os.stat(f)
+    os.stat(os.path.join(m.path, "d"))
+    pid = brick_pid(lc, "lv")
+    lc.stop_signal(pid)
+    try:
+        ok, _ = stat_in_child(f, 3)
+        assert ok, "stat under a lease went to the (stopped) brick"
+        ok, _ = stat_in_child(os.path.join(m.path, "d"), 3)
+        assert ok
+    finally:
+        lc.cont(pid)
+
+
+def test_without_leases_every_stat_asks_the_brick(lc):
+    (m,) = make_volume(lc, opts={"client.leases": "off"}, mounts=1)
+    f = os.path.join(m.path, "f")
+    with open(f, "wb") as fh:
+        fh.write(b"x")
+    os.stat(f)
+    pid = brick_pid(lc, "lv")
+    lc.stop_signal(pid)
+    try:
+        ok, child = stat_in_child(f, 1.5)
+        assert not ok, "stat was answered without the brick although leases are off"
+    finally:
+        lc.cont(pid)
+    child.wait(timeout=30)
+
+
+def test_change_recalls_other_clients_cache(lc):
+    m1, m2 = make_volume(lc)
+    a, b = os.path.join(m1.path, "f"), os.path.join(m2.path, "f")
+    with open(a, "wb") as fh:
+        fh.write(b"one")
+    assert os.stat(b).st_size == 3  # m2 caches under a lease
+    os.chmod(a, 0o600)
+    assert os.stat(b).st_mode & 0o777 == 0o600
+    with open(a, "ab") as fh:
+        fh.write(b"two")
+    assert os.stat(b).st_size == 6
+    with open(b, "rb") as fh:
+        assert fh.read() == b"onetwo"
+    os.setxattr(a, "user.k", b"v")
+    assert os.getxattr(b, "user.k") == b"v"
+    os.unlink(a)
+    assert not os.path.exists(b)
+
+
+def test_rename_of_directory_by_other_client(lc):
+    m1, m2 = make_volume(lc)
+    os.makedirs(os.path.join(m1.path, "d", "sub"))
+    with open(os.path.join(m1.path, "d", "sub", "x"), "wb") as fh:
+        fh.write(b"x")
+    assert os.path.exists(os.path.join(m2.path, "d", "sub", "x"))
+    os.rename(os.path.join(m1.path, "d"), os.path.join(m1.path, "e"))
+    assert not os.path.exists(os.path.join(m2.path, "d"))
+    assert not os.path.exists(os.path.join(m2.path, "d", "sub", "x"))
+    with open(os.path.join(m2.path, "e", "sub", "x"), "rb") as fh:
+        assert fh.read() == b"x"
+    # and back, through the other mount
+    os.rename(os.path.join(m2.path, "e"), os.path.join(m2.path, "d"))
+    assert os.listdir(os.path.join(m1.path, "d", "sub")) == ["x"]
+    assert not os.path.exists(os.path.join(m1.path, "e"))
+
+
+def test_hung_holder_delays_a_change_by_at_most_the_recall_timeout(lc):
+    m1, m2 = make_volume(lc, opts={"features.lease-recall-timeout": "2"})
+    a, b = os.path.join(m1.path, "f"), os.path.join(m2.path, "f")
+    with open(a, "wb") as fh:
+        fh.write(b"x")
+    os.stat(b)  # m2 holds a lease on f
+    lc.stop_signal(m2.proc.pid)
+    try:
+        t0 = time.monotonic()
+        os.chmod(a, 0o640)
+        took = time.monotonic() - t0
+        assert took < 8, f"chmod waited {took:.1f}s for a hung lease holder"
+        assert os.stat(a).st_mode & 0o777 == 0o640
+    finally:
+        lc.cont(m2.proc.pid)
+    # the revoked holder must not keep serving its old cache
+    deadline = time.monotonic() + 10
+    while os.stat(b).st_mode & 0o777 != 0o640:
+        assert time.monotonic() < deadline, "m2 kept stale attributes after losing its lease"
+        time.sleep(0.1)
+
+
+def test_two_clients_creating_in_one_directory_do_not_stall(lc):
+    m1, m2 = make_volume(lc)
+    os.mkdir(os.path.join(m1.path, "shared"))
+    errors = []
+
+    def work(m, tag):
+        try:
+            for i in range(150):
+                p = os.path.join(m.path, "shared", f"{tag}{i}")
+                with open(p, "wb") as fh:
+                    fh.write(tag.encode() * 10)
+                os.stat(p)
+                if i % 3 == 0:
+                    os.listdir(os.path.join(m.path, "shared"))
+        except OSError as e:
+            errors.append(e)
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=work, args=(m, tag)) for m, tag in ((m1, "a"), (m2, "b"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    took = time.monotonic() - t0
+    assert not errors, errors
+    # each recall waited for would cost up to the recall timeout (5 s)
+    assert took < 60, f"300 creates from two clients took {took:.1f}s"
+    want = sorted([f"a{i}" for i in range(150)] + [f"b{i}" for i in range(150)])
+    assert sorted(os.listdir(os.path.join(m1.path, "shared"))) == want
+    assert sorted(os.listdir(os.path.join(m2.path, "shared"))) == want
+    for name in ("a7", "b9"):
+        with open(os.path.join(m1.path, "shared", name), "rb") as fh:
+            assert fh.read() == name[0].encode() * 10
+
+
+def test_brick_restart_drops_cached_state(lc):
+    (m,) = make_volume(lc, mounts=1)
+    f = os.path.join(m.path, "f")
+    with open(f, "wb") as fh:
+        fh.write(b"x")
+    assert os.stat(f).st_mode & 0o777 != 0o604
+    pid = brick_pid(lc, "lv")
+    os.kill(pid, signal.SIGKILL)
+    # a change made while the client cannot hear of it
+    os.chmod(os.path.join(lc.root, "lv-brick", "f"), 0o604)
+    lc.cli("volume", "start", "lv", "force")
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if os.stat(f).st_mode & 0o777 == 0o604:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "cached attributes survived the lost connection"
+        time.sleep(0.2)
+
+
+def test_new_directory_answers_absent_names_itself(lc):
+    (m,) = make_volume(lc, mounts=1)
+    d = os.path.join(m.path, "new")
+    os.mkdir(d)
+    with open(os.path.join(d, "present"), "wb") as fh:
+        fh.write(b"p")
+    # the creates made the kernel drop its own copy of the parents' attributes
+    os.stat(m.path)
+    os.stat(d)
+    pid = brick_pid(lc, "lv")
+    lc.stop_signal(pid)
+    try:
+        p = subprocess.Popen([sys.executable, "-c",
+                              f"import os; print(os.path.exists({os.path.join(d, 'absent')!r}))"],
+                             stdout=subprocess.PIPE, text=True)
+        out, _ = p.communicate(timeout=3)
+        assert out.strip() == "False"
+    finally:
+        lc.cont(pid)
+
+
+def test_new_directory_sees_other_clients_names(lc):
+    m1, m2 = make_volume(lc)
+    d1, d2 = os.path.join(m1.path, "new"), os.path.join(m2.path, "new")
+    os.mkdir(d1)
+    assert not os.path.exists(os.path.join(d1, "x"))  # answered by m1 itself
+    with open(os.path.join(d2, "x"), "wb") as fh:
+        fh.write(b"from m2")
+    assert os.path.exists(os.path.join(d1, "x"))
+    with open(os.path.join(d1, "x"), "rb") as fh:
+        assert fh.read() == b"from m2"
+    os.unlink(os.path.join(d2, "x"))
+    assert not os.path.exists(os.path.join(d1, "x"))
+    os.mkdir(os.path.join(d2, "sub"))
+    assert os.listdir(d1) == ["sub"]
+
+
+def test_capability_set_by_other_client_is_seen(lc):
+    m1, m2 = make_volume(lc)
+    a, b = os.path.join(m1.path, "f"), os.path.join(m2.path, "f")
+    with open(a, "wb") as fh:
+        fh.write(b"x")  # m1 made f: it knows f has no capability
+    # VFS_CAP_REVISION_2 with no capabilities set
+    cap = (0x02000000).to_bytes(4, "little") + bytes(16)
+    os.setxattr(b, "security.capability", cap)
+    assert os.getxattr(a, "security.capability") == cap
