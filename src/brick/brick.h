@@ -262,6 +262,15 @@ int brick_op_unmark(struct brick_req *r);
 /* ops_heal.c: CHECKSUM (per-block checksums for range heal) and its hash. */
 int brick_op_checksum(struct brick_req *r);
 uint64_t brick_block_sum(const uint8_t *p, size_t len);
+int brick_op_stats(struct brick_req *r);
+
+/* The connection holding fh ended without releasing it after changes came
+ * through it: marks the file RPC_PENDING_DIRTY (version.c). */
+void brick_version_conn_gone(struct brick *b, struct brick_fh *fh);
+
+/* Request counters (stats.c): op's execution took ns and moved bytes. */
+void brick_stats_note(unsigned op, uint64_t ns, uint64_t bytes);
+uint64_t brick_stats_now(void);
 
 /* ---- handles (handles.c) ---- */
 
@@ -273,6 +282,7 @@ struct brick_fh {
     dev_t dev;
     ino_t ino;
     pthread_mutex_t dir_lock; /* serialises lseek+getdents on directories */
+    int changed; /* a change came through it (version.c); atomic */
 };
 
 /* Adds fh (one reference, now the table's) and returns its handle id. */

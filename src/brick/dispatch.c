@@ -43,15 +43,35 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_MARK] = brick_op_mark,
     [RPC_OP_INDEX] = brick_op_index,
     [RPC_OP_UNMARK] = brick_op_unmark,
+    [RPC_OP_STATS] = brick_op_stats,
     [RPC_OP_LEASE_RETURN] = brick_op_lease_return,
     [RPC_OP_MAKE_FILE] = brick_op_make_file,
     [RPC_OP_CHECKSUM] = brick_op_checksum,
 };
 
+/* Bytes a request moved, for the counters: WRITE's data, READ's reply. */
+static uint64_t moved_bytes(const struct brick_req *r, int rc)
+{
+    if (rc < 0)
+        return 0;
+    if (r->opcode == RPC_OP_WRITE)
+        return r->in->data.len;
+    if (r->opcode != RPC_OP_READ)
+        return 0;
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, r->out->data, r->out->len);
+    while (rpc_iter_next(&it, &f) > 0)
+        if (f.tag == RPC_T_DATA)
+            return f.len;
+    return 0;
+}
+
 static int exec_one(struct brick_req *r)
 {
     if (r->opcode >= RPC_OP_MAX || !op_table[r->opcode])
         return -ENOSYS;
+    uint64_t t0 = brick_stats_now();
     /* Replica state is recorded in the same execution as the change. */
     brick_lease_pre(r);
     int rc = brick_version_pre(r);
@@ -60,6 +80,7 @@ static int exec_one(struct brick_req *r)
     if (rc >= 0 && rc != BRICK_DEFERRED)
         brick_version_post(r);
     brick_lease_post(r, rc);
+    brick_stats_note(r->opcode, brick_stats_now() - t0, moved_bytes(r, rc));
     if (rc < 0 && rc != -ENOENT)
         log_debug("%s from %s failed: %s%s%s", rpc_op_name(r->opcode), r->bc->peer, strerror(-rc),
                   r->text[0] ? ": " : "", r->text);
@@ -117,6 +138,7 @@ int brick_exec(struct brick_req *r)
     r->text[0] = 0;
     int rc;
     if (r->opcode == RPC_OP_COMPOUND) {
+        brick_stats_note(RPC_OP_COMPOUND, 0, 0);
         rc = exec_compound(r);
     } else {
         rc = exec_one(r);

@@ -186,6 +186,8 @@ void brick_conn_shutdown(struct brick_conn *bc)
         struct brick_fh *fh = bc->fhs[i];
         bc->fhs[i] = NULL;
         pthread_mutex_unlock(&bc->lock);
+        if (fh && __atomic_load_n(&fh->changed, __ATOMIC_RELAXED))
+            brick_version_conn_gone(bc->b, fh);
         if (fh)
             brick_fh_put(bc, fh);
     }

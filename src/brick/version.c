@@ -265,6 +265,45 @@ static int mark_for(struct brick_req *r, unsigned opcode, uint32_t bits, int pre
     }
 }
 
+/* Remembers that a change came through the request's handle (for a CREATE,
+ * the handle it returns): if the client's connection ends before it
+ * releases the handle, the change may be missing on another replica. */
+static void note_changed(struct brick_req *r)
+{
+    uint64_t id;
+    if (r->opcode == RPC_OP_CREATE) {
+        struct rpc_iter it;
+        struct rpc_field f;
+        int found = 0;
+        rpc_iter_init(&it, r->out->data, r->out->len);
+        while (!found && rpc_iter_next(&it, &f) > 0)
+            if (f.tag == RPC_T_FH && rpc_field_u64(&f, &id) == 0)
+                found = 1;
+        if (!found)
+            return;
+    } else if (rpc_has(r->in, RPC_T_FH)) {
+        id = r->in->fh;
+    } else {
+        return;
+    }
+    struct brick_fh *fh;
+    if (!r->bc || brick_fh_get(r->bc, id, 0, &fh) < 0)
+        return;
+    __atomic_store_n(&fh->changed, 1, __ATOMIC_RELAXED);
+    brick_fh_put(r->bc, fh);
+}
+
+void brick_version_conn_gone(struct brick *b, struct brick_fh *fh)
+{
+    char path[PATH_MAX];
+    fd_path(b, fh->fd, path, sizeof(path));
+    if (!path[0])
+        return; /* unlinked meanwhile: nothing left to heal */
+    struct obj o = {.fd = fh->fd, .dirfd = -1, .name = NULL};
+    if (mark_obj(b, &o, path, RPC_PENDING_DIRTY) == 0)
+        log_info("%s: its client went away with changes in flight; marked for heal", path);
+}
+
 int brick_version_pre(struct brick_req *r)
 {
     if (!rpc_has(r->in, RPC_T_PENDING) || !(uint32_t)r->in->pending)
@@ -276,6 +315,18 @@ void brick_version_post(struct brick_req *r)
 {
     if (rpc_has(r->in, RPC_T_PENDING) && (uint32_t)r->in->pending)
         mark_for(r, r->opcode, (uint32_t)r->in->pending, 0, 1);
+    switch (r->opcode) {
+    case RPC_OP_CREATE:
+    case RPC_OP_WRITE:
+    case RPC_OP_FALLOCATE:
+    case RPC_OP_SETATTR:
+    case RPC_OP_SETXATTR:
+    case RPC_OP_REMOVEXATTR:
+        note_changed(r);
+        break;
+    default:
+        break;
+    }
     /* A LOOKUP that asks for PENDING (heal) gets the object's marks. */
     if (r->opcode == RPC_OP_LOOKUP && rpc_has(r->in, RPC_T_PENDING) && rpc_has(r->in, RPC_T_PATH)) {
         struct brick_loc loc;

@@ -11,4 +11,8 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv);
  * statistics). */
 int cli_heal_by_cairnd(int argc, char **argv);
 
+/* volume profile NAME start|stop|info [cumulative|incremental|clear]
+ * (profile.c); returns the exit status. */
+int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv);
+
 #endif

@@ -66,6 +66,8 @@ int main(int argc, char **argv)
     if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "heal") == 0 &&
         !cli_heal_by_cairnd(argc - i, argv + i))
         return cli_volume_heal(&addr, argc - i, argv + i);
+    if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "profile") == 0)
+        return cli_volume_profile(&addr, argc - i, argv + i);
     int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
     if (fd < 0) {
         int rc = run_locally(argc - i, argv + i);

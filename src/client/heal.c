@@ -368,7 +368,9 @@ int cl__heal_view(struct hctx *h, const char *path, const gfid_t *g, struct cl__
         do_lookup(h->ch[i], path, l);
         if (l->rc == 0 && (!g || gfid_equal(&l->a.gfid, g))) {
             v->have |= 1u << i;
-            v->accused |= l->pending;
+            v->accused |= l->pending & ~RPC_PENDING_DIRTY;
+            if (l->pending & RPC_PENDING_DIRTY)
+                v->dirty |= 1u << i;
         } else if (l->rc != -ENOENT && l->rc != 0) {
             return -EAGAIN;
         }
@@ -395,7 +397,7 @@ static void unmark_all(struct hctx *h, uint32_t up, const char *path, const gfid
             cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
         memcpy(&op.args.gfid, g, sizeof(*g));
         op.args.present |= 1ull << RPC_T_GFID;
-        RPC_SET(&op.args, pending, RPC_T_PENDING, all);
+        RPC_SET(&op.args, pending, RPC_T_PENDING, all | RPC_PENDING_DIRTY);
         int u = simple(h->ch[i], &op);
         if (u < 0 && u != -ENOENT && u != -ESTALE)
             log_warn("heal: clearing the marks of %s on child %d failed: %s", path ? path : "?", i,
@@ -476,6 +478,16 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
             /* A child holding no object, or another one, under this name is
              * a sink too (it missed the create). */
             sinks |= v.up & ~v.have;
+            if (v.dirty) {
+                /* A client died with changes in flight: the copies nobody
+                 * accuses may still differ. The largest becomes the source
+                 * of all others (any choice makes them equal; the largest
+                 * keeps appended data). */
+                for (int i = 0; i < h->n; i++)
+                    if ((v.sources >> i & 1) && v.l[i].a.size > v.l[src].a.size)
+                        src = i;
+                sinks |= v.have & v.up & ~(1u << src);
+            }
         } else {
             if ((src = split_source(h, path, &v)) < 0) {
                 log_error("heal: %s is in split brain (every copy is accused: 0x%x)", path,

@@ -33,6 +33,7 @@ int cl__heal_read_index(struct cl_layer *c, char **out, size_t *len);
 struct cl__heal_view {
     struct look l[CL_REPL_MAX];
     uint32_t up, have, accused, sources, data;
+    uint32_t dirty; /* children whose copy is marked RPC_PENDING_DIRTY */
 };
 /* 0, or -EAGAIN when a child could not answer. */
 int cl__heal_view(struct hctx *h, const char *path, const gfid_t *g, struct cl__heal_view *v);

@@ -28,6 +28,14 @@ struct cl_op {
     struct rpc_frame *reply; /* decoded reply (reply->msg) when status == 0; else NULL */
     cl_done_cb done;
     void *ctx;               /* the issuer's */
+    /* Sequential network round trips the op cost, set before completion by
+     * the layer that answers it: the protocol client sets 1 for a request
+     * it sent; a layer answering from sub-operations sets the sum over its
+     * sequential phases of each phase's maximum (a parallel fan-out to
+     * three bricks is one round trip, a following MARK exchange a second);
+     * a layer forwarding the op itself leaves it alone. 0: answered
+     * without the network. Read by the counters (opstats.h). */
+    uint32_t rounds;
 };
 
 struct cl_layer {

@@ -148,6 +148,7 @@ static void call_cb(void *arg, int status, struct rpc_frame *reply, int *take)
     uint64_t gen = k->gen;
     free(k);
     __atomic_sub_fetch(&p->inflight, 1, __ATOMIC_RELAXED);
+    op->rounds = 1; /* counters (layer.h) */
     if (reply)
         *take = 1;
     if (status == 0 && reply && op_returns_fh(op->args.op)) {

@@ -180,6 +180,7 @@ struct fan {
     struct fan *after;
     int result;
     struct rpc_frame *reply;
+    uint32_t rounds; /* round trips of the phase before the marks */
 };
 
 static int is_change(unsigned op)
@@ -296,11 +297,13 @@ static void release_child_fhs(struct repl *r, struct rfh *h, unsigned op)
 static void fan_finish(struct fan *f)
 {
     struct repl *r = f->r;
-    uint32_t ok = 0;
+    uint32_t ok = 0, rounds = 0;
     int first_ok = -1, first_data_ok = -1;
     for (int i = 0; i < r->n; i++) {
         if (!(f->asked >> i & 1))
             continue;
+        if (f->sub[i].rounds > rounds)
+            rounds = f->sub[i].rounds; /* the children were asked in parallel */
         f->errs[i] = f->sub[i].status;
         if (f->sub[i].status == 0) {
             ok |= 1u << i;
@@ -318,6 +321,7 @@ static void fan_finish(struct fan *f)
             if (f->asked >> i & 1)
                 cl_op_release(&f->sub[i]);
         free(f);
+        after->parent->rounds = after->rounds + rounds;
         complete_and_free(after, after->result, after->reply);
         return;
     }
@@ -337,6 +341,7 @@ static void fan_finish(struct fan *f)
         status = cl_repl_merge_error(r->n, f->asked, f->errs);
     if (f->kind == FAN_OPEN && !ok && status == 0)
         status = -EIO;
+    f->parent->rounds = rounds;
     struct rpc_frame *reply = NULL;
     if (status == 0 && chosen >= 0) {
         reply = f->sub[chosen].reply;
@@ -391,9 +396,25 @@ static void fan_finish(struct fan *f)
         /* A create is a change too: the children that failed get marks. */
     }
     uint32_t failed = f->asked & ~ok;
-    if (status == 0 && failed && (f->kind == FAN_CHANGE || f->parent->args.op == RPC_OP_CREATE)) {
+    /* A data brick out of space fails the write for the writer, although
+     * the others took it (and mark the full one): a clear ENOSPC now rather
+     * than a volume silently running on fewer copies. */
+    if (status == 0 && failed && f->kind == FAN_CHANGE && f->data_op)
+        for (int i = 0; i < r->n; i++)
+            if ((failed >> i & 1) && (f->errs[i] == -ENOSPC || f->errs[i] == -EDQUOT))
+                status = f->errs[i];
+    if (status == -ENOSPC || status == -EDQUOT) {
+        rpc_frame_free(reply);
+        reply = NULL;
+    }
+    /* Children that missed a change others made get marked, even when the
+     * change failed for the application (quorum lost on the results, a full
+     * brick): the replicas must not differ without a record. */
+    if (failed && ok &&
+        (f->kind == FAN_CHANGE || (status == 0 && f->parent->args.op == RPC_OP_CREATE))) {
         f->result = status;
         f->reply = reply;
+        f->rounds = rounds;
         if (f->kind == FAN_OPEN)
             f->h = fh_get(r, reply->msg.fh);
         /* MARK by handle needs the child's handle: map back. */
@@ -546,8 +567,9 @@ struct single {
     struct rfh *h;
     uint32_t tried;
     uint64_t hash;
-    int fixed; /* >= 0: this child only (readdir past its start, locks) */
-    int child; /* the child asked last */
+    int fixed;       /* >= 0: this child only (readdir past its start, locks) */
+    int child;       /* the child asked last */
+    uint32_t rounds; /* of the tries so far (sequential) */
     struct cl_op sub;
 };
 
@@ -557,6 +579,7 @@ static void single_done_cb(struct cl_op *sub)
 {
     struct single *s = sub->ctx;
     int st = sub->status;
+    s->rounds += sub->rounds;
     if (st < 0)
         child_failed(s->r, s->child, st);
     if (st < 0 && (transient(st) || st == -EIO) && s->fixed < 0) {
@@ -567,6 +590,7 @@ static void single_done_cb(struct cl_op *sub)
     struct cl_op *parent = s->parent;
     struct rpc_frame *reply = sub->reply;
     sub->reply = NULL;
+    parent->rounds = s->rounds;
     free(s);
     cl_op_complete(parent, st, reply);
 }
@@ -590,6 +614,7 @@ static void single_try(struct single *s)
         i = cl_repl_pick(r->n, s->hash, clean, usable);
     if (i < 0) {
         struct cl_op *parent = s->parent;
+        parent->rounds = s->rounds;
         free(s);
         cl_op_complete(parent, -ENOTCONN, NULL);
         return;

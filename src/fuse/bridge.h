@@ -14,6 +14,7 @@
 
 #include "../client/client.h"
 #include "../client/itable.h"
+#include "../client/opstats.h"
 
 #define CF_MAX_BACKUPS 8
 
@@ -53,7 +54,12 @@ struct cf {
     struct cf_leases *leases; /* lease.c */
     struct cf_known *known;   /* known.c */
     struct cf_wb *wb;         /* wb.c */
+    /* Operations and round trips per opcode (fop_submit counts them); read
+     * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
+    struct cl_opstats stats;
 };
+
+#define CF_STATS_XATTR "trusted.cairn.io-stats"
 
 static inline double cf_attr_timeout(struct cf *cf)
 {
@@ -184,6 +190,7 @@ struct fop {
     uint64_t lease_seq; /* lease.c: recall sequence + 1 when a lease was asked */
     char name[NAME_MAX + 1], name2[NAME_MAX + 1];
     char path[PATH_MAX], path2[PATH_MAX];
+    cl_done_cb user_done; /* fop_submit: the completion after the counters */
 };
 
 /* Allocates a fop for req with opcode and completion callback; on ENOMEM

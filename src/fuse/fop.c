@@ -87,6 +87,15 @@ void fop_lease_key(struct fop *f, fuse_ino_t ino)
         (void)fop_path(f, ino, NULL);
 }
 
+/* Counts the operation (cf->stats), then runs the handler's completion. */
+static void counted_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    cl_opstats_note(&f->cf->stats, (unsigned)op->args.op, op->rounds, op->status);
+    op->done = f->user_done;
+    op->done(op);
+}
+
 void fop_submit(struct fop *f)
 {
     struct rpc_msg *a = &f->op.args;
@@ -100,6 +109,9 @@ void fop_submit(struct fop *f)
         }
         a->fh = real;
     }
+    f->user_done = f->op.done;
+    f->op.done = counted_cb;
+    f->op.rounds = 0;
     cl_submit(f->cf->stack, &f->op);
 }
 

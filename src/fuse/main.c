@@ -118,6 +118,7 @@ int main(int argc, char **argv)
     struct cf_config cfg;
     struct cl_volinfo vol;
     struct cf cf = {0};
+    cl_opstats_init(&cf.stats);
     struct fuse_session *se = NULL;
     char err[512];
     int rc, status = 1;

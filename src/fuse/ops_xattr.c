@@ -8,9 +8,52 @@
 
 #define CAPS "security.capability"
 
+/* The counters of this mount as the root's virtual xattr CF_STATS_XATTR:
+ * reading returns the table (opstats.h), writing "clear" zeroes it.
+ * Returns 1 when name is that xattr (the request is answered). */
+static int stats_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    if (ino != FUSE_ROOT_ID || strcmp(name, CF_STATS_XATTR) != 0)
+        return 0;
+    struct cf *cf = fuse_req_userdata(req);
+    char *buf = malloc(65536);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return 1;
+    }
+    size_t n = cl_opstats_format(&cf->stats, buf, 65536);
+    if (n >= 65536)
+        n = 65535;
+    if (size == 0)
+        fuse_reply_xattr(req, n);
+    else if (n > size)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, buf, n);
+    free(buf);
+    return 1;
+}
+
+static int stats_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                          size_t size)
+{
+    if (ino != FUSE_ROOT_ID || strcmp(name, CF_STATS_XATTR) != 0)
+        return 0;
+    struct cf *cf = fuse_req_userdata(req);
+    if (size == 5 && memcmp(value, "clear", 5) == 0) {
+        cl_opstats_clear(&cf->stats);
+        fuse_reply_err(req, 0);
+    } else {
+        fuse_reply_err(req, EINVAL);
+    }
+    return 1;
+}
+
 void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                  int flags)
 {
+    if (stats_setxattr(req, ino, name, value, size))
+        return;
     if (cf_wb_setxattr(req, ino, name, value, size, flags))
         return;
     struct fop *f = fop_new(req, RPC_OP_SETXATTR, fop_done_err_cb);
@@ -65,6 +108,8 @@ static void get_cb(struct cl_op *op)
 
 void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+    if (stats_getxattr(req, ino, name, size))
+        return;
     /* The kernel asks before every write (file_remove_privs); a file made
      * here under a lease has none (known.c). */
     if (!strcmp(name, CAPS) && cf_known_has_nocaps(fuse_req_userdata(req), ino)) {

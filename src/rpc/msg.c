@@ -25,6 +25,8 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_PATTR] = K_ATTR,
     [RPC_T_XATTRS] = K_BYTES,
     [RPC_T_LAYOUT] = K_BYTES, [RPC_T_LINKTO] = K_BYTES,
+    [RPC_T_OPSTAT] = K_REP,  [RPC_T_CALLS] = K_U64,    [RPC_T_NSEC] = K_U64,
+    [RPC_T_NSECMAX] = K_U64,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -54,6 +56,9 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_ARBITER: return &m->arbiter;
     case RPC_T_PENDING: return &m->pending;
     case RPC_T_LEASE: return &m->lease;
+    case RPC_T_CALLS: return &m->calls;
+    case RPC_T_NSEC: return &m->nsec;
+    case RPC_T_NSECMAX: return &m->nsecmax;
     default: return NULL;
     }
 }
@@ -302,6 +307,7 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
             }
             case RPC_T_BRICK: m->n_brick++; break;
             case RPC_T_OPTION: m->n_option++; break;
+            case RPC_T_OPSTAT: m->n_opstat++; break;
             }
             break;
         }
@@ -396,6 +402,7 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_LEASE_RECALL] = "LEASE_RECALL", [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
         [RPC_OP_MAKE_FILE] = "MAKE_FILE",
         [RPC_OP_CHECKSUM] = "CHECKSUM",
+        [RPC_OP_STATS] = "STATS",
     };
     return op < RPC_OP_MAX && names[op] ? names[op] : "UNKNOWN";
 }

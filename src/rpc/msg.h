@@ -71,6 +71,8 @@ enum rpc_op {
      * VALID with MODE/UID/GID/ATIME/MTIME applied last, FLAGS 1: fsync.
      * Fails with EEXIST when PATH exists. Reply: ATTR. */
     RPC_OP_MAKE_FILE = 82,
+    /* brick: statistics (volume profile) */
+    RPC_OP_STATS = 95, /* FLAGS (RPC_STATS_*): reply OPSTAT*, NSEC (duration), GEN (interval no.) */
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
@@ -128,6 +130,10 @@ enum rpc_tag {
     /* 48-51: distribute (docs/replication.md, Distribute) */
     RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
     RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
+    RPC_T_OPSTAT = 56,  /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
+    RPC_T_CALLS = 57,   /* u: number of requests */
+    RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
+    RPC_T_NSECMAX = 59, /* u: the longest latency, nanoseconds */
     RPC_T_MAX = 64,
 };
 
@@ -141,6 +147,12 @@ enum rpc_tag {
  * their requests and recalls the lease first, so the holder may create
  * files in it without waiting for the bricks (write-back). */
 #define RPC_LEASE_EXCL 2u
+
+/* A bit of the marks (trusted.cairn.pending, LOOKUP's PENDING) that names
+ * no member: the copy took changes from a client whose connection ended
+ * with them possibly not on every replica (it died mid-fan-out), so it may
+ * differ from the others without anyone accusing anyone. Wire-visible. */
+#define RPC_PENDING_DIRTY (1u << 31)
 
 /* setattr mask bits (wire-visible) */
 #define RPC_SET_MODE (1u << 0)
@@ -160,6 +172,13 @@ enum rpc_tag {
 #define RPC_LK_WAIT 1u
 #define RPC_LK_CANCEL 2u
 #define RPC_FLOCK_CANCEL 0x100u
+
+/* STATS FLAGS: which counters the reply carries. Cumulative: since the
+ * brick started (or the last clear); interval: since the previous interval
+ * request, which starts a new interval; clear: zero both, reply empty. */
+#define RPC_STATS_CUMULATIVE 0u
+#define RPC_STATS_INTERVAL 1u
+#define RPC_STATS_CLEAR 2u
 
 /* Attributes of one object as they travel: 16-byte gfid then 13 u64 values. */
 #define RPC_ATTR_LEN (16 + 13 * 8)
@@ -198,14 +217,15 @@ struct rpc_bytes {
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease;
+        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls,
+        nsec, nsecmax;
     struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto;
     gfid_t gfid;
     struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;
-    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option;
+    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat;
     uint32_t groups[32]; /* the first 32 supplementary groups */
     const uint8_t *body;
     size_t body_len;

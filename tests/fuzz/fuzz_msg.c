@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* repeated fields other than GROUP are not re-encoded by rpc_msg_encode */
     m.present &= ~((1ull << RPC_T_DIRENT) | (1ull << RPC_T_ARG) | (1ull << RPC_T_SUB) |
-                   (1ull << RPC_T_BRICK) | (1ull << RPC_T_OPTION));
+                   (1ull << RPC_T_BRICK) | (1ull << RPC_T_OPTION) | (1ull << RPC_T_OPSTAT));
     if (m.n_group > 32)
         m.n_group = 32;
     struct rpc_buf b;
