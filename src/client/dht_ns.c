@@ -88,6 +88,25 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
         if (subs[i].status == 0)
             made |= 1ull << i;
     if (st == 0) {
+        /* A racing mkdir of the same name may have made copies elsewhere
+         * first, with its own gfid: they become copies of ours (the loser
+         * does the same with the copies it made, so both converge on the
+         * hashed subvolume's directory). */
+        uint64_t foreign = 0;
+        for (int i = 0; i < d->n; i++) {
+            if (i == h || subs[i].status != -EEXIST || !subs[h].reply ||
+                !rpc_has(&subs[h].reply->msg, RPC_T_ATTR))
+                continue;
+            struct cl_op lk;
+            cl_op_init(&lk, RPC_OP_LOOKUP, NULL, NULL);
+            rpc_set_str(&lk.args, RPC_T_PATH, &lk.args.path, path);
+            if (dht__run(d, i, &lk) == 0 && rpc_has(&lk.reply->msg, RPC_T_ATTR) &&
+                !gfid_equal(&lk.reply->msg.attr.gfid, &subs[h].reply->msg.attr.gfid))
+                foreign |= 1ull << i;
+            cl_op_release(&lk);
+        }
+        if (foreign)
+            remake_dirs(d, path, foreign, h, 1);
         dht__cache_set_loc(d, path, h, 1);
         dht__cache_set_layout(d, path, &l);
         dht__complete_sub(op, &subs[h]);

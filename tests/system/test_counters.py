@@ -67,6 +67,9 @@ def vol():
             bricks.append(f"{n.host}:{b}")
         nodes[0].cli("volume", "create", "cv", "replica", "3", *bricks, "force")
         nodes[0].cli("volume", "set", "cv", "network.ping-timeout", "3")
+        # the synchronous path: each create and write waits for the bricks
+        # (write-back is measured in test_write_back_one_request_per_file)
+        nodes[0].cli("volume", "set", "cv", "client.write-back", "off")
         nodes[0].cli("volume", "start", "cv")
         end = time.time() + 20
         while time.time() < end and not all(pids_with_arg("--brick-path", n.volumes["cv"][0])
@@ -128,6 +131,7 @@ def test_arbiter_one_round_trip(vol):
         n.volumes["ca"] = [b]
         bricks.append(f"{n.host}:{b}")
     nodes[0].cli("volume", "create", "ca", "replica", "3", "arbiter", "1", *bricks, "force")
+    nodes[0].cli("volume", "set", "ca", "client.write-back", "off")
     nodes[0].cli("volume", "start", "ca")
     end = time.time() + 20
     while time.time() < end and not all(pids_with_arg("--brick-path", n.volumes["ca"][0])
@@ -164,6 +168,36 @@ def test_a_hung_brick_costs_a_second_round_trip(vol):
     st = client_stats(mnt)
     calls, rounds, mx, rt0, rt1, rt2, rt3, errors = st["CREATE"]
     assert calls == 1 and mx == 2 and rt2 == 1, st  # the create, then the MARK
+
+
+def test_write_back_one_request_per_file(vol):
+    """With write-back (the default), a file created in a directory the
+    mount made costs no round trip while it is written, and reaches each
+    brick as one MAKE_FILE: one request per file per brick instead of
+    CREATE, WRITE, SETATTR and RELEASE."""
+    nodes, mnt = vol
+    nodes[0].cli("volume", "set", "cv", "client.write-back", "on")
+    log = [m for m in nodes[0].mounts if m.path == mnt][0]
+    end = time.time() + 20
+    while "write-back now on" not in log.tail(1 << 20):
+        assert time.time() < end, "the mount did not turn write-back on"
+        time.sleep(0.1)
+    os.mkdir(os.path.join(mnt, "wb"))
+    os.setxattr(mnt, STATS, b"clear")
+    nodes[0].cli("volume", "profile", "cv", "info", "clear")
+    for i in range(N):
+        with open(os.path.join(mnt, f"wb/f{i}"), "xb") as f:
+            f.write(b"w" * 1000)
+    fd = os.open(os.path.join(mnt, "wb"), os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(fd)  # waits until every file is on the bricks
+    os.close(fd)
+    st = client_stats(mnt)
+    assert "CREATE" not in st and "WRITE" not in st and "SETATTR" not in st, st
+    prof, text = brick_profile(nodes[0], "cv", "cumulative")
+    for brick, ops in prof.items():
+        assert ops.get("MAKE_FILE") == N, (brick, ops)
+        assert "CREATE" not in ops and "WRITE" not in ops and "SETATTR" not in ops, (brick, ops)
+    nodes[0].cli("volume", "set", "cv", "client.write-back", "off")
 
 
 def test_profile_usage_errors(vol):
