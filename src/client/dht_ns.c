@@ -60,6 +60,43 @@ static void remake_dirs(struct dht *d, const char *path, uint64_t mask, int from
     cl_op_release(&lk);
 }
 
+/* After a mkdir that met EEXIST somewhere (two clients making one name at
+ * once): every subvolume must end with a copy of the hashed subvolume's
+ * directory (its gfid). Copies with another gfid are replaced, missing
+ * ones made; both racing clients run this, so it checks again until the
+ * copies agree (a few rounds at most). */
+static void converge(struct dht *d, const char *path, int h)
+{
+    for (int round = 0; round < 5; round++) {
+        struct cl_op lk[CL_DHT_MAX];
+        for (int i = 0; i < d->n; i++) {
+            cl_op_init(&lk[i], RPC_OP_LOOKUP, NULL, NULL);
+            rpc_set_str(&lk[i].args, RPC_T_PATH, &lk[i].args.path, path);
+        }
+        dht__fan_run(d, lk, dht__all_mask(d));
+        uint64_t foreign = 0, missing = 0;
+        int ok = lk[h].status == 0 && lk[h].reply && rpc_has(&lk[h].reply->msg, RPC_T_ATTR);
+        for (int i = 0; ok && i < d->n; i++) {
+            if (i == h)
+                continue;
+            if (lk[i].status == -ENOENT)
+                missing |= 1ull << i;
+            else if (lk[i].status == 0 && rpc_has(&lk[i].reply->msg, RPC_T_ATTR) &&
+                     !gfid_equal(&lk[i].reply->msg.attr.gfid, &lk[h].reply->msg.attr.gfid))
+                foreign |= 1ull << i;
+        }
+        dht__release_all(d, lk, dht__all_mask(d));
+        if (!ok || (!foreign && !missing))
+            return;
+        if (foreign)
+            remake_dirs(d, path, foreign, h, 1);
+        if (missing)
+            remake_dirs(d, path, missing, h, 0);
+    }
+    log_warn("volume %s: copies of directory %s still differ after a racing mkdir", d->volume,
+             path);
+}
+
 void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
 {
     int h, rc = dht__down_mask(d) ? -ENOTCONN : dht__hashed(d, path, &h);
@@ -88,25 +125,8 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
         if (subs[i].status == 0)
             made |= 1ull << i;
     if (st == 0) {
-        /* A racing mkdir of the same name may have made copies elsewhere
-         * first, with its own gfid: they become copies of ours (the loser
-         * does the same with the copies it made, so both converge on the
-         * hashed subvolume's directory). */
-        uint64_t foreign = 0;
-        for (int i = 0; i < d->n; i++) {
-            if (i == h || subs[i].status != -EEXIST || !subs[h].reply ||
-                !rpc_has(&subs[h].reply->msg, RPC_T_ATTR))
-                continue;
-            struct cl_op lk;
-            cl_op_init(&lk, RPC_OP_LOOKUP, NULL, NULL);
-            rpc_set_str(&lk.args, RPC_T_PATH, &lk.args.path, path);
-            if (dht__run(d, i, &lk) == 0 && rpc_has(&lk.reply->msg, RPC_T_ATTR) &&
-                !gfid_equal(&lk.reply->msg.attr.gfid, &subs[h].reply->msg.attr.gfid))
-                foreign |= 1ull << i;
-            cl_op_release(&lk);
-        }
-        if (foreign)
-            remake_dirs(d, path, foreign, h, 1);
+        if (made != dht__all_mask(d)) /* another mkdir of the name raced ours */
+            converge(d, path, h);
         dht__cache_set_loc(d, path, h, 1);
         dht__cache_set_layout(d, path, &l);
         dht__complete_sub(op, &subs[h]);
@@ -115,7 +135,7 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
          * (or a copy was missing here): the copies we made may already be
          * the winner's, so never just remove them; make them copies of the
          * hashed subvolume's directory (its gfid). */
-        remake_dirs(d, path, made, h, 1);
+        converge(d, path, h);
         cl_op_complete(op, -EEXIST, NULL);
     } else {
         /* Undo: a directory on some subvolumes only is worse than none. */
