@@ -79,6 +79,14 @@ static int exec_one(struct brick_req *r)
         rc = op_table[r->opcode](r);
     if (rc >= 0 && rc != BRICK_DEFERRED)
         brick_version_post(r);
+    /* An absent extended attribute asked with a lease is answered as a
+     * reply with ERRNO, so that it carries the lease the client caches the
+     * absence under (docs/consistency.md). */
+    if (rc == -ENODATA && r->opcode == RPC_OP_GETXATTR && r->lease_ok) {
+        rpc_buf_reset(r->out);
+        rpc_put_u64(r->out, RPC_T_ERRNO, ENODATA);
+        rc = 0;
+    }
     brick_lease_post(r, rc);
     brick_stats_note(r->opcode, brick_stats_now() - t0, moved_bytes(r, rc));
     if (rc < 0 && rc != -ENOENT)
@@ -104,9 +112,13 @@ static int exec_compound(struct brick_req *r)
         const char *why = NULL;
         int st;
         rpc_buf_reset(&sub_out);
-        struct brick_req s = {
-            .b = r->b, .bc = r->bc, .reqid = r->reqid, .in_compound = 1, .in = &m, .out = &sub_out,
-            .top = r};
+        struct brick_req s = {.b = r->b,
+                              .bc = r->bc,
+                              .reqid = r->reqid,
+                              .in_compound = 1,
+                              .in = &m,
+                              .out = &sub_out,
+                              .top = r};
         if (rpc_msg_decode(f.val, f.len, &m, &why) < 0) {
             snprintf(r->text, sizeof(r->text), "bad sub-request: %s", why ? why : "?");
             st = -EPROTO;

@@ -464,6 +464,7 @@ static int grantable(uint16_t op)
     switch (op) {
     case RPC_OP_LOOKUP:
     case RPC_OP_GETATTR:
+    case RPC_OP_GETXATTR:
     case RPC_OP_SETATTR:
     case RPC_OP_CREATE:
     case RPC_OP_MAKE_FILE:
@@ -506,7 +507,10 @@ void brick_lease_pre(struct brick_req *r)
             r->lease_excl = 1;
         }
     }
-    if (rc == 0 && r->opcode != RPC_OP_READDIR)
+    /* The parent's lease covers the name (an entry the client caches);
+     * attributes and extended attributes need the object's alone. */
+    if (rc == 0 && r->opcode != RPC_OP_READDIR && r->opcode != RPC_OP_GETATTR &&
+        r->opcode != RPC_OP_SETATTR && r->opcode != RPC_OP_GETXATTR)
         rc = grant_one(L, r->bc, p, parent_len(p, len), now);
     pthread_mutex_unlock(&L->lock);
     r->lease_ok = rc == 0;

@@ -140,6 +140,10 @@ void cf_known_forget_attr(struct cf *cf, uint64_t node);
 /* After a change of dir's entries by f (under the reply lock): keeps the
  * directory attributes its reply carried, or forgets stale ones. */
 void fop_parent_attr(struct fop *f, uint64_t dir);
+/* name is absent from node (reported under a lease). */
+void cf_known_noxattr(struct cf *cf, uint64_t node, const char *name);
+int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name);
+void cf_known_forget_xattrs(struct cf *cf, uint64_t node);
 /* The lease on node is gone: forget what was known about it. */
 void cf_known_forget(struct cf *cf, uint64_t node);
 void cf_known_forget_all(struct cf *cf);

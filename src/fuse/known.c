@@ -8,6 +8,9 @@
  *   costs no lookup round trip per file.
  * - Files without security.capability: a file this mount created under a
  *   lease has none, and the kernel asks for it before every write.
+ * - Absent extended attributes: `ls -l` asks for two per entry (an SELinux
+ *   label, an ACL) on every listing; an absence the brick reported under
+ *   a lease is kept for the next one.
  * - Directory attributes: each change of a directory's entries makes the
  *   kernel drop its attributes and ask again at the next permission check;
  *   the brick's reply to the change (asked with a lease) carries the
@@ -51,11 +54,19 @@ struct kattr {
     struct stat st;
 };
 
+/* An extended attribute known to be absent from node id. */
+struct kxa {
+    struct kxa *next;
+    uint64_t id;
+    char name[];
+};
+
 struct cf_known {
     pthread_mutex_t lock;
     struct kdir *dirs[1024];
     struct knode *nocaps[1024];
     struct kattr *attrs[1024];
+    struct kxa *noxattr[1024];
     size_t total;
 };
 
@@ -112,6 +123,11 @@ static void clear_all(struct cf_known *k)
             free(a);
         }
         k->attrs[i] = NULL;
+        for (struct kxa *x = k->noxattr[i], *nx; x; x = nx) {
+            nx = x->next;
+            free(x);
+        }
+        k->noxattr[i] = NULL;
     }
     k->total = 0;
 }
@@ -366,6 +382,66 @@ void cf_known_forget_attr(struct cf *cf, uint64_t node)
     pthread_mutex_unlock(&k->lock);
 }
 
+static void xattrs_drop(struct cf_known *k, uint64_t node)
+{
+    for (struct kxa **pp = &k->noxattr[slot(node)]; *pp;) {
+        if ((*pp)->id == node) {
+            struct kxa *x = *pp;
+            *pp = x->next;
+            free(x);
+            k->total--;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+}
+
+void cf_known_noxattr(struct cf *cf, uint64_t node, const char *name)
+{
+    struct cf_known *k = cf->known;
+    if (!k || cf_known_xattr_absent(cf, node, name))
+        return;
+    size_t len = strlen(name);
+    struct kxa *x = malloc(sizeof(*x) + len + 1);
+    if (!x)
+        return;
+    x->id = node;
+    memcpy(x->name, name, len + 1);
+    pthread_mutex_lock(&k->lock);
+    if (k->total >= KNOWN_MAX) {
+        pthread_mutex_unlock(&k->lock);
+        free(x);
+        return;
+    }
+    x->next = k->noxattr[slot(node)];
+    k->noxattr[slot(node)] = x;
+    k->total++;
+    pthread_mutex_unlock(&k->lock);
+}
+
+int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct kxa *x = k->noxattr[slot(node)];
+    while (x && (x->id != node || strcmp(x->name, name)))
+        x = x->next;
+    pthread_mutex_unlock(&k->lock);
+    return x != NULL;
+}
+
+void cf_known_forget_xattrs(struct cf *cf, uint64_t node)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->lock);
+    xattrs_drop(k, node);
+    pthread_mutex_unlock(&k->lock);
+}
+
 void cf_known_forget(struct cf *cf, uint64_t node)
 {
     struct cf_known *k = cf->known;
@@ -373,6 +449,7 @@ void cf_known_forget(struct cf *cf, uint64_t node)
         return;
     pthread_mutex_lock(&k->lock);
     attr_drop(k, node);
+    xattrs_drop(k, node);
     struct kdir **dp = find_dir(k, node);
     if (*dp) {
         struct kdir *d = *dp;

@@ -62,6 +62,7 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     if (!strcmp(name, CAPS))
         cf_known_forget(f->cf, ino);
     cf_known_forget_attr(f->cf, ino); /* an ACL changes the mode */
+    cf_known_forget_xattrs(f->cf, ino);
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -89,6 +90,17 @@ static void get_cb(struct cl_op *op)
     if (op->status < 0)
         FOP_FAIL(f, op->status);
     const struct rpc_msg *m = &op->reply->msg;
+    if (rpc_has(m, RPC_T_ERRNO) && m->err) {
+        /* An absence reported with a lease (known.c keeps it). */
+        int err = m->err < 4096 ? (int)m->err : EIO;
+        cf_reply_begin(f->cf);
+        if (err == ENODATA && op->args.op == RPC_OP_GETXATTR && cf_lease_held(f))
+            cf_known_noxattr(f->cf, f->parent, f->name);
+        fuse_reply_err(f->req, err);
+        cf_reply_end(f->cf);
+        fop_free(f);
+        return;
+    }
     if (f->size == 0) {
         if (rpc_has(m, RPC_T_SIZE))
             fuse_reply_xattr(f->req, m->size);
@@ -118,6 +130,10 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
     }
     if (cf_wb_getxattr(req, ino, name, size))
         return;
+    if (cf_known_xattr_absent(fuse_req_userdata(req), ino, name)) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
     struct fop *f = fop_new(req, RPC_OP_GETXATTR, get_cb);
     if (!f)
         return;
@@ -129,9 +145,11 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
         FOP_FAIL(f, -ENODATA);
     memcpy(f->name, name, nl + 1);
     f->size = size;
+    f->parent = ino; /* the node whose absent attributes known.c keeps */
     struct rpc_msg *a = &f->op.args;
     rpc_set_bytes(a, RPC_T_NAME, &a->name, f->name, nl);
     RPC_SET(a, size, RPC_T_SIZE, size);
+    cf_lease_ask(f);
     fop_submit(f);
 }
 
@@ -160,6 +178,7 @@ void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     if (!strcmp(name, CAPS))
         cf_known_forget(f->cf, ino);
     cf_known_forget_attr(f->cf, ino);
+    cf_known_forget_xattrs(f->cf, ino);
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);

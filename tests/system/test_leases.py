@@ -252,3 +252,37 @@ def test_capability_set_by_other_client_is_seen(lc):
     cap = (0x02000000).to_bytes(4, "little") + bytes(16)
     os.setxattr(b, "security.capability", cap)
     assert os.getxattr(a, "security.capability") == cap
+
+
+def test_absent_xattr_cached_then_set_by_other_client(lc):
+    m1, m2 = make_volume(lc)
+    a, b = os.path.join(m1.path, "f"), os.path.join(m2.path, "f")
+    with open(a, "wb") as fh:
+        fh.write(b"x")
+    # m1's create recalled m2's lease on the root, which is then not leased
+    # again for a second (the conflict cooldown): let it pass, so that m2's
+    # path walk below is cached too
+    time.sleep(1.2)
+    os.stat(b)
+    for _ in range(2):
+        with pytest.raises(OSError):
+            os.getxattr(b, "user.k")  # the second answer comes from m2's cache
+    pid = brick_pid(lc, "lv")
+    lc.stop_signal(pid)
+    try:
+        p = subprocess.Popen([sys.executable, "-c", f"""
+import os
+try:
+    os.getxattr({b!r}, "user.k")
+except OSError as e:
+    print(e.errno)
+"""], stdout=subprocess.PIPE, text=True)
+        out, _ = p.communicate(timeout=3)
+        assert out.strip() == "61"  # ENODATA, without the brick
+    finally:
+        lc.cont(pid)
+    os.setxattr(a, "user.k", b"now")
+    assert os.getxattr(b, "user.k") == b"now"
+    os.removexattr(a, "user.k")
+    with pytest.raises(OSError):
+        os.getxattr(b, "user.k")
