@@ -424,21 +424,29 @@ int cf_wb_settle_name(struct cf *cf, uint64_t parent, const char *name)
     return node ? cf_wb_settle(cf, node) : 0;
 }
 
-int cf_wb_settle_dir(struct cf *cf, uint64_t dir)
+/* The first file of dir (0: of any directory) that is closed and unsent
+ * (closed) or not yet on the bricks; under w->lock. */
+static struct wb_file *first_in(struct cf_wb *w, uint64_t dir, int closed)
 {
-    struct cf_wb *w = cf->wb;
-    if (!w)
-        return 0;
+    for (size_t k = 0; k < WB_BUCKETS; k++)
+        for (struct wb_file *g = w->b[k]; g; g = g->next)
+            if ((!dir || g->parent == dir) && (closed ? g->state == WB_CLOSED : pending(g)))
+                return g;
+    return NULL;
+}
+
+/* Every file of dir (0: all) on the bricks. The closed ones are sent
+ * first, then all are waited for: one round trip of wall time for the lot,
+ * not one per file. send_locked and settle_locked drop the lock, so each
+ * step looks for the next file again. */
+static int settle_in(struct cf_wb *w, uint64_t dir)
+{
     int rc = 0;
+    struct wb_file *f;
     pthread_mutex_lock(&w->lock);
-    for (;;) {
-        struct wb_file *f = NULL;
-        for (size_t k = 0; k < WB_BUCKETS && !f; k++)
-            for (struct wb_file *g = w->b[k]; g && !f; g = g->next)
-                if (g->parent == dir && pending(g))
-                    f = g;
-        if (!f)
-            break;
+    while ((f = first_in(w, dir, 1)))
+        send_locked(w, f);
+    while ((f = first_in(w, dir, 0))) {
         int r = settle_locked(w, f);
         if (r < 0 && !rc)
             rc = r;
@@ -447,39 +455,14 @@ int cf_wb_settle_dir(struct cf *cf, uint64_t dir)
     return rc;
 }
 
+int cf_wb_settle_dir(struct cf *cf, uint64_t dir)
+{
+    return cf->wb && dir ? settle_in(cf->wb, dir) : 0;
+}
+
 int cf_wb_settle_all(struct cf *cf)
 {
-    struct cf_wb *w = cf->wb;
-    if (!w)
-        return 0;
-    int rc = 0;
-    pthread_mutex_lock(&w->lock);
-    for (;;) {
-        /* Send everything closed first, then wait: one round trip of
-         * wall time for the lot, not one per file. */
-        struct wb_file *f = NULL;
-        for (int sent = 1; sent;) {
-            /* send_locked drops the lock: scan again after each. */
-            sent = 0;
-            for (size_t k = 0; k < WB_BUCKETS && !sent; k++)
-                for (struct wb_file *g = w->b[k]; g && !sent; g = g->next)
-                    if (g->state == WB_CLOSED) {
-                        send_locked(w, g);
-                        sent = 1;
-                    }
-        }
-        for (size_t k = 0; k < WB_BUCKETS && !f; k++)
-            for (struct wb_file *g = w->b[k]; g && !f; g = g->next)
-                if (pending(g))
-                    f = g;
-        if (!f)
-            break;
-        int r = settle_locked(w, f);
-        if (r < 0 && !rc)
-            rc = r;
-    }
-    pthread_mutex_unlock(&w->lock);
-    return rc;
+    return cf->wb ? settle_in(cf->wb, 0) : 0;
 }
 
 void cf_wb_free(struct cf *cf)
