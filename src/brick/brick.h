@@ -170,8 +170,8 @@ struct brick_req {
     uint64_t reqid;
     int in_compound;
     const struct rpc_msg *in;
-    struct rpc_buf *out; /* reply fields; discarded on failure */
-    char text[256];      /* optional error text for the reply */
+    struct rpc_buf *out;   /* reply fields; discarded on failure */
+    char text[256];        /* optional error text for the reply */
     struct brick_req *top; /* the compound a sub-request belongs to, else NULL */
     int lease_ok;          /* lease.c: the leases asked for are registered */
     int lease_excl;        /* ... and the new directory's is exclusive */
@@ -209,6 +209,10 @@ void brick_lease_conn_gone(struct brick_conn *bc);
 int brick_setattr_fd(struct brick_req *r, int fd);
 /* 1 when name may be set by clients (not empty, not Cairn's own). */
 int brick_xattr_name_ok(const char *name);
+/* Adds NOXATTRS to the reply when the request asked for a lease and loc has
+ * no extended attribute a client can see (`ls -l` asks for two on every
+ * entry it lists; the client then answers them itself under the lease). */
+void brick_put_noxattrs(struct brick_req *r, const struct brick_loc *loc);
 
 /* Runs one request; returns 0, BRICK_DEFERRED or -errno. */
 int brick_exec(struct brick_req *r);
@@ -282,7 +286,7 @@ struct brick_fh {
     dev_t dev;
     ino_t ino;
     pthread_mutex_t dir_lock; /* serialises lseek+getdents on directories */
-    int changed; /* a change came through it (version.c); atomic */
+    int changed;              /* a change came through it (version.c); atomic */
 };
 
 /* Adds fh (one reference, now the table's) and returns its handle id. */

@@ -165,7 +165,8 @@ int brick_op_create(struct brick_req *r)
                 VFS->unlinkat(loc.dirfd, loc.name, 0);
                 goto out;
             }
-            rc = reply_open_known(r, fd, flags, &st, &g);
+            if ((rc = reply_open_known(r, fd, flags, &st, &g)) == 0)
+                brick_put_noxattrs(r, &loc);
             goto out;
         }
         if (fd != -EEXIST || (flags & O_EXCL)) {
@@ -406,8 +407,8 @@ int brick_op_make_file(struct brick_req *r)
      * default ACL must shape the file as it is made: there the file is
      * named first, and loses its name again on failure. */
     char tmp[GFID_STRLEN];
-    int named = r->b->tmp_fd < 0 ||
-                VFS->getxattr(loc.dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
+    int named =
+        r->b->tmp_fd < 0 || VFS->getxattr(loc.dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
     gfid_format(&g, tmp);
     int fd = named ? VFS->openat(loc.dirfd, loc.name,
                                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode)

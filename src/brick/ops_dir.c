@@ -75,9 +75,9 @@ static int put_entry(struct brick_req *r, int dirfd, const struct linux_dirent64
 {
     mode_t mode = dtype_mode(d->d_type);
     struct rpc_attr a;
+    struct brick_loc loc = {.dirfd = dirfd, .path = d->d_name};
+    snprintf(loc.name, sizeof(loc.name), "%s", d->d_name);
     if (plus || d->d_type == DT_UNKNOWN) {
-        struct brick_loc loc = {.dirfd = dirfd, .path = d->d_name};
-        snprintf(loc.name, sizeof(loc.name), "%s", d->d_name);
         int rc = brick_loc_attr(r->b, &loc, &a);
         if (rc == -ENOENT)
             return 1;
@@ -89,8 +89,10 @@ static int put_entry(struct brick_req *r, int dirfd, const struct linux_dirent64
     rpc_put_u64(r->out, RPC_T_OFFSET, (uint64_t)d->d_off);
     rpc_put_str(r->out, RPC_T_NAME, d->d_name);
     rpc_put_u64(r->out, RPC_T_MODE, mode);
-    if (plus)
+    if (plus) {
         rpc_put_attr(r->out, RPC_T_ATTR, &a);
+        brick_put_noxattrs(r, &loc);
+    }
     rpc_put_end(r->out, mark);
     return 0;
 }

@@ -15,8 +15,10 @@ static int put_loc_attr(struct brick_req *r, const struct brick_loc *loc)
 {
     struct rpc_attr a;
     int rc = brick_loc_attr(r->b, loc, &a);
-    if (rc == 0)
+    if (rc == 0) {
         rpc_put_attr(r->out, RPC_T_ATTR, &a);
+        brick_put_noxattrs(r, loc);
+    }
     return rc;
 }
 

@@ -151,6 +151,17 @@ out:
     return rc;
 }
 
+void brick_put_noxattrs(struct brick_req *r, const struct brick_loc *loc)
+{
+    if (!rpc_has(r->in, RPC_T_LEASE))
+        return;
+    char *names;
+    long n = list_names(r, loc, &names);
+    free(names);
+    if (n == 0)
+        rpc_put_u64(r->out, RPC_T_NOXATTRS, 1);
+}
+
 int brick_op_removexattr(struct brick_req *r)
 {
     char name[XATTR_NAME_MAX_ + 1];

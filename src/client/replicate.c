@@ -355,6 +355,9 @@ static void fan_finish(struct fan *f)
                 reply->msg.present &= ~(1ull << RPC_T_LEASE);
             else
                 reply->msg.lease &= o->msg.lease;
+            /* No extended attributes only if no copy has any. */
+            if (!o || !rpc_has(&o->msg, RPC_T_NOXATTRS))
+                reply->msg.present &= ~(1ull << RPC_T_NOXATTRS);
         }
     }
     for (int i = 0; i < r->n; i++)

@@ -140,10 +140,14 @@ void cf_known_forget_attr(struct cf *cf, uint64_t node);
 /* After a change of dir's entries by f (under the reply lock): keeps the
  * directory attributes its reply carried, or forgets stale ones. */
 void fop_parent_attr(struct fop *f, uint64_t dir);
-/* name is absent from node (reported under a lease). */
+/* name is absent from node (reported under a lease). An extended attribute
+ * set or removed here forgets them all, security.capability included. */
 void cf_known_noxattr(struct cf *cf, uint64_t node, const char *name);
 int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name);
 void cf_known_forget_xattrs(struct cf *cf, uint64_t node);
+/* node has no extended attributes at all (a brick's NOXATTRS, under a lease). */
+void cf_known_noxattrs(struct cf *cf, uint64_t node);
+int cf_known_xattr_free(struct cf *cf, uint64_t node);
 /* The lease on node is gone: forget what was known about it. */
 void cf_known_forget(struct cf *cf, uint64_t node);
 void cf_known_forget_all(struct cf *cf);
@@ -170,8 +174,8 @@ int cf_wb_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
 int cf_wb_write(fuse_req_t req, struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
 int cf_wb_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 int cf_wb_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
-int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                   size_t size, int flags);
+int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                   int flags);
 int cf_wb_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 /* RELEASE of a write-back handle: 1 when it was one; *real_fh the brick
  * handle still to close (0: none). */
@@ -190,7 +194,7 @@ struct fop {
     size_t size, pos; /* reply buffer size and fill (read, readdir) */
     uint64_t off;     /* readdir: the kernel offset asked for */
     struct fuse_file_info fi;
-    void *data; /* owned copy of write data, xattr value */
+    void *data;         /* owned copy of write data, xattr value */
     uint64_t lease_seq; /* lease.c: recall sequence + 1 when a lease was asked */
     char name[NAME_MAX + 1], name2[NAME_MAX + 1];
     char path[PATH_MAX], path2[PATH_MAX];

@@ -157,6 +157,8 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
     rpc_attr_to_stat(&m->attr, &e->attr);
     e->attr_timeout = cf_lease_attr_timeout(f, &m->attr);
     e->entry_timeout = cf_lease_entry_timeout(f);
+    if (rpc_has(m, RPC_T_NOXATTRS) && cf_lease_held(f))
+        cf_known_noxattrs(f->cf, e->ino);
     return 0;
 }
 

@@ -9,16 +9,18 @@
  * - Files without security.capability: a file this mount created under a
  *   lease has none, and the kernel asks for it before every write.
  * - Absent extended attributes: `ls -l` asks for two per entry (an SELinux
- *   label, an ACL) on every listing; an absence the brick reported under
- *   a lease is kept for the next one.
+ *   label, an ACL) on every listing. An object the brick reported without
+ *   any (in a lookup, create or readdirplus entry asked with a lease) has
+ *   none of them; a single absence a brick reported is kept too.
  * - Directory attributes: each change of a directory's entries makes the
  *   kernel drop its attributes and ask again at the next permission check;
  *   the brick's reply to the change (asked with a lease) carries the
  *   directory's new attributes, kept here for that question.
  *
- * Everything about an object is forgotten when its lease is recalled, when
- * this mount renames it, and when a brick connection drops. Bounded: past
- * KNOWN_MAX names everything is forgotten (which only costs lookups). */
+ * One record per node holds all of it. Everything about an object is
+ * forgotten when its lease is recalled, when this mount renames it, and when
+ * a brick connection drops. Bounded: past KNOWN_MAX records and names
+ * everything is forgotten (which only costs round trips). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,6 +29,15 @@
 #include "bridge.h"
 
 #define KNOWN_MAX (1u << 20)
+#define SLOTS 1024
+
+enum {
+    K_COMPLETE = 1 << 0, /* a directory with every entry in names */
+    K_EXCL = 1 << 1,     /* ... under an exclusive lease (write-back, wb.c) */
+    K_NOCAPS = 1 << 2,   /* no security.capability */
+    K_ATTR = 1 << 3,     /* st is current */
+    K_NOXATTRS = 1 << 4, /* no extended attributes at all */
+};
 
 struct kname {
     struct kname *next;
@@ -34,40 +45,21 @@ struct kname {
     char name[];
 };
 
-struct kdir {
-    struct kdir *next;
-    uint64_t id;
-    int excl; /* the lease on it is exclusive (write-back, wb.c) */
-    int acl;  /* 0 unknown, 1 no default ACL, 2 a default ACL */
-    struct kname **b;
-    size_t nb, n;
-};
-
 struct knode {
     struct knode *next;
     uint64_t id;
-};
-
-struct kattr {
-    struct kattr *next;
-    uint64_t id;
-    struct stat st;
-};
-
-/* An extended attribute known to be absent from node id. */
-struct kxa {
-    struct kxa *next;
-    uint64_t id;
-    char name[];
+    unsigned flags;
+    int acl;              /* K_COMPLETE: 0 unknown, 1 no default ACL, 2 one */
+    struct stat st;       /* K_ATTR */
+    struct kname *absent; /* extended attributes known absent */
+    struct kname **b;     /* K_COMPLETE: the entries, nb buckets */
+    size_t nb, n;
 };
 
 struct cf_known {
     pthread_mutex_t lock;
-    struct kdir *dirs[1024];
-    struct knode *nocaps[1024];
-    struct kattr *attrs[1024];
-    struct kxa *noxattr[1024];
-    size_t total;
+    struct knode *slots[SLOTS];
+    size_t total; /* records and names */
 };
 
 static uint64_t hash_name(const char *s)
@@ -80,7 +72,7 @@ static uint64_t hash_name(const char *s)
 
 static size_t slot(uint64_t id)
 {
-    return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 54); /* 1024 buckets */
+    return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 54); /* SLOTS buckets */
 }
 
 int cf_known_init(struct cf *cf)
@@ -93,41 +85,63 @@ int cf_known_init(struct cf *cf)
     return 0;
 }
 
-static void dir_free(struct cf_known *k, struct kdir *d)
+static struct kname *name_new(const char *name, uint64_t h)
+{
+    size_t len = strlen(name);
+    struct kname *n = malloc(sizeof(*n) + len + 1);
+    if (n) {
+        n->hash = h;
+        n->next = NULL;
+        memcpy(n->name, name, len + 1);
+    }
+    return n;
+}
+
+static size_t names_free(struct kname *n)
+{
+    size_t count = 0;
+    for (struct kname *nx; n; n = nx, count++) {
+        nx = n->next;
+        free(n);
+    }
+    return count;
+}
+
+static void dir_clear(struct cf_known *k, struct knode *d)
 {
     for (size_t i = 0; i < d->nb; i++)
-        for (struct kname *n = d->b[i], *nx; n; n = nx) {
-            nx = n->next;
-            free(n);
-        }
+        names_free(d->b[i]);
     k->total -= d->n;
     free(d->b);
-    free(d);
+    d->b = NULL;
+    d->nb = d->n = 0;
+    d->acl = 0;
+    d->flags &= ~(unsigned)(K_COMPLETE | K_EXCL);
+}
+
+static void xattrs_clear(struct cf_known *k, struct knode *x)
+{
+    k->total -= names_free(x->absent);
+    x->absent = NULL;
+    x->flags &= ~(unsigned)K_NOXATTRS;
+}
+
+static void node_free(struct cf_known *k, struct knode *x)
+{
+    dir_clear(k, x);
+    xattrs_clear(k, x);
+    k->total--;
+    free(x);
 }
 
 static void clear_all(struct cf_known *k)
 {
-    for (size_t i = 0; i < 1024; i++) {
-        for (struct kdir *d = k->dirs[i], *nx; d; d = nx) {
-            nx = d->next;
-            dir_free(k, d);
-        }
-        k->dirs[i] = NULL;
-        for (struct knode *n = k->nocaps[i], *nx; n; n = nx) {
-            nx = n->next;
-            free(n);
-        }
-        k->nocaps[i] = NULL;
-        for (struct kattr *a = k->attrs[i], *nx; a; a = nx) {
-            nx = a->next;
-            free(a);
-        }
-        k->attrs[i] = NULL;
-        for (struct kxa *x = k->noxattr[i], *nx; x; x = nx) {
+    for (size_t i = 0; i < SLOTS; i++) {
+        for (struct knode *x = k->slots[i], *nx; x; x = nx) {
             nx = x->next;
-            free(x);
+            node_free(k, x);
         }
-        k->noxattr[i] = NULL;
+        k->slots[i] = NULL;
     }
     k->total = 0;
 }
@@ -143,15 +157,44 @@ void cf_known_free(struct cf *cf)
     cf->known = NULL;
 }
 
-static struct kdir **find_dir(struct cf_known *k, uint64_t id)
+static struct knode **find(struct cf_known *k, uint64_t id)
 {
-    struct kdir **pp = &k->dirs[slot(id)];
+    struct knode **pp = &k->slots[slot(id)];
     while (*pp && (*pp)->id != id)
         pp = &(*pp)->next;
     return pp;
 }
 
-static struct kname **find_name(struct kdir *d, const char *name, uint64_t h)
+/* The record of id, made when absent and create is set (NULL when it
+ * cannot be). Past the bound everything is forgotten first. */
+static struct knode *get(struct cf_known *k, uint64_t id, int create)
+{
+    struct knode *x = *find(k, id);
+    if (x || !create)
+        return x;
+    if (k->total >= KNOWN_MAX)
+        clear_all(k);
+    if (!(x = calloc(1, sizeof(*x))))
+        return NULL;
+    x->id = id;
+    x->next = k->slots[slot(id)];
+    k->slots[slot(id)] = x;
+    k->total++;
+    return x;
+}
+
+/* Drops the record of id when it no longer says anything. */
+static void trim(struct cf_known *k, uint64_t id)
+{
+    struct knode **pp = find(k, id);
+    if (*pp && !(*pp)->flags && !(*pp)->absent) {
+        struct knode *x = *pp;
+        *pp = x->next;
+        node_free(k, x);
+    }
+}
+
+static struct kname **find_name(struct knode *d, const char *name, uint64_t h)
 {
     struct kname **pp = &d->b[h & (d->nb - 1)];
     while (*pp && ((*pp)->hash != h || strcmp((*pp)->name, name)))
@@ -159,7 +202,7 @@ static struct kname **find_name(struct kdir *d, const char *name, uint64_t h)
     return pp;
 }
 
-static void grow(struct kdir *d)
+static void grow(struct knode *d)
 {
     size_t nb = d->nb * 2;
     struct kname **b = calloc(nb, sizeof(*b));
@@ -182,17 +225,10 @@ void cf_known_dir_made(struct cf *cf, uint64_t dir, int excl)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    struct kdir **pp = find_dir(k, dir);
-    if (!*pp) {
-        struct kdir *d = calloc(1, sizeof(*d));
-        if (d && (d->b = calloc(8, sizeof(*d->b)))) {
-            d->id = dir;
-            d->nb = 8;
-            d->excl = excl;
-            *pp = d;
-        } else {
-            free(d);
-        }
+    struct knode *d = get(k, dir, 1);
+    if (d && !(d->flags & K_COMPLETE) && (d->b = calloc(8, sizeof(*d->b)))) {
+        d->nb = 8;
+        d->flags |= K_COMPLETE | (excl ? K_EXCL : 0);
     }
     pthread_mutex_unlock(&k->lock);
 }
@@ -203,24 +239,17 @@ void cf_known_add(struct cf *cf, uint64_t dir, const char *name)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    struct kdir *d = *find_dir(k, dir);
-    if (d) {
+    struct knode *d = get(k, dir, 0);
+    if (d && (d->flags & K_COMPLETE)) {
         uint64_t h = hash_name(name);
         struct kname **pp = find_name(d, name, h);
         if (!*pp) {
-            size_t len = strlen(name);
-            struct kname *n = malloc(sizeof(*n) + len + 1);
-            if (!n || k->total >= KNOWN_MAX) {
+            struct kname *n = k->total < KNOWN_MAX ? name_new(name, h) : NULL;
+            if (!n) {
                 /* Cannot track it: the directory stops being complete. */
-                free(n);
-                *find_dir(k, dir) = d->next;
-                dir_free(k, d);
-                if (k->total >= KNOWN_MAX)
-                    clear_all(k);
+                dir_clear(k, d);
+                trim(k, dir);
             } else {
-                n->hash = h;
-                memcpy(n->name, name, len + 1);
-                n->next = NULL;
                 *pp = n;
                 d->n++;
                 k->total++;
@@ -238,8 +267,8 @@ void cf_known_remove(struct cf *cf, uint64_t dir, const char *name)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    struct kdir *d = *find_dir(k, dir);
-    if (d) {
+    struct knode *d = get(k, dir, 0);
+    if (d && (d->flags & K_COMPLETE)) {
         struct kname **pp = find_name(d, name, hash_name(name));
         if (*pp) {
             struct kname *n = *pp;
@@ -252,28 +281,31 @@ void cf_known_remove(struct cf *cf, uint64_t dir, const char *name)
     pthread_mutex_unlock(&k->lock);
 }
 
-int cf_known_excl(struct cf *cf, uint64_t dir)
+/* The flags of node (0 when nothing is known), and its ACL state. */
+static unsigned flags_of(struct cf *cf, uint64_t node, int *acl)
 {
     struct cf_known *k = cf->known;
     if (!k)
         return 0;
     pthread_mutex_lock(&k->lock);
-    struct kdir *d = *find_dir(k, dir);
-    int excl = d && d->excl;
+    struct knode *x = get(k, node, 0);
+    unsigned fl = x ? x->flags : 0;
+    if (acl)
+        *acl = x ? x->acl : 0;
     pthread_mutex_unlock(&k->lock);
-    return excl;
+    return fl;
+}
+
+int cf_known_excl(struct cf *cf, uint64_t dir)
+{
+    unsigned fl = flags_of(cf, dir, NULL);
+    return (fl & K_COMPLETE) && (fl & K_EXCL);
 }
 
 int cf_known_dir_acl(struct cf *cf, uint64_t dir)
 {
-    struct cf_known *k = cf->known;
-    if (!k)
-        return 0;
-    pthread_mutex_lock(&k->lock);
-    struct kdir *d = *find_dir(k, dir);
-    int acl = d ? d->acl : 0;
-    pthread_mutex_unlock(&k->lock);
-    return acl;
+    int acl;
+    return flags_of(cf, dir, &acl) & K_COMPLETE ? acl : 0;
 }
 
 void cf_known_set_dir_acl(struct cf *cf, uint64_t dir, int acl)
@@ -282,8 +314,8 @@ void cf_known_set_dir_acl(struct cf *cf, uint64_t dir, int acl)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    struct kdir *d = *find_dir(k, dir);
-    if (d)
+    struct knode *d = get(k, dir, 0);
+    if (d && (d->flags & K_COMPLETE))
         d->acl = acl;
     pthread_mutex_unlock(&k->lock);
 }
@@ -294,48 +326,32 @@ int cf_known_absent(struct cf *cf, uint64_t dir, const char *name)
     if (!k)
         return 0;
     pthread_mutex_lock(&k->lock);
-    struct kdir *d = *find_dir(k, dir);
-    int absent = d && !*find_name(d, name, hash_name(name));
+    struct knode *d = get(k, dir, 0);
+    int absent = d && (d->flags & K_COMPLETE) && !*find_name(d, name, hash_name(name));
     pthread_mutex_unlock(&k->lock);
     return absent;
 }
 
-void cf_known_nocaps(struct cf *cf, uint64_t node)
+static void set_flags(struct cf *cf, uint64_t node, unsigned fl)
 {
     struct cf_known *k = cf->known;
-    struct knode *n = k ? malloc(sizeof(*n)) : NULL;
-    if (!n)
+    if (!k)
         return;
-    n->id = node;
     pthread_mutex_lock(&k->lock);
-    n->next = k->nocaps[slot(node)];
-    k->nocaps[slot(node)] = n;
+    struct knode *x = get(k, node, 1);
+    if (x)
+        x->flags |= fl;
     pthread_mutex_unlock(&k->lock);
+}
+
+void cf_known_nocaps(struct cf *cf, uint64_t node)
+{
+    set_flags(cf, node, K_NOCAPS);
 }
 
 int cf_known_has_nocaps(struct cf *cf, uint64_t node)
 {
-    struct cf_known *k = cf->known;
-    if (!k)
-        return 0;
-    pthread_mutex_lock(&k->lock);
-    struct knode *n = k->nocaps[slot(node)];
-    while (n && n->id != node)
-        n = n->next;
-    pthread_mutex_unlock(&k->lock);
-    return n != NULL;
-}
-
-static void attr_drop(struct cf_known *k, uint64_t node)
-{
-    for (struct kattr **pp = &k->attrs[slot(node)]; *pp; pp = &(*pp)->next) {
-        if ((*pp)->id == node) {
-            struct kattr *a = *pp;
-            *pp = a->next;
-            free(a);
-            return;
-        }
-    }
+    return (flags_of(cf, node, NULL) & (K_NOCAPS | K_NOXATTRS)) != 0;
 }
 
 void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st)
@@ -344,16 +360,11 @@ void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    struct kattr *a = k->attrs[slot(node)];
-    while (a && a->id != node)
-        a = a->next;
-    if (!a && (a = malloc(sizeof(*a)))) {
-        a->id = node;
-        a->next = k->attrs[slot(node)];
-        k->attrs[slot(node)] = a;
+    struct knode *x = get(k, node, 1);
+    if (x) {
+        x->st = *st;
+        x->flags |= K_ATTR;
     }
-    if (a)
-        a->st = *st;
     pthread_mutex_unlock(&k->lock);
 }
 
@@ -363,13 +374,12 @@ int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st)
     if (!k)
         return 0;
     pthread_mutex_lock(&k->lock);
-    struct kattr *a = k->attrs[slot(node)];
-    while (a && a->id != node)
-        a = a->next;
-    if (a)
-        *st = a->st;
+    struct knode *x = get(k, node, 0);
+    int ok = x && (x->flags & K_ATTR);
+    if (ok)
+        *st = x->st;
     pthread_mutex_unlock(&k->lock);
-    return a != NULL;
+    return ok;
 }
 
 void cf_known_forget_attr(struct cf *cf, uint64_t node)
@@ -378,44 +388,40 @@ void cf_known_forget_attr(struct cf *cf, uint64_t node)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    attr_drop(k, node);
+    struct knode *x = get(k, node, 0);
+    if (x) {
+        x->flags &= ~(unsigned)K_ATTR;
+        trim(k, node);
+    }
     pthread_mutex_unlock(&k->lock);
 }
 
-static void xattrs_drop(struct cf_known *k, uint64_t node)
+void cf_known_noxattrs(struct cf *cf, uint64_t node)
 {
-    for (struct kxa **pp = &k->noxattr[slot(node)]; *pp;) {
-        if ((*pp)->id == node) {
-            struct kxa *x = *pp;
-            *pp = x->next;
-            free(x);
-            k->total--;
-        } else {
-            pp = &(*pp)->next;
-        }
-    }
+    set_flags(cf, node, K_NOXATTRS);
+}
+
+int cf_known_xattr_free(struct cf *cf, uint64_t node)
+{
+    return (flags_of(cf, node, NULL) & K_NOXATTRS) != 0;
 }
 
 void cf_known_noxattr(struct cf *cf, uint64_t node, const char *name)
 {
     struct cf_known *k = cf->known;
-    if (!k || cf_known_xattr_absent(cf, node, name))
+    if (!k)
         return;
-    size_t len = strlen(name);
-    struct kxa *x = malloc(sizeof(*x) + len + 1);
-    if (!x)
-        return;
-    x->id = node;
-    memcpy(x->name, name, len + 1);
     pthread_mutex_lock(&k->lock);
-    if (k->total >= KNOWN_MAX) {
-        pthread_mutex_unlock(&k->lock);
-        free(x);
-        return;
+    struct knode *x = get(k, node, 1);
+    uint64_t h = hash_name(name);
+    struct kname *n = x ? x->absent : NULL;
+    while (n && (n->hash != h || strcmp(n->name, name)))
+        n = n->next;
+    if (x && !(x->flags & K_NOXATTRS) && !n && (n = name_new(name, h))) {
+        n->next = x->absent;
+        x->absent = n;
+        k->total++;
     }
-    x->next = k->noxattr[slot(node)];
-    k->noxattr[slot(node)] = x;
-    k->total++;
     pthread_mutex_unlock(&k->lock);
 }
 
@@ -425,11 +431,13 @@ int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name)
     if (!k)
         return 0;
     pthread_mutex_lock(&k->lock);
-    struct kxa *x = k->noxattr[slot(node)];
-    while (x && (x->id != node || strcmp(x->name, name)))
-        x = x->next;
+    struct knode *x = get(k, node, 0);
+    int absent = x && (x->flags & K_NOXATTRS);
+    uint64_t h = hash_name(name);
+    for (struct kname *n = x ? x->absent : NULL; n && !absent; n = n->next)
+        absent = n->hash == h && !strcmp(n->name, name);
     pthread_mutex_unlock(&k->lock);
-    return x != NULL;
+    return absent;
 }
 
 void cf_known_forget_xattrs(struct cf *cf, uint64_t node)
@@ -438,7 +446,12 @@ void cf_known_forget_xattrs(struct cf *cf, uint64_t node)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    xattrs_drop(k, node);
+    struct knode *x = get(k, node, 0);
+    if (x) {
+        xattrs_clear(k, x);
+        x->flags &= ~(unsigned)K_NOCAPS;
+        trim(k, node);
+    }
     pthread_mutex_unlock(&k->lock);
 }
 
@@ -448,22 +461,11 @@ void cf_known_forget(struct cf *cf, uint64_t node)
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
-    attr_drop(k, node);
-    xattrs_drop(k, node);
-    struct kdir **dp = find_dir(k, node);
-    if (*dp) {
-        struct kdir *d = *dp;
-        *dp = d->next;
-        dir_free(k, d);
-    }
-    for (struct knode **pp = &k->nocaps[slot(node)]; *pp;) {
-        if ((*pp)->id == node) {
-            struct knode *n = *pp;
-            *pp = n->next;
-            free(n);
-        } else {
-            pp = &(*pp)->next;
-        }
+    struct knode **pp = find(k, node);
+    if (*pp) {
+        struct knode *x = *pp;
+        *pp = x->next;
+        node_free(k, x);
     }
     pthread_mutex_unlock(&k->lock);
 }

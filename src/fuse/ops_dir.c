@@ -97,6 +97,8 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         e.entry_timeout = cf_lease_entry_timeout(f);
         if (!e.ino)
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
+        else if (rpc_has(d, RPC_T_NOXATTRS) && cf_lease_held(f))
+            cf_known_noxattrs(f->cf, e.ino);
     } else {
         e.attr.st_ino = 1;
         e.attr.st_mode = (mode_t)(d->mode & S_IFMT);

@@ -59,8 +59,6 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     struct fop *f = fop_new(req, RPC_OP_SETXATTR, fop_done_err_cb);
     if (!f)
         return;
-    if (!strcmp(name, CAPS))
-        cf_known_forget(f->cf, ino);
     cf_known_forget_attr(f->cf, ino); /* an ACL changes the mode */
     cf_known_forget_xattrs(f->cf, ino);
     int rc = fop_path(f, ino, NULL);
@@ -157,6 +155,13 @@ void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     if (cf_wb_listxattr(req, ino, size))
         return;
+    if (cf_known_xattr_free(fuse_req_userdata(req), ino)) {
+        if (size == 0)
+            fuse_reply_xattr(req, 0);
+        else
+            fuse_reply_buf(req, NULL, 0);
+        return;
+    }
     struct fop *f = fop_new(req, RPC_OP_LISTXATTR, get_cb);
     if (!f)
         return;
@@ -175,8 +180,6 @@ void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);
     if (!f)
         return;
-    if (!strcmp(name, CAPS))
-        cf_known_forget(f->cf, ino);
     cf_known_forget_attr(f->cf, ino);
     cf_known_forget_xattrs(f->cf, ino);
     int rc = fop_path(f, ino, NULL);

@@ -22,7 +22,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
     [RPC_T_LEASE] = K_U64,
-    [RPC_T_PATTR] = K_ATTR,
+    [RPC_T_PATTR] = K_ATTR,    [RPC_T_NOXATTRS] = K_U64,
     [RPC_T_XATTRS] = K_BYTES,
     [RPC_T_LAYOUT] = K_BYTES, [RPC_T_LINKTO] = K_BYTES,
     [RPC_T_OPSTAT] = K_REP,  [RPC_T_CALLS] = K_U64,    [RPC_T_NSEC] = K_U64,
@@ -56,6 +56,7 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_ARBITER: return &m->arbiter;
     case RPC_T_PENDING: return &m->pending;
     case RPC_T_LEASE: return &m->lease;
+    case RPC_T_NOXATTRS: return &m->noxattrs;
     case RPC_T_CALLS: return &m->calls;
     case RPC_T_NSEC: return &m->nsec;
     case RPC_T_NSECMAX: return &m->nsecmax;

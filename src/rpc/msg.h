@@ -127,6 +127,8 @@ enum rpc_tag {
     RPC_T_XATTRS = 45,  /* bytes: a nested body of NAME, DATA pairs (extended attributes) */
     RPC_T_PATTR = 44,   /* attr: reply to a change of entries asked with LEASE: the directory's
                            attributes after it (gfid not set) */
+    RPC_T_NOXATTRS = 46, /* u: 1: beside ATTR (a reply or DIRENT asked with LEASE), the object
+                            has no extended attributes a client can see */
     /* 48-51: distribute (docs/replication.md, Distribute) */
     RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
     RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
@@ -218,7 +220,7 @@ struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
         err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls,
-        nsec, nsecmax;
+        nsec, nsecmax, noxattrs;
     struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto;
     gfid_t gfid;
     struct rpc_attr attr, pattr;

@@ -286,3 +286,69 @@ except OSError as e:
     os.removexattr(a, "user.k")
     with pytest.raises(OSError):
         os.getxattr(b, "user.k")
+
+
+STATS = "trusted.cairn.io-stats"
+
+
+def getxattr_calls(mnt):
+    """GETXATTR requests the mount sent to the bricks (its io-stats)."""
+    for line in os.getxattr(mnt, STATS).decode().splitlines()[2:]:
+        f = line.split()
+        if f[0] == "GETXATTR":
+            return int(f[1])
+    return 0
+
+
+def errno_in_child(code, timeout=3):
+    """Runs code (which prints a result) in a child; its output, or None
+    when it did not finish within timeout (it went to a stopped brick)."""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return out.strip()
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def test_listing_reports_entries_without_extended_attributes(lc):
+    m1, m2 = make_volume(lc)
+    d1, d2 = os.path.join(m1.path, "d"), os.path.join(m2.path, "d")
+    os.mkdir(d1)
+    for i in range(40):
+        with open(os.path.join(d1, f"f{i}"), "wb") as fh:
+            fh.write(b"x")
+    os.setxattr(os.path.join(d1, "f7"), "user.k", b"seven")
+    os.mkdir(os.path.join(d1, "sub"))
+    os.fsync(os.open(d1, os.O_RDONLY))  # written back files reach the bricks
+    os.stat(d2)  # recalls m1's exclusive lease on d
+    time.sleep(1.2)  # after a recall no lease is granted on d for a second
+    before = getxattr_calls(m2.path)
+    out = subprocess.run(["ls", "-l", d2], check=True, capture_output=True, text=True).stdout
+    assert out.count("\n") == 42  # "total" and 41 entries
+    asked = getxattr_calls(m2.path) - before
+    # ls -l asks two extended attributes per entry; only f7 has any, and only
+    # its two go to a brick (not 82)
+    assert asked <= 4, f"ls -l sent {asked} GETXATTR to the bricks"
+    assert os.getxattr(os.path.join(d2, "f7"), "user.k") == b"seven"
+    pid = brick_pid(lc, "lv")
+    lc.stop_signal(pid)
+    try:
+        f3 = os.path.join(d2, "f3")
+        out = errno_in_child(f"""
+import os
+try:
+    os.getxattr({f3!r}, "user.k")
+except OSError as e:
+    print(e.errno, os.listxattr({f3!r}))
+""")
+        assert out == "61 []", f"answer without the brick: {out!r}"
+    finally:
+        lc.cont(pid)
+    # a change by the other client is seen at the next access
+    os.setxattr(os.path.join(d1, "f3"), "user.k", b"three")
+    assert os.getxattr(os.path.join(d2, "f3"), "user.k") == b"three"
+    assert os.listxattr(os.path.join(d2, "f3")) == ["user.k"]
+    os.removexattr(os.path.join(d1, "f7"), "user.k")
+    with pytest.raises(OSError):
+        os.getxattr(os.path.join(d2, "f7"), "user.k")
