@@ -2,6 +2,8 @@
  * brick.info marker, the root's id; and the brick's live options. */
 #include <dirent.h>
 #include <errno.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,18 +67,11 @@ static int info_write(struct brick *b, int privfd, const char *volume, const cha
     return rc;
 }
 
-/* .cairn/tmp, emptied: what a crash left there was never named. Without
- * it MAKE_FILE names files first (tmp_fd -1). */
-static void open_tmp(struct brick *b)
+/* Unlinks the files in directory fd: what a crash left in .cairn/tmp was
+ * never named. */
+static void empty_dir(struct brick *b, int fd)
 {
-    int rc = b->vfs->mkdirat(b->root_fd, BRICK_PRIVATE "/tmp", 0700);
-    if (rc < 0 && rc != -EEXIST)
-        return;
-    b->tmp_fd = b->vfs->openat(b->root_fd, BRICK_PRIVATE "/tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-                               0);
-    if (b->tmp_fd < 0)
-        return;
-    int dfd = dup(b->tmp_fd);
+    int dfd = dup(fd);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d) {
         if (dfd >= 0)
@@ -85,9 +80,49 @@ static void open_tmp(struct brick *b)
     }
     struct dirent *e;
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            b->vfs->unlinkat(b->tmp_fd, e->d_name, 0);
+        if (e->d_type != DT_DIR)
+            b->vfs->unlinkat(fd, e->d_name, 0);
     closedir(d);
+}
+
+/* .cairn/tmp and its BRICK_TMP_DIRS subdirectories, emptied. Without it
+ * MAKE_FILE names files first (tmp_fd -1).
+ *
+ * Why many directories: ext4 allocates a new file's inode in its
+ * directory's block group and skips inodes freed in the last few seconds,
+ * one by one. Had every MAKE_FILE created its file in one directory, a
+ * `tar x` right after an `rm -rf` would scan the same freed inodes again
+ * for every file (the brick's CPU time grew threefold). Marked as a "top"
+ * directory (chattr +T), .cairn/tmp gets its subdirectories spread over
+ * block groups, and the files with them. Other file systems ignore it. */
+static void open_tmp(struct brick *b)
+{
+    for (int i = 0; i < BRICK_TMP_DIRS; i++)
+        b->tmp_fds[i] = -1;
+    int rc = b->vfs->mkdirat(b->root_fd, BRICK_PRIVATE "/tmp", 0700);
+    if (rc < 0 && rc != -EEXIST)
+        return;
+    b->tmp_fd =
+        b->vfs->openat(b->root_fd, BRICK_PRIVATE "/tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (b->tmp_fd < 0)
+        return;
+    int fl = 0;
+    if (ioctl(b->tmp_fd, FS_IOC_GETFLAGS, &fl) == 0 && !(fl & FS_TOPDIR_FL)) {
+        fl |= FS_TOPDIR_FL;
+        (void)ioctl(b->tmp_fd, FS_IOC_SETFLAGS, &fl);
+    }
+    empty_dir(b, b->tmp_fd);
+    for (int i = 0; i < BRICK_TMP_DIRS; i++) {
+        char name[8];
+        snprintf(name, sizeof(name), "%02x", i);
+        rc = b->vfs->mkdirat(b->tmp_fd, name, 0700);
+        if (rc < 0 && rc != -EEXIST)
+            continue;
+        int fd = b->vfs->openat(b->tmp_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        if (fd >= 0)
+            empty_dir(b, fd);
+        b->tmp_fds[i] = fd;
+    }
 }
 
 static int init_private(struct brick *b, const char *id, char *err, size_t errlen)
@@ -216,6 +251,9 @@ void brick_close(struct brick *b)
     brick_leases_fini(b);
     brick_locks_fini(b);
     brick_dircache_fini(b);
+    for (int i = 0; i < BRICK_TMP_DIRS; i++)
+        if (b->tmp_fds[i] >= 0)
+            b->vfs->close(b->tmp_fds[i]);
     if (b->tmp_fd >= 0)
         b->vfs->close(b->tmp_fd);
     b->vfs->close(b->root_fd);

@@ -40,10 +40,15 @@ struct brick_leases;
 struct lease_wait;
 struct brick_dent;
 
+/* MAKE_FILE spreads its temporary files over this many directories in
+ * .cairn/tmp (see open_tmp in brick.c). */
+#define BRICK_TMP_DIRS 64
+
 struct brick {
     char *path, *volume, *id;
-    int root_fd; /* O_RDONLY|O_DIRECTORY on the brick root */
-    int tmp_fd;  /* .cairn/tmp: files MAKE_FILE builds before naming them; -1 */
+    int root_fd;                 /* O_RDONLY|O_DIRECTORY on the brick root */
+    int tmp_fd;                  /* .cairn/tmp: files MAKE_FILE builds before naming them; -1 */
+    int tmp_fds[BRICK_TMP_DIRS]; /* its subdirectories (-1: use tmp_fd) */
     const struct brick_vfs *vfs;
     struct brick_locks *locks;
     struct brick_dircache *dircache; /* open parent directories (dircache.c) */

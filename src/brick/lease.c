@@ -505,6 +505,10 @@ void brick_lease_pre(struct brick_req *r)
             l->h[0].excl = 1;
             L->n_excl++;
             r->lease_excl = 1;
+        } else if (l && l->n == 1 && l->h[0].bc == r->bc) {
+            /* Still this client's alone from a directory of that name it
+             * removed (a removal does not end the lease on the path). */
+            r->lease_excl = 1;
         }
     }
     /* The parent's lease covers the name (an entry the client caches);

@@ -410,9 +410,13 @@ int brick_op_make_file(struct brick_req *r)
     int named =
         r->b->tmp_fd < 0 || VFS->getxattr(loc.dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
     gfid_format(&g, tmp);
+    /* one of .cairn/tmp's subdirectories, by the gfid's random last byte */
+    int tdir = r->b->tmp_fds[g.b[GFID_LEN - 1] % BRICK_TMP_DIRS];
+    if (tdir < 0)
+        tdir = r->b->tmp_fd;
     int fd = named ? VFS->openat(loc.dirfd, loc.name,
                                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode)
-                   : VFS->openat(r->b->tmp_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+                   : VFS->openat(tdir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
     if (fd < 0) {
         rc = fd;
         goto out;
@@ -420,13 +424,12 @@ int brick_op_make_file(struct brick_req *r)
     struct stat st;
     struct rpc_attr a;
     if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0 || (rc = fill_made(r, fd)) < 0 ||
-        (!named &&
-         (rc = VFS->renameat2(r->b->tmp_fd, tmp, loc.dirfd, loc.name, RENAME_NOREPLACE)) < 0) ||
+        (!named && (rc = VFS->renameat2(tdir, tmp, loc.dirfd, loc.name, RENAME_NOREPLACE)) < 0) ||
         (rc = brick_fd_attr(r->b, fd, &a)) < 0) {
         if (rc != -EEXIST)
             log_debug("making %s failed: %s", loc.path, strerror(-rc));
         VFS->close(fd);
-        VFS->unlinkat(named ? loc.dirfd : r->b->tmp_fd, named ? loc.name : tmp, 0);
+        VFS->unlinkat(named ? loc.dirfd : tdir, named ? loc.name : tmp, 0);
         goto out;
     }
     VFS->close(fd);

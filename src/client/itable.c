@@ -301,6 +301,16 @@ void cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n)
     pthread_mutex_unlock(&t->lock);
 }
 
+int cl_itable_hold(struct cl_itable *t, uint64_t nodeid)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    if (i)
+        i->nlookup++;
+    pthread_mutex_unlock(&t->lock);
+    return i ? 0 : -ENOENT;
+}
+
 int cl_itable_path(struct cl_itable *t, uint64_t nodeid, const char *name, char *buf, size_t len)
 {
     const char *parts[MAX_DEPTH];

@@ -33,6 +33,10 @@ uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent, const char *name, 
                         int *err);
 /* Subtracts n lookups. */
 void cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);
+/* Counts one lookup the kernel does not make: the inode keeps its node id
+ * (and its place in paths) after the kernel forgets it, until a matching
+ * cl_itable_forget(t, nodeid, 1). Returns 0 or -ENOENT. */
+int cl_itable_hold(struct cl_itable *t, uint64_t nodeid);
 /* The path of nodeid, with "/name" appended when name is not NULL, into buf.
  * Returns 0, -ENOENT (unknown node, or one whose name was removed),
  * -ENAMETOOLONG. */

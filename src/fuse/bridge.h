@@ -41,6 +41,8 @@ int cf_parse_args(int argc, char **argv, struct cf_config *cfg);
 struct cf_live;
 struct cf_leases;
 struct cf_known;
+struct cf_wb;
+struct cf_wbrm;
 
 /* State of one mount, the session's userdata. */
 struct cf {
@@ -54,6 +56,7 @@ struct cf {
     struct cf_leases *leases; /* lease.c */
     struct cf_known *known;   /* known.c */
     struct cf_wb *wb;         /* wb.c */
+    struct cf_wbrm *wbrm;     /* wb_rm.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;
@@ -110,6 +113,10 @@ void cf_reply_end(struct cf *cf);
 double cf_lease_cache_timeout(struct cf *cf);
 /* Whether f's reply came with a lease still valid. */
 int cf_lease_held(const struct fop *f);
+/* Whether f's reply came with a lease and no recall since its request
+ * concerned path (recalls of other paths, such as the parent's, do not
+ * matter for what the reply leased on path itself). */
+int cf_lease_held_path(const struct fop *f, const char *path);
 /* Kernel timeouts for f's reply: long under a lease, else the volume's. */
 double cf_lease_entry_timeout(const struct fop *f);
 double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a);
@@ -130,6 +137,8 @@ void cf_known_add(struct cf *cf, uint64_t dir, const char *name);
 void cf_known_remove(struct cf *cf, uint64_t dir, const char *name);
 /* 1 when dir is complete and has no entry name. */
 int cf_known_absent(struct cf *cf, uint64_t dir, const char *name);
+/* 1 when dir is complete and has no entries. */
+int cf_known_dir_empty(struct cf *cf, uint64_t dir);
 /* node was created here under a lease: it has no security.capability. */
 void cf_known_nocaps(struct cf *cf, uint64_t node);
 int cf_known_has_nocaps(struct cf *cf, uint64_t node);
@@ -145,6 +154,14 @@ void fop_parent_attr(struct fop *f, uint64_t dir);
 void cf_known_noxattr(struct cf *cf, uint64_t node, const char *name);
 int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name);
 void cf_known_forget_xattrs(struct cf *cf, uint64_t node);
+/* A reply under a lease named node (for a directory: its entries too). */
+void cf_known_leased(struct cf *cf, uint64_t node);
+/* At opendir: 0 no listing cache; 1 cache this pass (the kernel drops the
+ * old one); 2 keep the cache, filled under the same lease. */
+int cf_known_dir_cache(struct cf *cf, uint64_t dir);
+/* A listing reply came without the lease: what the kernel caches from it
+ * must not be kept. */
+void cf_known_dir_uncached(struct cf *cf, uint64_t dir);
 /* node has no extended attributes at all (a brick's NOXATTRS, under a lease). */
 void cf_known_noxattrs(struct cf *cf, uint64_t node);
 int cf_known_xattr_free(struct cf *cf, uint64_t node);
@@ -184,6 +201,28 @@ int cf_wb_release(fuse_req_t req, struct fuse_file_info *fi, uint64_t *real_fh);
 int cf_wb_real_fh(struct cf *cf, uint64_t fh, uint64_t *real);
 /* fsync of a write-back handle: the file goes to the bricks with an fsync. */
 int cf_wb_fsync_fh(struct cf *cf, uint64_t fh);
+/* For wb_rm.c: node's written-back file, if it was never sent, is dropped
+ * (1); 0 when none is pending here (or it is in flight); -EBUSY while the
+ * kernel still has it open. */
+int cf_wb_drop_unsent(struct cf *cf, uint64_t node);
+/* A background error in dir: returned by the next create or fsyncdir there. */
+void cf_wb_note_error(struct cf *cf, uint64_t dir, int err);
+size_t cf_wb_max_files(struct cf *cf);
+
+/* ---- wb_rm.c: write-back of unlink and rmdir (docs/consistency.md) ---- */
+int cf_wbrm_init(struct cf *cf);
+void cf_wbrm_free(struct cf *cf);
+/* Answers the removal of name from parent here (returns 1) when parent is
+ * complete and exclusively leased (and, for rmdir, the directory is too,
+ * and empty); the request goes to the bricks from a queue. */
+int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_dir);
+/* Until every queued removal is answered by the bricks. */
+int cf_wbrm_settle(struct cf *cf);
+/* Settles the queue when a removal in it concerns a request on path (the
+ * same object, or one below path). */
+int cf_wbrm_settle_path(struct cf *cf, const char *path);
+/* 1 when a removal of parent/name is queued or in flight. */
+int cf_wbrm_queued(struct cf *cf, uint64_t parent, const char *name);
 
 struct fop {
     struct cl_op op;

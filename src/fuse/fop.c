@@ -64,6 +64,8 @@ int fop_path(struct fop *f, fuse_ino_t ino, const char *name)
     rc = cl_itable_path(f->cf->it, ino, name ? f->name : NULL, f->path, sizeof(f->path));
     if (rc < 0)
         return rc;
+    /* Removals written back that concern the path reach the bricks first. */
+    cf_wbrm_settle_path(f->cf, f->path);
     rpc_set_str(&f->op.args, RPC_T_PATH, &f->op.args.path, f->path);
     return 0;
 }
@@ -76,6 +78,7 @@ int fop_path2(struct fop *f, fuse_ino_t ino, const char *name)
     rc = cl_itable_path(f->cf->it, ino, f->name2, f->path2, sizeof(f->path2));
     if (rc < 0)
         return rc;
+    cf_wbrm_settle_path(f->cf, f->path2);
     rpc_set_str(&f->op.args, RPC_T_PATH2, &f->op.args.path2, f->path2);
     return 0;
 }
@@ -157,8 +160,11 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
     rpc_attr_to_stat(&m->attr, &e->attr);
     e->attr_timeout = cf_lease_attr_timeout(f, &m->attr);
     e->entry_timeout = cf_lease_entry_timeout(f);
-    if (rpc_has(m, RPC_T_NOXATTRS) && cf_lease_held(f))
-        cf_known_noxattrs(f->cf, e->ino);
+    if (cf_lease_held(f)) {
+        cf_known_leased(f->cf, e->ino);
+        if (rpc_has(m, RPC_T_NOXATTRS))
+            cf_known_noxattrs(f->cf, e->ino);
+    }
     return 0;
 }
 
@@ -199,6 +205,11 @@ void fop_done_attr_cb(struct cl_op *op)
     struct stat st;
     rpc_attr_to_stat(&op->reply->msg.attr, &st);
     cf_reply_begin(f->cf);
+    /* A directory's attributes under its lease: the kernel drops them at
+     * each change of its entries, and asks again at the next permission
+     * check (known.c answers; this mount's changes keep them current). */
+    if (f->parent && S_ISDIR(st.st_mode) && cf_lease_held(f))
+        cf_known_set_attr(f->cf, f->parent, &st);
     fuse_reply_attr(f->req, &st, cf_lease_attr_timeout(f, &op->reply->msg.attr));
     cf_reply_end(f->cf);
     fop_free(f);
@@ -224,7 +235,9 @@ void fop_done_entry_cb(struct cl_op *op)
         cf_known_add(f->cf, f->parent, f->name);
         fop_parent_attr(f, f->parent);
     }
-    if (code == RPC_OP_MKDIR && cf_lease_held(f)) {
+    /* The new directory's own lease: a recall of its parent meanwhile
+     * (this mount's lease there dropped for sharing it) leaves it whole. */
+    if (code == RPC_OP_MKDIR && cf_lease_held_path(f, f->path)) {
         cf_known_dir_made(f->cf, e.ino, (op->reply->msg.lease & RPC_LEASE_EXCL) != 0);
         cf_known_set_attr(f->cf, e.ino, &e.attr);
     }

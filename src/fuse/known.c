@@ -12,12 +12,17 @@
  *   label, an ACL) on every listing. An object the brick reported without
  *   any (in a lookup, create or readdirplus entry asked with a lease) has
  *   none of them; a single absence a brick reported is kept too.
+ * - Leased directories: the kernel may keep a directory's listing between
+ *   opens (FOPEN_CACHE_DIR) while a lease covers its entries; the recall
+ *   drops that cache (docs/consistency.md, "Listings").
  * - Directory attributes: each change of a directory's entries makes the
  *   kernel drop its attributes and ask again at the next permission check;
  *   the brick's reply to the change (asked with a lease) carries the
  *   directory's new attributes, kept here for that question.
  *
- * One record per node holds all of it. Everything about an object is
+ * One record per node holds all of it; a complete directory holds its node
+ * in the inode table (cl_itable_hold) so that its node id survives the
+ * kernel forgetting it. Everything about an object is
  * forgotten when its lease is recalled, when this mount renames it, and when
  * a brick connection drops. Bounded: past KNOWN_MAX records and names
  * everything is forgotten (which only costs round trips). */
@@ -37,6 +42,8 @@ enum {
     K_NOCAPS = 1 << 2,   /* no security.capability */
     K_ATTR = 1 << 3,     /* st is current */
     K_NOXATTRS = 1 << 4, /* no extended attributes at all */
+    K_LEASED = 1 << 5,   /* a reply under a lease named it (its entries too) */
+    K_LISTED = 1 << 6,   /* the kernel's listing cache was started under it */
 };
 
 struct kname {
@@ -49,6 +56,7 @@ struct knode {
     struct knode *next;
     uint64_t id;
     unsigned flags;
+    int pinned;           /* K_COMPLETE: one itable lookup held (see dir_made) */
     int acl;              /* K_COMPLETE: 0 unknown, 1 no default ACL, 2 one */
     struct stat st;       /* K_ATTR */
     struct kname *absent; /* extended attributes known absent */
@@ -57,6 +65,7 @@ struct knode {
 };
 
 struct cf_known {
+    struct cl_itable *it;
     pthread_mutex_t lock;
     struct knode *slots[SLOTS];
     size_t total; /* records and names */
@@ -81,6 +90,7 @@ int cf_known_init(struct cf *cf)
     if (!k)
         return -ENOMEM;
     pthread_mutex_init(&k->lock, NULL);
+    k->it = cf->it;
     cf->known = k;
     return 0;
 }
@@ -117,6 +127,10 @@ static void dir_clear(struct cf_known *k, struct knode *d)
     d->nb = d->n = 0;
     d->acl = 0;
     d->flags &= ~(unsigned)(K_COMPLETE | K_EXCL);
+    if (d->pinned) {
+        d->pinned = 0;
+        cl_itable_forget(k->it, d->id, 1); /* the table is a leaf: no lock order issue */
+    }
 }
 
 static void xattrs_clear(struct cf_known *k, struct knode *x)
@@ -229,6 +243,11 @@ void cf_known_dir_made(struct cf *cf, uint64_t dir, int excl)
     if (d && !(d->flags & K_COMPLETE) && (d->b = calloc(8, sizeof(*d->b)))) {
         d->nb = 8;
         d->flags |= K_COMPLETE | (excl ? K_EXCL : 0);
+        /* The directory keeps its node id while it is complete: a recall
+         * of its parent makes the kernel forget its entry, and the next
+         * lookup must find this record again (and a recall of the
+         * directory itself must find its path). */
+        d->pinned = k->it && cl_itable_hold(k->it, dir) == 0;
     }
     pthread_mutex_unlock(&k->lock);
 }
@@ -305,7 +324,11 @@ int cf_known_excl(struct cf *cf, uint64_t dir)
 int cf_known_dir_acl(struct cf *cf, uint64_t dir)
 {
     int acl;
-    return flags_of(cf, dir, &acl) & K_COMPLETE ? acl : 0;
+    unsigned fl = flags_of(cf, dir, &acl);
+    if (!(fl & K_COMPLETE))
+        return 0;
+    /* no extended attributes at all: no default ACL either */
+    return acl == 0 && (fl & K_NOXATTRS) ? 1 : acl;
 }
 
 void cf_known_set_dir_acl(struct cf *cf, uint64_t dir, int acl)
@@ -330,6 +353,18 @@ int cf_known_absent(struct cf *cf, uint64_t dir, const char *name)
     int absent = d && (d->flags & K_COMPLETE) && !*find_name(d, name, hash_name(name));
     pthread_mutex_unlock(&k->lock);
     return absent;
+}
+
+int cf_known_dir_empty(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct knode *d = get(k, dir, 0);
+    int empty = d && (d->flags & K_COMPLETE) && d->n == 0;
+    pthread_mutex_unlock(&k->lock);
+    return empty;
 }
 
 static void set_flags(struct cf *cf, uint64_t node, unsigned fl)
@@ -393,6 +428,39 @@ void cf_known_forget_attr(struct cf *cf, uint64_t node)
         x->flags &= ~(unsigned)K_ATTR;
         trim(k, node);
     }
+    pthread_mutex_unlock(&k->lock);
+}
+
+void cf_known_leased(struct cf *cf, uint64_t node)
+{
+    set_flags(cf, node, K_LEASED);
+}
+
+int cf_known_dir_cache(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct knode *d = get(k, dir, 0);
+    int c = 0;
+    if (d && (d->flags & K_LEASED)) {
+        c = d->flags & K_LISTED ? 2 : 1;
+        d->flags |= K_LISTED;
+    }
+    pthread_mutex_unlock(&k->lock);
+    return c;
+}
+
+void cf_known_dir_uncached(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->lock);
+    struct knode *d = get(k, dir, 0);
+    if (d)
+        d->flags &= ~(unsigned)(K_LEASED | K_LISTED);
     pthread_mutex_unlock(&k->lock);
 }
 

@@ -30,6 +30,9 @@
 #include "bridge.h"
 
 #define RECALL_THREADS_MAX 32
+/* Recalls remembered by path, to tell whether one since a request concerns
+ * what its reply leased (cf_lease_held_path). */
+#define RECENT 256
 
 struct job {
     struct job *next;
@@ -51,7 +54,24 @@ struct cf_leases {
     struct job *head, **tail;
     int threads, idle, running, stop;
     pthread_t tids[RECALL_THREADS_MAX];
+    struct {
+        uint64_t seq;
+        char *path; /* NULL: everything (a lost connection, a local drop) */
+    } recent[RECENT];
 };
+
+/* Counts a recall of path (NULL: of everything); under no lock. */
+static void note_recall(struct cf_leases *L, const char *path)
+{
+    char *copy = path ? strdup(path) : NULL;
+    pthread_mutex_lock(&L->lock);
+    uint64_t seq = __atomic_add_fetch(&L->seq, 1, __ATOMIC_ACQ_REL);
+    size_t i = (size_t)(seq % RECENT);
+    free(L->recent[i].path);
+    L->recent[i].seq = seq;
+    L->recent[i].path = copy;
+    pthread_mutex_unlock(&L->lock);
+}
 
 void cf_lease_configure(struct cf *cf, int enabled, double cache_timeout)
 {
@@ -84,15 +104,37 @@ void cf_reply_end(struct cf *cf)
         pthread_rwlock_unlock(&cf->leases->reply_lock);
 }
 
-int cf_lease_held(const struct fop *f)
+/* The leases of f's session, when f asked for one and its reply grants it. */
+static struct cf_leases *granted(const struct fop *f)
 {
     struct cf_leases *L = f->cf->leases;
     if (!L || !f->lease_seq || !f->op.reply)
-        return 0;
+        return NULL;
     const struct rpc_msg *m = &f->op.reply->msg;
-    if (!rpc_has(m, RPC_T_LEASE) || !(m->lease & RPC_LEASE_READ))
+    return rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_READ) ? L : NULL;
+}
+
+int cf_lease_held(const struct fop *f)
+{
+    struct cf_leases *L = granted(f);
+    return L && __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
+}
+
+int cf_lease_held_path(const struct fop *f, const char *path)
+{
+    struct cf_leases *L = granted(f);
+    if (!L)
         return 0;
-    return __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
+    uint64_t base = f->lease_seq - 1;
+    pthread_mutex_lock(&L->lock);
+    uint64_t now = __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE);
+    int held = now - base <= RECENT;
+    for (uint64_t s = base + 1; held && s <= now; s++) {
+        size_t i = (size_t)(s % RECENT);
+        held = L->recent[i].seq == s && L->recent[i].path && strcmp(L->recent[i].path, path);
+    }
+    pthread_mutex_unlock(&L->lock);
+    return held;
 }
 
 double cf_lease_cache_timeout(struct cf *cf)
@@ -134,9 +176,10 @@ static void inval_entry(struct cf_leases *L, uint64_t parent, const char *name)
                   strerror(-rc));
 }
 
+/* The attributes and cached pages (a directory's listing) of nodeid. */
 static void inval_attr(struct cf_leases *L, uint64_t nodeid)
 {
-    int rc = fuse_lowlevel_notify_inval_inode(L->se, nodeid, -1, 0);
+    int rc = fuse_lowlevel_notify_inval_inode(L->se, nodeid, 0, 0);
     if (rc < 0 && rc != -ENOENT)
         log_debug("invalidating node %llu: %s", (unsigned long long)nodeid, strerror(-rc));
 }
@@ -267,7 +310,7 @@ void cf_lease_drop_node(struct cf *cf, uint64_t node)
     if (!L)
         return;
     cf_known_forget(cf, node);
-    __atomic_add_fetch(&L->seq, 1, __ATOMIC_ACQ_REL);
+    note_recall(L, NULL);
     struct job *j = calloc(1, sizeof(*j));
     if (!j)
         return;
@@ -282,7 +325,7 @@ void cf_lease_drop_node(struct cf *cf, uint64_t node)
 static void recall_cb(void *ctx, struct cl_layer *from, const char *path, const char *name)
 {
     struct cf_leases *L = ctx;
-    __atomic_add_fetch(&L->seq, 1, __ATOMIC_ACQ_REL);
+    note_recall(L, path);
     struct job *j = calloc(1, sizeof(*j));
     if (!j || (path && !(j->path = strdup(path)))) {
         free(j);
@@ -348,6 +391,8 @@ void cf_leases_free(struct cf *cf)
         free(j);
     }
     cf->leases = NULL;
+    for (size_t i = 0; i < RECENT; i++)
+        free(L->recent[i].path);
     pthread_rwlock_destroy(&L->reply_lock);
     pthread_mutex_destroy(&L->lock);
     pthread_cond_destroy(&L->cond);

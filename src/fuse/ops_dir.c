@@ -39,10 +39,16 @@ static void opendir_cb(struct cl_op *op)
     if (!rpc_has(&op->reply->msg, RPC_T_FH))
         FOP_FAIL(f, -EPROTO);
     f->fi.fh = op->reply->msg.fh;
-    f->fi.cache_readdir = 0;
-    f->fi.keep_cache = 0;
+    /* Under a lease on the directory's entries the kernel keeps its listing
+     * between opens; it is filled under the lease the first time, and the
+     * recall drops it (docs/consistency.md, "Listings"). */
+    cf_reply_begin(f->cf);
+    int cache = cf_known_dir_cache(f->cf, f->parent);
+    f->fi.cache_readdir = cache > 0;
+    f->fi.keep_cache = cache == 2;
     if (fuse_reply_open(f->req, &f->fi) != 0)
         fop_release_orphan(f->cf, RPC_OP_RELEASEDIR, f->fi.fh);
+    cf_reply_end(f->cf);
     fop_free(f);
 }
 
@@ -52,6 +58,7 @@ void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!f)
         return;
     f->fi = *fi;
+    f->parent = ino;
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
@@ -95,10 +102,13 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         rpc_attr_to_stat(&d->attr, &e.attr);
         e.attr_timeout = cf_lease_attr_timeout(f, &d->attr);
         e.entry_timeout = cf_lease_entry_timeout(f);
-        if (!e.ino)
+        if (!e.ino) {
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
-        else if (rpc_has(d, RPC_T_NOXATTRS) && cf_lease_held(f))
-            cf_known_noxattrs(f->cf, e.ino);
+        } else if (cf_lease_held(f)) {
+            cf_known_leased(f->cf, e.ino);
+            if (rpc_has(d, RPC_T_NOXATTRS))
+                cf_known_noxattrs(f->cf, e.ino);
+        }
     } else {
         e.attr.st_ino = 1;
         e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
@@ -141,6 +151,11 @@ static void readdir_cb(struct cl_op *op)
             continue; /* we add our own */
         full = add_entry(f, plus, name, kernel_off(d.offset), &d, 0);
     }
+    /* The kernel may cache this listing (opendir_cb): only under the lease. */
+    if (cf_lease_held(f))
+        cf_known_leased(f->cf, f->parent);
+    else
+        cf_known_dir_uncached(f->cf, f->parent);
     int eof = rpc_has(&r->msg, RPC_T_EOF) && r->msg.eof;
     if (!full && f->pos == 0 && !eof) {
         cf_reply_end(f->cf);
@@ -168,9 +183,9 @@ static void submit_readdir(struct fop *f, uint64_t cookie)
     RPC_SET(a, size, RPC_T_SIZE, budget < 4096 ? 4096 : budget);
     /* Always ask for attributes: plain readdir needs the gfid for d_ino. */
     RPC_SET(a, flags, RPC_T_FLAGS, 1);
-    /* Plus entries go into the kernel's caches: under a lease on the
-     * directory (named by PATH) and on each entry, they may stay there. */
-    if ((f->flags & 1) && fop_path(f, f->parent, NULL) == 0)
+    /* Entries go into the kernel's caches: under a lease on the directory
+     * (named by PATH) and on each entry, they may stay there. */
+    if (fop_path(f, f->parent, NULL) == 0)
         cf_lease_ask(f);
     fop_submit(f);
 }

@@ -65,9 +65,7 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fop *f = fop_new(req, RPC_OP_GETATTR, fop_done_attr_cb);
     if (!f)
         return;
-    int rc = target(f, ino, fi);
-    if (rc < 0)
-        FOP_FAIL(f, rc);
+    f->parent = ino; /* the node whose attributes known.c may keep */
     /* Attributes a change of the directory's entries returned (known.c). */
     struct stat st;
     if (cf_known_attr(f->cf, ino, &st)) {
@@ -75,6 +73,9 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fop_free(f);
         return;
     }
+    int rc = target(f, ino, fi);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
     fop_lease_key(f, ino);
     cf_lease_ask(f);
     fop_submit(f);
@@ -88,6 +89,7 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
     if (!f)
         return;
+    f->parent = ino;
     struct rpc_msg *a = &f->op.args;
     uint64_t valid = 0;
     cf_known_forget_attr(f->cf, ino);
@@ -220,6 +222,8 @@ static void unlink_cb(struct cl_op *op)
     struct fop *f = op->ctx;
     if (op->status == 0) {
         cf_reply_begin(f->cf);
+        if (op->args.op == RPC_OP_RMDIR)
+            cf_known_forget(f->cf, cl_itable_child(f->cf->it, f->parent, f->name));
         cl_itable_unlink(f->cf->it, f->parent, f->name);
         cf_known_remove(f->cf, f->parent, f->name);
         fop_parent_attr(f, f->parent);
@@ -230,11 +234,17 @@ static void unlink_cb(struct cl_op *op)
 
 static void remove_name(fuse_req_t req, uint16_t opcode, fuse_ino_t parent, const char *name)
 {
+    if (cf_wbrm_remove(req, parent, name, opcode == RPC_OP_RMDIR))
+        return;
     struct fop *f = fop_new(req, opcode, unlink_cb);
     if (!f)
         return;
     f->parent = parent;
-    int rc = fop_path(f, parent, name);
+    /* The bricks decide whether a directory is empty: files written back
+     * into it must be there first. */
+    int rc = opcode == RPC_OP_RMDIR ? cf_wb_settle_all(f->cf) : 0;
+    if (rc == 0)
+        rc = fop_path(f, parent, name);
     if (rc < 0)
         FOP_FAIL(f, rc);
     cf_lease_ask(f);
@@ -285,7 +295,11 @@ void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
     f->parent = parent;
     f->parent2 = newparent;
     f->flags = flags;
-    int rc = fop_path(f, parent, name);
+    /* A directory moved or replaced takes whatever is written back inside
+     * it: everything pending reaches the bricks first (renames are rare). */
+    int rc = cf_wb_settle_all(f->cf);
+    if (rc == 0)
+        rc = fop_path(f, parent, name);
     if (rc == 0)
         rc = fop_path2(f, newparent, newname);
     if (rc < 0)

@@ -8,6 +8,12 @@
  * application sees a local file system's speed; the bricks see one
  * request per file instead of five.
  *
+ * A closed file is sent WB_SEND_DELAY_MS later (or at once when more than
+ * WB_CLOSED_MAX wait): `tar` sets a file's owner, mode and times by path
+ * right after closing it, and those changes still go out with the file's
+ * MAKE_FILE instead of each waiting for it; a file removed meanwhile is
+ * never sent at all (wb_rm.c).
+ *
  * A pending file reaches the bricks (is "settled") before anything could
  * observe its absence there:
  * - another client touches the directory: the brick holds that request and
@@ -38,6 +44,8 @@
 #define WB_FILE_MAX (1u << 20)
 #define WB_BUCKETS 1024
 #define WB_FH_BIT (1ull << 63)
+#define WB_SEND_DELAY_MS 10
+#define WB_CLOSED_MAX 256
 
 enum wb_state {
     WB_OPEN,         /* the kernel holds the handle */
@@ -56,6 +64,8 @@ struct wb_xattr {
 
 struct wb_file {
     struct wb_file *next;
+    struct wb_file *cprev, *cnext; /* CLOSED: the queue to send, oldest first */
+    uint64_t closed_ms;
     uint64_t node, parent, id;
     char name[NAME_MAX + 1];
     gfid_t gfid;
@@ -67,6 +77,7 @@ struct wb_file {
     int n_xa;
     enum wb_state state;
     int kernel_open; /* the kernel holds its handle */
+    int parent_held; /* a lookup of parent held in the inode table (its path) */
     int err, want_sync;
     uint64_t real_fh;
 };
@@ -87,6 +98,11 @@ struct cf_wb {
     size_t max_files, max_bytes;
     int enabled;
     struct dir_err *errs;
+    struct wb_file *closed, *closed_tail; /* CLOSED files, oldest first */
+    size_t n_closed;
+    pthread_cond_t fcond; /* the sender: a file closed, or stop */
+    pthread_t sender;
+    int sender_started, stop;
 };
 
 static size_t slot(uint64_t node)
@@ -99,6 +115,38 @@ int cf_wb_is_fh(uint64_t fh)
     return (fh & WB_FH_BIT) != 0;
 }
 
+static void send_locked(struct cf_wb *w, struct wb_file *f);
+static void release_parent(struct cf_wb *w, struct wb_file *f);
+static uint64_t mono_ms(void);
+
+/* Sends closed files once they have waited WB_SEND_DELAY_MS (at once
+ * while more than WB_CLOSED_MAX wait). */
+static void *sender_main(void *arg)
+{
+    struct cf_wb *w = arg;
+    pthread_mutex_lock(&w->lock);
+    while (!w->stop) {
+        struct wb_file *f = w->closed;
+        if (!f) {
+            pthread_cond_wait(&w->fcond, &w->lock);
+            continue;
+        }
+        uint64_t due = f->closed_ms + WB_SEND_DELAY_MS, now = mono_ms();
+        if (w->n_closed <= WB_CLOSED_MAX && now < due) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (due - now) * 1000000ull;
+            ts.tv_sec += (time_t)(ns / 1000000000ull);
+            ts.tv_nsec = (long)(ns % 1000000000ull);
+            pthread_cond_timedwait(&w->fcond, &w->lock, &ts);
+            continue;
+        }
+        send_locked(w, f);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
 int cf_wb_init(struct cf *cf)
 {
     struct cf_wb *w = calloc(1, sizeof(*w));
@@ -108,7 +156,20 @@ int cf_wb_init(struct cf *cf)
     w->next_id = 1;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->fcond, &ca);
+    pthread_condattr_destroy(&ca);
     cf->wb = w;
+    int rc = cf_wbrm_init(cf);
+    if (rc == 0 && pthread_create(&w->sender, NULL, sender_main, w) != 0)
+        rc = -EAGAIN;
+    if (rc < 0) {
+        cf_wb_free(cf);
+        return rc;
+    }
+    w->sender_started = 1;
     return 0;
 }
 
@@ -177,6 +238,44 @@ static void now_ts(struct timespec *ts)
     clock_gettime(CLOCK_REALTIME, ts);
 }
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The queue of closed files waiting to be sent; under w->lock. */
+static void closed_push(struct cf_wb *w, struct wb_file *f)
+{
+    f->closed_ms = mono_ms();
+    f->cnext = NULL;
+    f->cprev = w->closed_tail;
+    if (w->closed_tail)
+        w->closed_tail->cnext = f;
+    else
+        w->closed = f;
+    w->closed_tail = f;
+    w->n_closed++;
+    pthread_cond_signal(&w->fcond);
+}
+
+static void closed_remove(struct cf_wb *w, struct wb_file *f)
+{
+    if (!f->cprev && w->closed != f)
+        return; /* not queued */
+    if (f->cprev)
+        f->cprev->cnext = f->cnext;
+    else
+        w->closed = f->cnext;
+    if (f->cnext)
+        f->cnext->cprev = f->cprev;
+    else
+        w->closed_tail = f->cprev;
+    f->cprev = f->cnext = NULL;
+    w->n_closed--;
+}
+
 static void dir_error(struct cf_wb *w, uint64_t dir, int err)
 {
     for (struct dir_err *e = w->errs; e; e = e->next)
@@ -191,6 +290,52 @@ static void dir_error(struct cf_wb *w, uint64_t dir, int err)
     e->err = err;
     e->next = w->errs;
     w->errs = e;
+}
+
+void cf_wb_note_error(struct cf *cf, uint64_t dir, int err)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    dir_error(w, dir, err);
+    pthread_mutex_unlock(&w->lock);
+}
+
+size_t cf_wb_max_files(struct cf *cf)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    size_t n = w->max_files;
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
+int cf_wb_drop_unsent(struct cf *cf, uint64_t node)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_node(w, node);
+    if (f && f->state == WB_OPEN) {
+        rc = -EBUSY;
+    } else if (f && f->state == WB_CLOSED) {
+        /* Never sent: it never reaches the bricks. */
+        closed_remove(w, f);
+        release_parent(w, f);
+        w->bytes -= f->cap;
+        w->files--;
+        unlink_file(w, f);
+        file_free(f);
+        pthread_cond_broadcast(&w->cond);
+        rc = 1;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
 }
 
 int cf_wb_dir_error(struct cf *cf, uint64_t dir)
@@ -222,9 +367,20 @@ struct send {
     char path[PATH_MAX];
 };
 
+/* The file no longer needs its directory's path. */
+static void release_parent(struct cf_wb *w, struct wb_file *f)
+{
+    if (f->parent_held) {
+        f->parent_held = 0;
+        cl_itable_forget(w->cf->it, f->parent, 1);
+    }
+}
+
 static void finish(struct cf_wb *w, struct wb_file *f, int status, int lease)
 {
     struct cf *cf = w->cf;
+    closed_remove(w, f);
+    release_parent(w, f);
     if (status < 0) {
         log_error("write-back of %s (in directory node %llu) failed: %s; the file did not reach "
                   "the bricks",
@@ -319,6 +475,7 @@ static struct send *build(struct cf_wb *w, struct wb_file *f)
     if (f->want_sync)
         RPC_SET(a, flags, RPC_T_FLAGS, 1);
     RPC_SET(a, lease, RPC_T_LEASE, RPC_LEASE_READ);
+    closed_remove(w, f);
     f->state = WB_SENDING;
     return s;
 }
@@ -452,6 +609,8 @@ static int settle_in(struct cf_wb *w, uint64_t dir)
             rc = r;
     }
     pthread_mutex_unlock(&w->lock);
+    /* and the removals queued after them (all: they are kept in order) */
+    cf_wbrm_settle(w->cf);
     return rc;
 }
 
@@ -470,6 +629,13 @@ void cf_wb_free(struct cf *cf)
     struct cf_wb *w = cf->wb;
     if (!w)
         return;
+    cf_wbrm_free(cf);
+    pthread_mutex_lock(&w->lock);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->fcond);
+    pthread_mutex_unlock(&w->lock);
+    if (w->sender_started)
+        pthread_join(w->sender, NULL);
     for (size_t k = 0; k < WB_BUCKETS; k++)
         for (struct wb_file *f = w->b[k], *nx; f; f = nx) {
             nx = f->next;
@@ -482,6 +648,7 @@ void cf_wb_free(struct cf *cf)
     }
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->cond);
+    pthread_cond_destroy(&w->fcond);
     free(w);
     cf->wb = NULL;
 }
@@ -520,6 +687,9 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         cf_known_set_dir_acl(cf, parent, ask_default_acl(cf, parent));
     if (cf_known_dir_acl(cf, parent) != 1)
         return 0;
+    /* The name's removal reaches the bricks before the new file. */
+    if (cf_wbrm_queued(cf, parent, name))
+        cf_wbrm_settle(cf);
     const struct fuse_ctx *c = fuse_req_ctx(req);
     struct wb_file *f = calloc(1, sizeof(*f));
     if (!f)
@@ -536,8 +706,17 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     memcpy(f->name, name, nl + 1);
     gfid_generate(&f->gfid);
     int err;
+    /* The file is named by its directory's path when it is sent, maybe
+     * after the kernel forgot the directory (a lost connection makes it
+     * drop every cached entry): the table keeps the directory until then. */
+    if (cl_itable_hold(cf->it, parent) < 0) {
+        free(f);
+        return 0;
+    }
+    f->parent_held = 1;
     f->node = cl_itable_link(cf->it, parent, name, &f->gfid, &err);
     if (!f->node) {
+        cl_itable_forget(cf->it, parent, 1);
         free(f);
         return 0;
     }
@@ -849,7 +1028,7 @@ int cf_wb_release(fuse_req_t req, struct fuse_file_info *fi, uint64_t *real_fh)
         f->kernel_open = 0;
     if (f && f->state == WB_OPEN) {
         f->state = WB_CLOSED;
-        send_locked(w, f);
+        closed_push(w, f);
     } else if (f && !pending(f)) {
         *real_fh = f->state == WB_MATERIALIZED ? f->real_fh : 0;
         unlink_file(w, f);

@@ -504,6 +504,12 @@ def test_sigstop_brick(pool, vol_factory):
         assert rest < 10, f"100 creates took {rest:.1f}s with a hung brick"
     finally:
         pool.nodes[2].cont(pid)
+    # files written back are sent shortly after their close: wait for them
+    fd = os.open(os.path.join(v.mnt, "d"), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     src = tree_sums(v.bricks[0])
     heal_until_equal(v, src, "")
     wait_heal_info_clean(v)

@@ -12,6 +12,7 @@ Addresses: 127.0.0.36-.39."""
 
 import hashlib
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -215,3 +216,158 @@ def test_failed_background_create_is_reported(wc):
         with open(os.path.join(b, "d", "clash"), "rb") as fh:
             assert fh.read() == b"brick's"
     assert "write-back of clash" in m1.tail(1 << 20)
+
+
+def brick_pids(c, vol):
+    return [p for (_, _, _, p) in c.brick_status(vol) if p]
+
+
+def removals_in_child(d, names, dirs):
+    """A child that holds d open, and on a line on stdin removes names and
+    then dirs (relative to d), printing "done". Started while the bricks
+    run: the path walk to d may ask them, the removals must not."""
+    code = f"""
+import os, sys
+fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
+print("ready", flush=True)
+sys.stdin.readline()
+for n in {names!r}:
+    os.unlink(n, dir_fd=fd)
+for n in {dirs!r}:
+    os.rmdir(n, dir_fd=fd)
+print("done", flush=True)
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def go_while_bricks_stopped(c, child):
+    """Stops every brick of wv, tells child to go, and says whether it
+    printed "done" within 5 s; the bricks run again afterwards."""
+    pids = brick_pids(c, "wv")
+    for p in pids:
+        c.stop_signal(p)
+    try:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        ready, _, _ = select.select([child.stdout], [], [], 5)
+        ok = bool(ready) and child.stdout.readline().strip() == "done"
+    finally:
+        for p in pids:
+            c.cont(p)
+    child.wait(timeout=60)
+    return ok
+
+
+def test_removals_are_answered_here_and_reach_every_brick(wc):
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.makedirs(os.path.join(d, "sub"))
+    for i in range(60):
+        with open(os.path.join(d, f"r{i}"), "wb") as fh:
+            fh.write(content(i))
+    with open(os.path.join(d, "sub", "inner"), "wb") as fh:
+        fh.write(b"inner")
+    fsync_dir(d)  # every file is on the bricks
+    child = removals_in_child(d, [f"r{i}" for i in range(0, 60, 2)] + ["sub/inner"], ["sub"])
+    # with every brick stopped, the removals are still answered
+    assert go_while_bricks_stopped(wc, child), \
+        "removals in a written-back directory waited for the bricks"
+    want = sorted(f"r{i}" for i in range(1, 60, 2))
+    assert sorted(os.listdir(d)) == want
+    # another client sees them gone at its next access (its access recalls
+    # the lease, and the queue reaches the bricks first)
+    assert sorted(os.listdir(os.path.join(m2.path, "d"))) == want
+    for b in bricks:
+        assert sorted(os.listdir(os.path.join(b, "d"))) == want, b
+
+
+def test_file_removed_before_it_was_sent_never_reaches_the_bricks(wc):
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    for i in range(30):
+        p = os.path.join(d, f"t{i}")
+        with open(p, "wb") as fh:
+            fh.write(content(i))
+        os.unlink(p)
+        # a new file under the same name after the removal
+        if i % 3 == 0:
+            with open(p, "wb") as fh:
+                fh.write(b"again %d" % i)
+    fsync_dir(d)
+    want = sorted(f"t{i}" for i in range(0, 30, 3))
+    assert sorted(os.listdir(d)) == want
+    for b in bricks:
+        assert sorted(os.listdir(os.path.join(b, "d"))) == want, b
+        for n in want:
+            with open(os.path.join(b, "d", n), "rb") as fh:
+                assert fh.read() == b"again %d" % int(n[1:])
+
+
+def test_rmdir_of_a_directory_not_known_empty_asks_the_bricks(wc):
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.makedirs(os.path.join(d, "full"))
+    with open(os.path.join(d, "full", "x"), "wb") as fh:
+        fh.write(b"x")
+    with pytest.raises(OSError) as e:
+        os.rmdir(os.path.join(d, "full"))
+    assert e.value.errno == 39  # ENOTEMPTY
+    with pytest.raises(OSError) as e:
+        os.unlink(os.path.join(d, "missing"))
+    assert e.value.errno == 2
+    fsync_dir(d)
+    for b in bricks:
+        assert os.listdir(os.path.join(b, "d", "full")) == ["x"], b
+
+
+def test_fsync_of_directory_then_kill_keeps_the_removals(wc):
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    for i in range(40):
+        with open(os.path.join(d, f"k{i}"), "wb") as fh:
+            fh.write(content(i))
+    fsync_dir(d)
+    for i in range(20):
+        os.unlink(os.path.join(d, f"k{i}"))
+    fsync_dir(d)
+    m1.proc.send_signal(signal.SIGKILL)
+    m1.proc.wait(timeout=10)
+    want = sorted(f"k{i}" for i in range(20, 40))
+    for b in bricks:
+        assert sorted(os.listdir(os.path.join(b, "d"))) == want, b
+
+
+def test_directory_made_again_under_a_removed_name_is_written_back(wc):
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    for rnd in range(2):
+        os.makedirs(os.path.join(d, "sub"))
+        fsync_dir(d)
+        child = subprocess.Popen([sys.executable, "-c", f"""
+import os, sys
+fd = os.open({os.path.join(d, "sub")!r}, os.O_RDONLY | os.O_DIRECTORY)
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(20):
+    f = os.open(f"n{{i}}", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)
+    os.write(f, b"round {rnd} file %d" % i)
+    os.close(f)
+print("done", flush=True)
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        assert go_while_bricks_stopped(wc, child), \
+            f"round {rnd}: creates in a new directory waited for the bricks"
+        fsync_dir(d)
+        for b in bricks:
+            for i in range(20):
+                with open(os.path.join(b, "d", "sub", f"n{i}"), "rb") as fh:
+                    assert fh.read() == b"round %d file %d" % (rnd, i)
+        subprocess.run(["rm", "-rf", d], check=True)
+        fsync_dir(m1.path)
+    for b in bricks:
+        assert not os.path.exists(os.path.join(b, "d")), b

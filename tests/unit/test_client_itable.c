@@ -51,9 +51,31 @@ static void test_open_handles(void)
     cl_itable_free(t);
 }
 
+/* A held node keeps its id and path after the kernel forgets it, and a
+ * new lookup of the same object gets the same id. */
+static void test_hold(void)
+{
+    struct cl_itable *t = cl_itable_new();
+    gfid_t g = mkgfid(77);
+    int err;
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &g, &err);
+    CHECK_EQ(cl_itable_hold(t, d), 0);
+    cl_itable_forget(t, d, 1); /* the kernel's lookup */
+    CHECK_EQ(cl_itable_resolve(t, "/d"), d);
+    CHECK_STR(path_of(t, d, "x"), "/d/x");
+    CHECK_EQ(cl_itable_link(t, CL_ROOT_ID, "d", &g, &err), d);
+    cl_itable_forget(t, d, 1);
+    cl_itable_forget(t, d, 1); /* the hold */
+    CHECK_EQ(cl_itable_resolve(t, "/d"), 0);
+    CHECK_EQ(cl_itable_count(t), 1);
+    CHECK_EQ(cl_itable_hold(t, 424242), -ENOENT);
+    cl_itable_free(t);
+}
+
 int main(void)
 {
     test_open_handles();
+    test_hold();
     struct cl_itable *t = cl_itable_new();
     CHECK(t != NULL);
     int err;

@@ -1,0 +1,280 @@
+/* Write-back of removals (docs/consistency.md, "Write-back").
+ *
+ * In a directory this mount made and holds an exclusive lease on, unlink
+ * and rmdir are answered here: the name leaves this mount's tables at
+ * once, and the UNLINK or RMDIR goes to the bricks from a queue. A file
+ * that was written back and never sent is simply dropped: it never reaches
+ * the bricks at all. rmdir is only answered here for a directory this
+ * mount knows to be empty (complete, under its own exclusive lease).
+ *
+ * Order. One worker thread sends the queue in order, many requests in
+ * flight at once. An UNLINK waits for its file's MAKE_FILE still in
+ * flight; an RMDIR waits until everything sent before it is answered (the
+ * directory's entries are gone first). A request of this mount that goes
+ * to the bricks by a path a queued removal concerns (the removed name
+ * itself or a directory above it: fop_path), a create of a name with a
+ * removal queued, a recall, fsync of a directory and unmount first wait
+ * until the queue is empty, so the bricks never see this mount's
+ * operations on one object out of order and nobody else ever sees the
+ * removals half done.
+ *
+ * Errors are logged, make the mount forget what it cached about the
+ * directory, and are returned by the next create or fsync of a directory
+ * in that directory (as for written-back files). Bounded by
+ * client.write-back-files removals queued; past it, removals wait for the
+ * bricks as without write-back. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+#define RM_WINDOW 64 /* requests in flight */
+
+struct rm {
+    struct cl_op op;
+    struct rm *next;
+    struct cf_wbrm *q;
+    uint64_t parent, node;
+    char name[NAME_MAX + 1];
+    char path[PATH_MAX];
+};
+
+struct cf_wbrm {
+    struct cf *cf;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* the worker: work, or room in the window */
+    pthread_cond_t idle; /* waiters: pending reached 0 */
+    struct rm *head, **tail;
+    struct rm *flying; /* sent, not yet answered (for name checks) */
+    size_t pending;    /* queued + in flight */
+    size_t inflight;
+    pthread_t worker;
+    int started, stop;
+};
+
+int cf_wbrm_init(struct cf *cf)
+{
+    struct cf_wbrm *q = calloc(1, sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    q->cf = cf;
+    q->tail = &q->head;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->cond, NULL);
+    pthread_cond_init(&q->idle, NULL);
+    cf->wbrm = q;
+    return 0;
+}
+
+static void unlink_flying(struct cf_wbrm *q, struct rm *r)
+{
+    for (struct rm **pp = &q->flying; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+}
+
+static void done_cb(struct cl_op *op)
+{
+    struct rm *r = op->ctx;
+    struct cf_wbrm *q = r->q;
+    struct cf *cf = q->cf;
+    int st = op->status;
+    if (st < 0) {
+        log_error("write-back of the removal of %s failed: %s; it is still on the bricks", r->path,
+                  strerror(-st));
+        cf_wb_note_error(cf, r->parent, st);
+        /* This mount showed the name gone: forget what it cached there. */
+        cf_known_forget(cf, r->parent);
+        cf_lease_drop_node(cf, r->parent);
+    }
+    cl_op_release(op);
+    pthread_mutex_lock(&q->lock);
+    unlink_flying(q, r);
+    q->inflight--;
+    if (--q->pending == 0)
+        pthread_cond_broadcast(&q->idle);
+    pthread_cond_signal(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    free(r);
+}
+
+static void *worker_main(void *arg)
+{
+    struct cf_wbrm *q = arg;
+    pthread_mutex_lock(&q->lock);
+    for (;;) {
+        struct rm *r = q->head;
+        int barrier = r && r->op.args.op == RPC_OP_RMDIR && q->inflight > 0;
+        if (!r || q->inflight >= RM_WINDOW || barrier) {
+            if (q->stop && !r)
+                break;
+            pthread_cond_wait(&q->cond, &q->lock);
+            continue;
+        }
+        if (!(q->head = r->next))
+            q->tail = &q->head;
+        r->next = q->flying;
+        q->flying = r;
+        q->inflight++;
+        pthread_mutex_unlock(&q->lock);
+        /* The file's MAKE_FILE, if still in flight, goes first. */
+        if (r->op.args.op == RPC_OP_UNLINK)
+            (void)cf_wb_settle(q->cf, r->node);
+        cl_submit(q->cf->stack, &r->op);
+        pthread_mutex_lock(&q->lock);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return NULL;
+}
+
+void cf_wbrm_free(struct cf *cf)
+{
+    struct cf_wbrm *q = cf->wbrm;
+    if (!q)
+        return;
+    cf_wbrm_settle(cf);
+    pthread_mutex_lock(&q->lock);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    if (q->started)
+        pthread_join(q->worker, NULL);
+    pthread_cond_destroy(&q->cond);
+    pthread_cond_destroy(&q->idle);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+    cf->wbrm = NULL;
+}
+
+int cf_wbrm_settle(struct cf *cf)
+{
+    struct cf_wbrm *q = cf->wbrm;
+    if (!q || !__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE))
+        return 0;
+    pthread_mutex_lock(&q->lock);
+    while (q->pending > 0)
+        pthread_cond_wait(&q->idle, &q->lock);
+    pthread_mutex_unlock(&q->lock);
+    return 0;
+}
+
+/* Whether a removal of removed concerns a request on path: the same
+ * object, or one below it (the request lists or changes an ancestor). */
+static int concerns(const char *removed, const char *path)
+{
+    size_t n = strlen(path);
+    if (n == 1 && path[0] == '/')
+        return 1;
+    return !strncmp(removed, path, n) && (removed[n] == 0 || removed[n] == '/');
+}
+
+/* Whether a removal queued or in flight matches (path, or parent and name). */
+static int any_queued(struct cf_wbrm *q, const char *path, uint64_t parent, const char *name)
+{
+    if (!q || !__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE))
+        return 0;
+    int found = 0;
+    pthread_mutex_lock(&q->lock);
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (struct rm *r = pass ? q->flying : q->head; r && !found; r = r->next)
+            found = path ? concerns(r->path, path) : r->parent == parent && !strcmp(r->name, name);
+    pthread_mutex_unlock(&q->lock);
+    return found;
+}
+
+int cf_wbrm_settle_path(struct cf *cf, const char *path)
+{
+    return any_queued(cf->wbrm, path, 0, NULL) ? cf_wbrm_settle(cf) : 0;
+}
+
+int cf_wbrm_queued(struct cf *cf, uint64_t parent, const char *name)
+{
+    return any_queued(cf->wbrm, NULL, parent, name);
+}
+
+/* The directory's attributes after a removal in it (as the brick will make
+ * them), when this mount knows them. */
+static void parent_changed(struct cf *cf, uint64_t parent, int was_dir)
+{
+    struct stat pst;
+    if (!cf_known_attr(cf, parent, &pst))
+        return;
+    clock_gettime(CLOCK_REALTIME, &pst.st_mtim);
+    pst.st_ctim = pst.st_mtim;
+    if (was_dir && pst.st_nlink > 2)
+        pst.st_nlink--;
+    cf_known_set_attr(cf, parent, &pst);
+}
+
+int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_dir)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wbrm *q = cf->wbrm;
+    size_t nl = strlen(name);
+    if (!q || !cf_wb_enabled(cf) || nl > NAME_MAX || !cf_known_excl(cf, parent) ||
+        cf_known_absent(cf, parent, name))
+        return 0;
+    uint64_t node = cl_itable_child(cf->it, parent, name);
+    if (!node)
+        return 0;
+    /* Only an empty directory this mount made and still holds alone. */
+    if (is_dir && !(cf_known_excl(cf, node) && cf_known_dir_empty(cf, node)))
+        return 0;
+    pthread_mutex_lock(&q->lock);
+    if (!q->started && pthread_create(&q->worker, NULL, worker_main, q) == 0)
+        q->started = 1;
+    int room = q->started && q->pending < cf_wb_max_files(cf);
+    pthread_mutex_unlock(&q->lock);
+    if (!room)
+        return 0;
+    struct rm *r = calloc(1, sizeof(*r));
+    if (!r)
+        return 0;
+    if (cl_itable_path(cf->it, parent, name, r->path, sizeof(r->path)) < 0) {
+        free(r);
+        return 0;
+    }
+    int unsent = 0;
+    if (!is_dir) {
+        /* A written-back file still here: never sent, nothing to remove;
+         * still open in the kernel: left to the bricks. */
+        unsent = cf_wb_drop_unsent(cf, node);
+        if (unsent < 0) {
+            free(r);
+            return 0;
+        }
+    }
+    if (is_dir)
+        cf_known_forget(cf, node);
+    cl_itable_unlink(cf->it, parent, name);
+    cf_known_remove(cf, parent, name);
+    parent_changed(cf, parent, is_dir);
+    if (unsent) {
+        free(r);
+        fuse_reply_err(req, 0);
+        return 1;
+    }
+    r->q = q;
+    r->parent = parent;
+    r->node = node;
+    memcpy(r->name, name, nl + 1);
+    cl_op_init(&r->op, is_dir ? RPC_OP_RMDIR : RPC_OP_UNLINK, done_cb, r);
+    rpc_set_str(&r->op.args, RPC_T_PATH, &r->op.args.path, r->path);
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+    RPC_SET(&r->op.args, uid, RPC_T_UID, c->uid);
+    RPC_SET(&r->op.args, gid, RPC_T_GID, c->gid);
+    pthread_mutex_lock(&q->lock);
+    *q->tail = r;
+    q->tail = &r->next;
+    q->pending++;
+    pthread_cond_signal(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    fuse_reply_err(req, 0);
+    return 1;
+}
