@@ -194,6 +194,12 @@ int cf_wb_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                    int flags);
 int cf_wb_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+/* Opens a closed file not yet sent (it stays written back). */
+int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Renames a file not yet sent to a name absent everywhere (both
+ * directories written back): no request at all. */
+int cf_wb_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                 const char *newname, unsigned int flags);
 /* RELEASE of a write-back handle: 1 when it was one; *real_fh the brick
  * handle still to close (0: none). */
 int cf_wb_release(fuse_req_t req, struct fuse_file_info *fi, uint64_t *real_fh);

@@ -287,6 +287,8 @@ static void rename_cb(struct cl_op *op)
 void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                const char *newname, unsigned int flags)
 {
+    if (cf_wb_rename(req, parent, name, newparent, newname, flags))
+        return;
     struct fop *f = fop_new(req, RPC_OP_RENAME, rename_cb);
     if (!f)
         return;

@@ -35,6 +35,8 @@ static void open_cb(struct cl_op *op)
 
 void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    if (cf_wb_open(req, ino, fi))
+        return;
     struct fop *f = fop_new(req, RPC_OP_OPEN, open_cb);
     if (!f)
         return;

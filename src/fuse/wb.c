@@ -994,6 +994,89 @@ int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
     return 1;
 }
 
+int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    /* A closed file not yet sent, opened again (rsync sets its times
+     * through a new handle): it goes on being answered here. */
+    if (!w || !cf_wb_enabled(cf) || (fi->flags & (O_DIRECT | O_SYNC | O_DSYNC)))
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_node(w, ino);
+    if (!f || f->state != WB_CLOSED || f->kernel_open) {
+        pthread_mutex_unlock(&w->lock);
+        return 0;
+    }
+    closed_remove(w, f);
+    f->state = WB_OPEN;
+    f->kernel_open = 1;
+    if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+        (void)resize(w, f, 0);
+        now_ts(&f->st.st_mtim);
+        f->st.st_ctim = f->st.st_mtim;
+    }
+    fi->fh = WB_FH_BIT | f->id;
+    fi->keep_cache = 0;
+    if (fuse_reply_open(req, fi) != 0) {
+        f->kernel_open = 0;
+        f->state = WB_CLOSED;
+        closed_push(w, f);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return 1;
+}
+
+/* The directory's known attributes after this mount changed its entries
+ * locally (mtime and ctime now). */
+static void dir_touched(struct cf *cf, uint64_t dir)
+{
+    struct stat st;
+    if (!cf_known_attr(cf, dir, &st))
+        return;
+    now_ts(&st.st_mtim);
+    st.st_ctim = st.st_mtim;
+    cf_known_set_attr(cf, dir, &st);
+}
+
+int cf_wb_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                 const char *newname, unsigned int flags)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    size_t nl = strlen(newname);
+    /* A file not yet sent, to a name nobody has (the bricks included):
+     * only the name it will be sent under changes. */
+    if (!w || !cf_wb_enabled(cf) || (flags & ~(unsigned)RENAME_NOREPLACE) || nl > NAME_MAX ||
+        !cf_known_excl(cf, parent) || !cf_known_excl(cf, newparent) ||
+        !cf_known_absent(cf, newparent, newname) || cf_wbrm_queued(cf, newparent, newname))
+        return 0;
+    uint64_t node = cl_itable_child(cf->it, parent, name);
+    if (!node || cl_itable_hold(cf->it, newparent) < 0)
+        return 0;
+    struct wb_file *f = pending_node(w, node);
+    if (!f || f->parent != parent || strcmp(f->name, name)) {
+        if (f)
+            pthread_mutex_unlock(&w->lock);
+        cl_itable_forget(cf->it, newparent, 1);
+        return 0;
+    }
+    release_parent(w, f);
+    f->parent_held = 1;
+    f->parent = newparent;
+    memcpy(f->name, newname, nl + 1);
+    now_ts(&f->st.st_ctim);
+    pthread_mutex_unlock(&w->lock);
+    cl_itable_rename(cf->it, parent, name, newparent, newname, 0);
+    cf_known_remove(cf, parent, name);
+    cf_known_add(cf, newparent, newname);
+    dir_touched(cf, parent);
+    if (newparent != parent)
+        dir_touched(cf, newparent);
+    fuse_reply_err(req, 0);
+    return 1;
+}
+
 int cf_wb_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     struct cf *cf = fuse_req_userdata(req);

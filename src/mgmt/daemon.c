@@ -25,12 +25,20 @@ int mgmt_lock_workdir(const char *workdir, char *err, size_t errlen)
         if (e == EWOULDBLOCK) {
             char pidpath[PATH_MAX + 16], text[32] = "?";
             snprintf(pidpath, sizeof(pidpath), "%s/cairnd.pid", workdir);
-            int pfd = open(pidpath, O_RDONLY | O_CLOEXEC);
-            if (pfd >= 0) {
-                ssize_t n = read(pfd, text, sizeof(text) - 1);
-                text[n > 0 ? n : 0] = 0;
-                text[strcspn(text, "\n")] = 0;
-                close(pfd);
+            /* The holder writes its pid file just after taking the lock:
+             * a second cairnd started at once may look before that. */
+            for (int tries = 0; tries < 20 && !strcmp(text, "?"); tries++) {
+                int pfd = open(pidpath, O_RDONLY | O_CLOEXEC);
+                if (pfd >= 0) {
+                    ssize_t n = read(pfd, text, sizeof(text) - 1);
+                    text[n > 0 ? n : 0] = 0;
+                    text[strcspn(text, "\n")] = 0;
+                    close(pfd);
+                    if (!text[0])
+                        strcpy(text, "?");
+                }
+                if (!strcmp(text, "?"))
+                    usleep(50 * 1000);
             }
             snprintf(err, errlen, "another cairnd (pid %s) is running with workdir %s", text,
                      workdir);

@@ -371,3 +371,49 @@ print("done", flush=True)
         fsync_dir(m1.path)
     for b in bricks:
         assert not os.path.exists(os.path.join(b, "d")), b
+
+
+def rename_calls(mnt):
+    """RENAME requests the mount sent to the bricks (its io-stats)."""
+    for line in os.getxattr(mnt, "trusted.cairn.io-stats").decode().splitlines()[2:]:
+        f = line.split()
+        if f[0] == "RENAME":
+            return int(f[1])
+    return 0
+
+
+def test_rsync_pattern_stays_written_back(wc):
+    """rsync: create a temporary file, close it, open it again to set its
+    times, close, rename; then nothing but the MAKE_FILE reaches a brick."""
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    before = rename_calls(m1.path)
+    for i in range(20):
+        tmp = os.path.join(d, f".s{i}.XXXX")
+        with open(tmp, "wb") as fh:
+            fh.write(content(i))
+        fd = os.open(tmp, os.O_RDONLY)
+        os.utime(fd, ns=(1_400_000_000_000_000_000, 1_300_000_000_000_000_000 + i))
+        os.close(fd)
+        os.chmod(tmp, 0o640)
+        os.rename(tmp, os.path.join(d, f"s{i}"))
+    local = rename_calls(m1.path) - before
+    assert local <= 2, f"{local} of 20 renames of unsent files went to the bricks"
+    # over an existing name the bricks replace it
+    fsync_dir(d)
+    with open(os.path.join(d, "x.tmp"), "wb") as fh:
+        fh.write(b"new s0")
+    os.rename(os.path.join(d, "x.tmp"), os.path.join(d, "s0"))
+    fsync_dir(d)
+    assert sorted(os.listdir(d)) == sorted(f"s{i}" for i in range(20))
+    for b in bricks:
+        assert sorted(os.listdir(os.path.join(b, "d"))) == sorted(f"s{i}" for i in range(20)), b
+        with open(os.path.join(b, "d", "s0"), "rb") as fh:
+            assert fh.read() == b"new s0"
+        for i in range(1, 20):
+            p = os.path.join(b, "d", f"s{i}")
+            st = os.stat(p)
+            assert st.st_mtime_ns == 1_300_000_000_000_000_000 + i and stat.S_IMODE(st.st_mode) == 0o640
+            with open(p, "rb") as fh:
+                assert fh.read() == content(i)
