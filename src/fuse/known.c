@@ -367,6 +367,24 @@ int cf_known_dir_empty(struct cf *cf, uint64_t dir)
     return empty;
 }
 
+/* Clears fl (and with xattrs the absent extended attributes) from node's
+ * record, dropping the record when nothing is left in it. */
+static void clear_flags(struct cf *cf, uint64_t node, unsigned fl, int xattrs)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->lock);
+    struct knode *x = get(k, node, 0);
+    if (x) {
+        if (xattrs)
+            xattrs_clear(k, x);
+        x->flags &= ~fl;
+        trim(k, node);
+    }
+    pthread_mutex_unlock(&k->lock);
+}
+
 static void set_flags(struct cf *cf, uint64_t node, unsigned fl)
 {
     struct cf_known *k = cf->known;
@@ -419,16 +437,7 @@ int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st)
 
 void cf_known_forget_attr(struct cf *cf, uint64_t node)
 {
-    struct cf_known *k = cf->known;
-    if (!k)
-        return;
-    pthread_mutex_lock(&k->lock);
-    struct knode *x = get(k, node, 0);
-    if (x) {
-        x->flags &= ~(unsigned)K_ATTR;
-        trim(k, node);
-    }
-    pthread_mutex_unlock(&k->lock);
+    clear_flags(cf, node, K_ATTR, 0);
 }
 
 void cf_known_leased(struct cf *cf, uint64_t node)
@@ -454,14 +463,7 @@ int cf_known_dir_cache(struct cf *cf, uint64_t dir)
 
 void cf_known_dir_uncached(struct cf *cf, uint64_t dir)
 {
-    struct cf_known *k = cf->known;
-    if (!k)
-        return;
-    pthread_mutex_lock(&k->lock);
-    struct knode *d = get(k, dir, 0);
-    if (d)
-        d->flags &= ~(unsigned)(K_LEASED | K_LISTED);
-    pthread_mutex_unlock(&k->lock);
+    clear_flags(cf, dir, K_LEASED | K_LISTED, 0);
 }
 
 void cf_known_noxattrs(struct cf *cf, uint64_t node)
@@ -510,17 +512,7 @@ int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name)
 
 void cf_known_forget_xattrs(struct cf *cf, uint64_t node)
 {
-    struct cf_known *k = cf->known;
-    if (!k)
-        return;
-    pthread_mutex_lock(&k->lock);
-    struct knode *x = get(k, node, 0);
-    if (x) {
-        xattrs_clear(k, x);
-        x->flags &= ~(unsigned)K_NOCAPS;
-        trim(k, node);
-    }
-    pthread_mutex_unlock(&k->lock);
+    clear_flags(cf, node, K_NOCAPS, 1);
 }
 
 void cf_known_forget(struct cf *cf, uint64_t node)
