@@ -32,6 +32,7 @@ struct cf_config {
     double attr_timeout;  /* < 0: the volume's client.attribute-timeout */
     double entry_timeout; /* < 0: the volume's client.entry-timeout */
     int foreground, debug, read_only;
+    int selinux;          /* -o selinux: security.selinux is stored (else EOPNOTSUPP) */
     char fuse_opts[4096]; /* options passed through to libfuse, comma-separated */
 };
 
@@ -52,6 +53,7 @@ struct cf {
      * with cf_attr_timeout / cf_entry_timeout. */
     double attr_timeout, entry_timeout;
     int attr_fixed, entry_fixed; /* set by mount option: leases do not lengthen it */
+    int selinux;                 /* -o selinux (ops_xattr.c) */
     struct cf_live *live;
     struct cf_leases *leases; /* lease.c */
     struct cf_known *known;   /* known.c */

@@ -142,6 +142,7 @@ int main(int argc, char **argv)
     log_set_level(level >= 0 ? (enum log_level)level : LOG_INFO);
     cf.attr_timeout = pick_timeout(cfg.attr_timeout, &vol, "client.attribute-timeout");
     cf.attr_fixed = cfg.attr_timeout >= 0;
+    cf.selinux = cfg.selinux;
     cf.entry_fixed = cfg.entry_timeout >= 0;
     cf.entry_timeout = pick_timeout(cfg.entry_timeout, &vol, "client.entry-timeout");
     if (!(cf.it = cl_itable_new())) {

@@ -7,6 +7,20 @@
 #include "bridge.h"
 
 #define CAPS "security.capability"
+#define SELINUX "security.selinux"
+
+/* Without -o selinux the SELinux label is not an attribute of this file
+ * system: tools that ask for it on every file (ls -l, cp -a) learn so
+ * once per mount instead of paying a round trip per file. Returns 1 when
+ * the request was answered. */
+static int selinux_refused(fuse_req_t req, const char *name)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    if (cf->selinux || strcmp(name, SELINUX) != 0)
+        return 0;
+    fuse_reply_err(req, EOPNOTSUPP);
+    return 1;
+}
 
 /* The counters of this mount as the root's virtual xattr CF_STATS_XATTR:
  * reading returns the table (opstats.h), writing "clear" zeroes it.
@@ -52,7 +66,7 @@ static int stats_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, cons
 void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                  int flags)
 {
-    if (stats_setxattr(req, ino, name, value, size))
+    if (stats_setxattr(req, ino, name, value, size) || selinux_refused(req, name))
         return;
     if (cf_wb_setxattr(req, ino, name, value, size, flags))
         return;
@@ -118,7 +132,7 @@ static void get_cb(struct cl_op *op)
 
 void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-    if (stats_getxattr(req, ino, name, size))
+    if (stats_getxattr(req, ino, name, size) || selinux_refused(req, name))
         return;
     /* The kernel asks before every write (file_remove_privs); a file made
      * here under a lease has none (known.c). */
@@ -175,6 +189,8 @@ void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+    if (selinux_refused(req, name))
+        return;
     if (cf_wb_removexattr(req, ino, name))
         return;
     struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);

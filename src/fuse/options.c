@@ -22,6 +22,8 @@ static void usage(const char *prog)
             "                                  under leases)\n"
             "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
             "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
+            "  -o selinux            store security.selinux labels (without it that\n"
+            "                        attribute is not supported: EOPNOTSUPP)\n"
             "  -o ro, allow_other, and other FUSE mount options are passed through\n",
             prog);
 }
@@ -121,6 +123,8 @@ static int parse_one(struct cf_config *c, char *o)
             goto bad;
     } else if (KEY("rw") || KEY("default_permissions") || KEY("fsname") || KEY("subtype")) {
         /* rw is the default; the others Cairn sets itself */
+    } else if (KEY("selinux")) {
+        c->selinux = 1;
     } else if (KEY("debug")) {
         c->debug = 1;
     } else {

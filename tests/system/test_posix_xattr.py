@@ -130,3 +130,36 @@ def test_xattr_invalid_namespace(tdir):
     with pytest.raises(OSError) as e:
         os.setxattr(p, "bogus.name", b"1")
     assert e.value.errno in (errno.EOPNOTSUPP, errno.ENOTSUP)
+
+
+def test_selinux_label_unsupported_by_default(tdir):
+    """Like GlusterFS's FUSE client, a mount without -o selinux does not
+    support the SELinux label: ls -l and cp -a stop asking for it after one
+    EOPNOTSUPP instead of paying a round trip per file."""
+    p = mkfile(tdir)
+    for call in (lambda: os.getxattr(p, "security.selinux"),
+                 lambda: os.setxattr(p, "security.selinux", b"system_u:object_r:x_t:s0"),
+                 lambda: os.removexattr(p, "security.selinux")):
+        with pytest.raises(OSError) as e:
+            call()
+        assert e.value.errno == errno.EOPNOTSUPP
+
+
+def test_selinux_label_stored_with_mount_option(vol, tdir):
+    p = mkfile(tdir)
+    m = vol.cluster.mount(vol.name, os.path.join(vol.cluster.root, "m-selinux"),
+                          opts=["selinux"])
+    try:
+        q = os.path.join(m.path, tdir.name, "f")
+        label = b"system_u:object_r:cairn_test_t:s0"
+        os.setxattr(q, "security.selinux", label)
+        assert os.getxattr(q, "security.selinux") == label
+        assert "security.selinux" in os.listxattr(q)
+        # the brick keeps it as a plain attribute of the file
+        assert os.getxattr(os.path.join(tdir.brick, "f"), "security.selinux") == label
+        os.removexattr(q, "security.selinux")
+        with pytest.raises(OSError) as e:
+            os.getxattr(q, "security.selinux")
+        assert e.value.errno == errno.ENODATA
+    finally:
+        m.stop()
