@@ -33,6 +33,7 @@ struct cf_config {
     double entry_timeout; /* < 0: the volume's client.entry-timeout */
     int foreground, debug, read_only;
     int selinux;          /* -o selinux: security.selinux is stored (else EOPNOTSUPP) */
+    int io_uring;         /* -o io-uring=on|off (default on): requests over io_uring */
     char fuse_opts[4096]; /* options passed through to libfuse, comma-separated */
 };
 
@@ -44,6 +45,7 @@ struct cf_leases;
 struct cf_known;
 struct cf_wb;
 struct cf_wbrm;
+struct cf_uring;
 
 /* State of one mount, the session's userdata. */
 struct cf {
@@ -59,6 +61,7 @@ struct cf {
     struct cf_known *known;   /* known.c */
     struct cf_wb *wb;         /* wb.c */
     struct cf_wbrm *wbrm;     /* wb_rm.c */
+    struct cf_uring *uring;   /* uring.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;
@@ -90,6 +93,18 @@ int cf_live_start(struct cf *cf, const struct cf_config *cfg, const struct net_a
                   int first, struct cl_volinfo *vol);
 /* Stops the management connection: before the stack is destroyed. */
 void cf_live_stop(struct cf *cf);
+
+/* FUSE requests over io_uring (uring.c). cf_uring_enable_kernel turns the
+ * fuse module's enable_uring on (before the mount, as root);
+ * cf_uring_attach makes the session's I/O go through uring.c (after the
+ * mount, before the loop); cf_uring_stop ends the queue threads (after
+ * the loop). Without the ring, requests keep coming over /dev/fuse. */
+void cf_uring_enable_kernel(void);
+int cf_uring_attach(struct cf *cf, struct fuse_session *se);
+void cf_uring_stop(struct cf *cf);
+/* "FUSE requests over io_uring: N (Q of C CPU queues)" or "...: off", a
+ * line of the mount's io-stats; returns its length (< n). */
+size_t cf_uring_format(struct cf *cf, char *buf, size_t n);
 /* Frees what cf_live_start took over (the layout): after the stack is gone. */
 void cf_live_free(struct cf *cf);
 

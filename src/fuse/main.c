@@ -163,6 +163,8 @@ int main(int argc, char **argv)
     }
     if (fuse_set_signal_handlers(se) != 0)
         goto out_se;
+    if (cfg.io_uring)
+        cf_uring_enable_kernel(); /* before the mount: the kernel offers the ring at INIT */
     if (fuse_session_mount(se, cfg.mountpoint) != 0) {
         fprintf(stderr, "cairn-fuse: mounting %s on %s failed\n", cfg.fsname, cfg.mountpoint);
         goto out_sig;
@@ -201,6 +203,8 @@ int main(int argc, char **argv)
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
         log_error("cannot keep the management connection: volume changes will not reach this "
                   "mount until it is remounted");
+    if (cfg.io_uring && cf_uring_attach(&cf, se) < 0)
+        log_error("cannot attach io_uring to the session: requests use /dev/fuse");
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
     if (!lc)
         goto out_stack;
@@ -211,6 +215,7 @@ int main(int argc, char **argv)
     status = rc == 0 ? 0 : 1;
     log_info("unmounting %s", cfg.mountpoint);
 out_stack:
+    cf_uring_stop(&cf);
     cf_live_stop(&cf);
     cf_wb_settle_all(&cf);
     cf_leases_stop(&cf);

@@ -38,6 +38,9 @@ static int stats_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
     size_t n = cl_opstats_format(&cf->stats, buf, 65536);
     if (n >= 65536)
         n = 65535;
+    if (n > 0 && buf[n - 1] != '\n' && n < 65535)
+        buf[n++] = '\n';
+    n += cf_uring_format(cf, buf + n, 65536 - n);
     if (size == 0)
         fuse_reply_xattr(req, n);
     else if (n > size)

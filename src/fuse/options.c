@@ -22,6 +22,8 @@ static void usage(const char *prog)
             "                                  under leases)\n"
             "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
             "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
+            "  -o io-uring=on|off    FUSE requests over io_uring where the kernel has it\n"
+            "                        (default on; turns on the fuse module's enable_uring)\n"
             "  -o selinux            store security.selinux labels (without it that\n"
             "                        attribute is not supported: EOPNOTSUPP)\n"
             "  -o ro, allow_other, and other FUSE mount options are passed through\n",
@@ -123,6 +125,10 @@ static int parse_one(struct cf_config *c, char *o)
             goto bad;
     } else if (KEY("rw") || KEY("default_permissions") || KEY("fsname") || KEY("subtype")) {
         /* rw is the default; the others Cairn sets itself */
+    } else if (KEY("io-uring")) {
+        if (!v || (strcmp(v, "on") && strcmp(v, "off")))
+            goto bad;
+        c->io_uring = !strcmp(v, "on");
     } else if (KEY("selinux")) {
         c->selinux = 1;
     } else if (KEY("debug")) {
@@ -183,6 +189,7 @@ int cf_parse_args(int argc, char **argv, struct cf_config *c)
     c->log_level = -1;
     c->attr_timeout = -1;
     c->entry_timeout = -1;
+    c->io_uring = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-o")) {

@@ -29,6 +29,8 @@ def client_stats(mnt):
     res = {}
     for line in text.splitlines()[2:]:
         f = line.split()
+        if f[0] == "FUSE":  # the closing "FUSE requests over io_uring: ..." line
+            continue
         res[f[0]] = tuple(int(x) for x in f[1:])
     return res
 

@@ -15,7 +15,7 @@ every replica compared byte for byte with the source afterwards.
 - two bricks of the set down: writes fail with ENOTCONN, intact data reads;
 - SIGSTOP of a brick: operations go on after at most one ping-timeout.
 
-Sizes: CAIRN_FAULT_FILES (default 1500) files are copied, CAIRN_FAULT_FIO_MB
+Sizes: CAIRN_FAULT_FILES (default 4000) files are copied, CAIRN_FAULT_FIO_MB
 (default 24) MiB are written by fio, so the set stays short under ASan. The
 issue's full size:
   CAIRN_FAULT_FILES=5000 CAIRN_FAULT_FIO_MB=64 python3 -m pytest tests/system/test_faults.py
@@ -36,7 +36,7 @@ from cairn_cluster import Cluster, alive, kill_pid, pids_with_arg
 
 HOSTS = ["127.0.0.170", "127.0.0.171", "127.0.0.172"]
 PING = 3  # network.ping-timeout of the test volumes, seconds
-N_FILES = int(os.environ.get("CAIRN_FAULT_FILES", "1500"))
+N_FILES = int(os.environ.get("CAIRN_FAULT_FILES", "4000"))
 FIO_MB = int(os.environ.get("CAIRN_FAULT_FIO_MB", "24"))
 
 
@@ -294,8 +294,8 @@ def test_kill_during_cp(pool, vol_factory, arbiter, what):
     # the kill lands once part of the tree is there
     while time.time() - t0 < 60 and cp.poll() is None and \
             len(os.listdir(os.path.join(v.bricks[0]))) < 2:
-        time.sleep(0.05)
-    time.sleep(0.3)
+        time.sleep(0.02)
+    time.sleep(0.1)
     assert cp.poll() is None, "cp ended before the fault: raise CAIRN_FAULT_FILES"
     back = fault_kill(pool, v, what)
     _, err = cp.communicate(timeout=300)

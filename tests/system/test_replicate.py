@@ -109,18 +109,29 @@ def make_source(root, n):
 
 def test_kill_brick_during_copy_then_heal(rep3):
     c, bricks, mnt = rep3
-    src = make_source(c.root, 2000)
+    src = make_source(c.root, 4000)
+    pid = c.brick_status("rv")[1][3]
     cp = subprocess.Popen(["cp", "-a", src, os.path.join(mnt, "copy")],
                           stderr=subprocess.PIPE, text=True)
-    time.sleep(0.7)
-    pid = c.brick_status("rv")[1][3]
+    # the kill lands once the copy has begun (a fixed delay outlived it)
+    t0 = time.time()
+    while time.time() - t0 < 30 and cp.poll() is None and \
+            not os.path.isdir(os.path.join(mnt, "copy", "d0")):
+        time.sleep(0.02)
+    time.sleep(0.1)
+    assert cp.poll() is None, "cp ended before the kill: copy more files"
     os.kill(pid, 9)  # cairnd restarts it; it comes back stale
     _, err = cp.communicate(timeout=120)
     assert cp.returncode == 0, err
     rc, out = tree_diff(src, os.path.join(mnt, "copy"))
     assert rc == 0, out
     wait_heal(c, [os.path.join(b, "copy") for b in bricks], src)
-    info = c.cli("volume", "heal", "rv", "info").stdout
+    end = time.time() + 30  # the restarted brick may still be connecting
+    while True:
+        info = c.cli("volume", "heal", "rv", "info").stdout
+        if info.count("Number of entries: 0") == 3 or time.time() > end:
+            break
+        time.sleep(0.5)
     assert info.count("Number of entries: 0") == 3, info
 
 
