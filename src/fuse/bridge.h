@@ -46,6 +46,7 @@ struct cf_known;
 struct cf_wb;
 struct cf_wbrm;
 struct cf_uring;
+struct cf_rc;
 
 /* State of one mount, the session's userdata. */
 struct cf {
@@ -62,6 +63,7 @@ struct cf {
     struct cf_wb *wb;         /* wb.c */
     struct cf_wbrm *wbrm;     /* wb_rm.c */
     struct cf_uring *uring;   /* uring.c */
+    struct cf_rc *rc;         /* readcache.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;
@@ -185,6 +187,33 @@ int cf_known_xattr_free(struct cf *cf, uint64_t node);
 /* The lease on node is gone: forget what was known about it. */
 void cf_known_forget(struct cf *cf, uint64_t node);
 void cf_known_forget_all(struct cf *cf);
+/* 1 while a reply under a lease named node and no recall forgot it. */
+int cf_known_is_leased(struct cf *cf, uint64_t node);
+
+/* ---- readcache.c: windows of files read at random, under their lease ---- */
+struct cf_rc_window {
+    uint64_t start, gen, epoch;
+    size_t len;
+};
+int cf_rc_init(struct cf *cf);
+void cf_rc_free(struct cf *cf);
+/* performance.read-ahead, performance.read-ahead-page-count (x 128 KiB),
+ * performance.cache-size (live). */
+void cf_rc_configure(struct cf *cf, int on, int pages, size_t max);
+/* A read of size at off: 1 when answered from the cache (*n bytes copied
+ * to out, which holds size); 2 when the window plan describes should be
+ * read from the brick instead (then cf_rc_fill); 0 when the read is not
+ * cached at all. */
+int cf_rc_read(struct cf *cf, fuse_ino_t ino, int open_flags, uint64_t off, size_t size, char *out,
+               size_t *n, struct cf_rc_window *plan);
+void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, const char *data,
+                size_t len);
+/* This mount changes ino's data (write, truncate, fallocate), or the lease
+ * on it went: its windows are not used again. */
+void cf_rc_changed(struct cf *cf, fuse_ino_t ino);
+void cf_rc_forget_all(struct cf *cf);
+/* "FUSE read cache: ..." line of the io-stats (empty without the cache). */
+size_t cf_rc_format(struct cf *cf, char *buf, size_t n);
 
 /* ---- wb.c: write-back of new small files (docs/consistency.md) ----
  * The cf_wb_* handler hooks return 1 when they answered the request. */

@@ -515,9 +515,22 @@ void cf_known_forget_xattrs(struct cf *cf, uint64_t node)
     clear_flags(cf, node, K_NOCAPS, 1);
 }
 
+int cf_known_is_leased(struct cf *cf, uint64_t node)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct knode *x = get(k, node, 0);
+    int leased = x && (x->flags & K_LEASED);
+    pthread_mutex_unlock(&k->lock);
+    return leased;
+}
+
 void cf_known_forget(struct cf *cf, uint64_t node)
 {
     struct cf_known *k = cf->known;
+    cf_rc_changed(cf, node); /* the file's cached windows go with the lease */
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);
@@ -533,6 +546,7 @@ void cf_known_forget(struct cf *cf, uint64_t node)
 void cf_known_forget_all(struct cf *cf)
 {
     struct cf_known *k = cf->known;
+    cf_rc_forget_all(cf);
     if (!k)
         return;
     pthread_mutex_lock(&k->lock);

@@ -109,6 +109,17 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
                         (size_t)opt_int(new, "client.write-back-files"));
         log_info("write-back now %s", opt_bool(new, "client.write-back") ? "on" : "off");
     }
+    if (opt_changed(old, new, "performance.read-ahead") ||
+        opt_changed(old, new, "performance.read-ahead-page-count") ||
+        opt_changed(old, new, "performance.cache-size")) {
+        cf_rc_configure(l->cf, opt_bool(new, "performance.read-ahead"),
+                        (int)opt_int(new, "performance.read-ahead-page-count"),
+                        (size_t)opt_int(new, "performance.cache-size"));
+        log_info("read-ahead now %s, window %lld x 128 KiB, cache %lld bytes",
+                 opt_bool(new, "performance.read-ahead") ? "on" : "off",
+                 (long long)opt_int(new, "performance.read-ahead-page-count"),
+                 (long long)opt_int(new, "performance.cache-size"));
+    }
     const char *lvl = "diagnostics.client-log-level";
     if (opt_changed(old, new, lvl)) {
         int level = log_parse_level(opt_value(new, lvl));

@@ -185,6 +185,11 @@ int main(int argc, char **argv)
     cf_wb_configure(&cf, opt_bool(&vol.opts, "client.write-back"),
                     (size_t)opt_int(&vol.opts, "client.write-back-size"),
                     (size_t)opt_int(&vol.opts, "client.write-back-files"));
+    if (cf_rc_init(&cf) < 0)
+        log_error("out of memory: no read cache");
+    cf_rc_configure(&cf, opt_bool(&vol.opts, "performance.read-ahead"),
+                    (int)opt_int(&vol.opts, "performance.read-ahead-page-count"),
+                    (size_t)opt_int(&vol.opts, "performance.cache-size"));
     if (cf_known_init(&cf) < 0)
         log_error("out of memory: lookups in new directories will ask the bricks");
     if (cf_leases_start(&cf, se, &sp) < 0)
@@ -223,6 +228,7 @@ out_stack:
     cf_wb_free(&cf);
     cf_leases_free(&cf);
     cf_known_free(&cf);
+    cf_rc_free(&cf);
     cf_live_free(&cf);
 out_unmount:
     fuse_session_unmount(se);

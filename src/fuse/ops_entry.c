@@ -84,6 +84,8 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                 struct fuse_file_info *fi)
 {
+    if (to_set & FUSE_SET_ATTR_SIZE)
+        cf_rc_changed(fuse_req_userdata(req), ino);
     if (cf_wb_setattr(req, ino, attr, to_set))
         return;
     struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);

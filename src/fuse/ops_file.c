@@ -115,19 +115,49 @@ static void read_cb(struct cl_op *op)
     if (op->status < 0)
         FOP_FAIL(f, op->status);
     const struct rpc_msg *m = &op->reply->msg;
-    if (rpc_has(m, RPC_T_DATA) && m->data.len > f->size)
+    const char *p = rpc_has(m, RPC_T_DATA) ? (const char *)m->data.p : NULL;
+    size_t len = p ? m->data.len : 0;
+    struct cf_rc_window *w = f->data;
+    if (w) {
+        /* a window around the kernel's read: answer its part, keep it */
+        if (len > w->len)
+            FOP_FAIL(f, -EPROTO);
+        cf_rc_fill(f->cf, f->parent, w, p ? p : "", len);
+        size_t from = (size_t)(f->off - w->start);
+        p = p ? p + (from < len ? from : len) : NULL;
+        len = from < len ? len - from : 0;
+        if (len > f->size)
+            len = f->size;
+    } else if (len > f->size) {
         FOP_FAIL(f, -EPROTO);
-    fuse_reply_buf(f->req, rpc_has(m, RPC_T_DATA) ? (const char *)m->data.p : NULL,
-                   rpc_has(m, RPC_T_DATA) ? m->data.len : 0);
+    }
+    fuse_reply_buf(f->req, p, len);
     fop_free(f);
 }
 
 void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_rc_window w;
+    char buf[64 * 1024];
+    size_t n = 0;
+    int c =
+        size <= sizeof(buf) ? cf_rc_read(cf, ino, fi->flags, (uint64_t)off, size, buf, &n, &w) : 0;
+    if (c == 1) {
+        fuse_reply_buf(req, buf, n);
+        return;
+    }
     struct fop *f = fop_new(req, RPC_OP_READ, read_cb);
     if (!f)
         return;
     f->size = size;
+    f->off = (uint64_t)off;
+    f->parent = ino;
+    if (c == 2 && (f->data = malloc(sizeof(w))) != NULL) {
+        memcpy(f->data, &w, sizeof(w));
+        off = (off_t)w.start;
+        size = w.len;
+    }
     struct rpc_msg *a = &f->op.args;
     RPC_SET(a, fh, RPC_T_FH, fi->fh);
     RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)off);
@@ -150,6 +180,7 @@ static void write_cb(struct cl_op *op)
 void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
               struct fuse_file_info *fi)
 {
+    cf_rc_changed(fuse_req_userdata(req), ino);
     if (cf_wb_write(req, fi, buf, size, off))
         return;
     struct fop *f = fop_new(req, RPC_OP_WRITE, write_cb);
@@ -222,6 +253,7 @@ void cf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 void cf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   struct fuse_file_info *fi)
 {
+    cf_rc_changed(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_FALLOCATE, fop_done_err_cb);
     if (!f)
         return;

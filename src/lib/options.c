@@ -75,8 +75,17 @@ const struct opt_def opt_table[] = {
     {"network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
      "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
      "fails or reroutes the operations pending on it."},
+    {"performance.cache-size", OPT_SIZE, "256MB", 0, 17179869184LL, NULL, true,
+     "Bytes of file data a FUSE client keeps in its read cache (windows of files read at "
+     "random, valid while the client holds the file's lease; docs/consistency.md)."},
     {"performance.io-thread-count", OPT_INT, "16", 1, 64, NULL, false,
      "Worker threads of each brick process for disk work; applies when the brick starts."},
+    {"performance.read-ahead", OPT_BOOL, "on", 0, 0, NULL, true,
+     "A FUSE client reads the whole window (performance.read-ahead-page-count x 128 KiB) "
+     "around a small read of a file it holds a lease on and answers later reads inside it "
+     "from its read cache. off: every read the kernel does not cache goes to a brick."},
+    {"performance.read-ahead-page-count", OPT_INT, "1", 1, 16, NULL, true,
+     "Size of the read-ahead window in units of 128 KiB."},
     {NULL, 0, NULL, 0, 0, NULL, false, NULL},
 };
 

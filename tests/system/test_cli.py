@@ -26,7 +26,8 @@ OPTIONS = [
     "client.write-back-files", "client.write-back-size", "cluster.favorite-child-policy",
     "cluster.heal-rate-limit", "cluster.heal-timeout", "cluster.self-heal-daemon",
     "cluster.shd-max-threads", "diagnostics.brick-log-level", "diagnostics.client-log-level",
-    "features.lease-recall-timeout", "network.ping-timeout", "performance.io-thread-count",
+    "features.lease-recall-timeout", "network.ping-timeout", "performance.cache-size",
+    "performance.io-thread-count", "performance.read-ahead", "performance.read-ahead-page-count",
 ]
 
 

@@ -1,0 +1,243 @@
+/* Read cache for small random reads, valid under the file's lease.
+ *
+ * The kernel reads ahead sequential streams itself but sends a random
+ * 4 KiB read as a 4 KiB request, one brick round trip each. Here a read
+ * smaller than the window (performance.read-ahead-page-count x 128 KiB) of
+ * a file this mount holds a lease on asks the brick for the whole aligned
+ * window around it, answers the kernel from it and keeps the window; later
+ * reads inside it are answered from memory. A file read at random is then
+ * fetched once, window by window, as long as the cache
+ * (performance.cache-size) holds it.
+ *
+ * Validity:
+ * - another client's change of the file recalls this mount's lease on it,
+ *   and the recall forgets what is known about the file (known.c), which
+ *   drops its windows here (cf_rc_changed); a window is only kept, and
+ *   only used, while the lease is held;
+ * - this mount's own writes, truncates and fallocates drop the file's
+ *   windows when they start, and a window read before such a change is
+ *   not kept (a generation per bucket of inode numbers, compared under
+ *   the cache's lock when the window arrives).
+ * Windows whose generation is stale are never used and leave by LRU. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+
+#define BUCKETS 4096
+#define HASH 8192
+#define UNIT (128u * 1024) /* window = page count x UNIT */
+
+struct win {
+    struct win *hnext;       /* hash chain */
+    struct win *prev, *next; /* LRU, most recent first */
+    fuse_ino_t ino;
+    uint64_t start, gen, epoch;
+    size_t len;
+    char data[];
+};
+
+struct cf_rc {
+    pthread_mutex_t lock;
+    struct win *hash[HASH];
+    struct win lru; /* sentinel */
+    size_t bytes, max;
+    int pages;             /* window in UNITs; 0: off */
+    uint64_t gen[BUCKETS]; /* per bucket of inodes */
+    uint64_t epoch;        /* all leases gone: every window stale */
+    uint64_t hits, fetched;
+};
+
+static unsigned bucket(fuse_ino_t ino)
+{
+    return (unsigned)(((uint64_t)ino * 0x9E3779B97F4A7C15ull) >> 40) % BUCKETS;
+}
+
+static struct win **slot(struct cf_rc *r, fuse_ino_t ino, uint64_t start)
+{
+    uint64_t h = ((uint64_t)ino * 0x9E3779B97F4A7C15ull) ^ (start / UNIT) * 0xC2B2AE3D27D4EB4Full;
+    struct win **pp = &r->hash[(h >> 32) % HASH];
+    while (*pp && ((*pp)->ino != ino || (*pp)->start != start))
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+static void unlink_win(struct cf_rc *r, struct win **pp)
+{
+    struct win *w = *pp;
+    *pp = w->hnext;
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
+    r->bytes -= w->len;
+    free(w);
+}
+
+static void evict(struct cf_rc *r)
+{
+    while (r->bytes > r->max && r->lru.prev != &r->lru) {
+        struct win *w = r->lru.prev;
+        unlink_win(r, slot(r, w->ino, w->start));
+    }
+}
+
+static int fresh(const struct cf_rc *r, const struct win *w)
+{
+    return w->gen == r->gen[bucket(w->ino)] && w->epoch == r->epoch;
+}
+
+int cf_rc_init(struct cf *cf)
+{
+    struct cf_rc *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    pthread_mutex_init(&r->lock, NULL);
+    r->lru.prev = r->lru.next = &r->lru;
+    cf->rc = r;
+    return 0;
+}
+
+static void clear(struct cf_rc *r)
+{
+    for (int i = 0; i < HASH; i++)
+        while (r->hash[i])
+            unlink_win(r, &r->hash[i]);
+}
+
+void cf_rc_free(struct cf *cf)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    clear(r);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+    cf->rc = NULL;
+}
+
+void cf_rc_configure(struct cf *cf, int on, int pages, size_t max)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->pages = on ? pages : 0;
+    r->max = max;
+    if (!r->pages)
+        clear(r);
+    evict(r);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cf_rc_changed(struct cf *cf, fuse_ino_t ino)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->gen[bucket(ino)]++;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cf_rc_forget_all(struct cf *cf)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->epoch++;
+    pthread_mutex_unlock(&r->lock);
+}
+
+int cf_rc_read(struct cf *cf, fuse_ino_t ino, int open_flags, uint64_t off, size_t size, char *out,
+               size_t *n, struct cf_rc_window *plan)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r || (open_flags & O_DIRECT) || !cf_known_is_leased(cf, ino))
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    size_t win = (size_t)r->pages * UNIT;
+    if (!win || size >= win || off % win + size > win) {
+        pthread_mutex_unlock(&r->lock);
+        return 0; /* off, or a read the window does not contain */
+    }
+    uint64_t start = off - off % win;
+    struct win **pp = slot(r, ino, start), *w = *pp;
+    if (w && fresh(r, w) && (w->len == win || off + size <= start + w->len)) {
+        /* a window cut short by the end of the file holds what it holds */
+        size_t from = (size_t)(off - start);
+        *n = from < w->len ? (w->len - from < size ? w->len - from : size) : 0;
+        memcpy(out, w->data + from, *n);
+        w->prev->next = w->next; /* most recently used */
+        w->next->prev = w->prev;
+        w->next = r->lru.next;
+        w->prev = &r->lru;
+        r->lru.next->prev = w;
+        r->lru.next = w;
+        r->hits++;
+        pthread_mutex_unlock(&r->lock);
+        return 1;
+    }
+    plan->start = start;
+    plan->len = win;
+    plan->gen = r->gen[bucket(ino)];
+    plan->epoch = r->epoch;
+    pthread_mutex_unlock(&r->lock);
+    return 2;
+}
+
+void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, const char *data,
+                size_t len)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r || len > plan->len || !cf_known_is_leased(cf, ino))
+        return;
+    struct win *w = malloc(sizeof(*w) + len);
+    if (!w)
+        return;
+    w->ino = ino;
+    w->start = plan->start;
+    w->gen = plan->gen;
+    w->epoch = plan->epoch;
+    w->len = len;
+    memcpy(w->data, data, len);
+    pthread_mutex_lock(&r->lock);
+    struct win **pp = slot(r, ino, plan->start);
+    if (!fresh(r, w) || len > r->max || (size_t)r->pages * UNIT != plan->len) {
+        pthread_mutex_unlock(&r->lock); /* changed while it was read */
+        free(w);
+        return;
+    }
+    if (*pp)
+        unlink_win(r, pp); /* *pp is now the rest of the chain */
+    w->hnext = *pp;
+    *pp = w;
+    w->next = r->lru.next;
+    w->prev = &r->lru;
+    r->lru.next->prev = w;
+    r->lru.next = w;
+    r->bytes += len;
+    r->fetched += len;
+    evict(r);
+    pthread_mutex_unlock(&r->lock);
+}
+
+size_t cf_rc_format(struct cf *cf, char *buf, size_t n)
+{
+    struct cf_rc *r = cf->rc;
+    int len = 0;
+    if (r) {
+        pthread_mutex_lock(&r->lock);
+        len = snprintf(buf, n,
+                       "FUSE read cache: %llu reads answered, %llu bytes fetched, %zu of %zu "
+                       "bytes held (window %d KiB)\n",
+                       (unsigned long long)r->hits, (unsigned long long)r->fetched, r->bytes,
+                       r->max, r->pages * (int)(UNIT / 1024));
+        pthread_mutex_unlock(&r->lock);
+    }
+    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+}
