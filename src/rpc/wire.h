@@ -43,6 +43,8 @@ void rpc_hdr_encode(const struct rpc_hdr *h, uint8_t out[RPC_HDR_LEN]);
 int rpc_hdr_decode(const uint8_t *buf, size_t len, struct rpc_hdr *h, const char **why);
 
 uint32_t rpc_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The same by table, without the CPU's crc32 instruction (tests compare). */
+uint32_t rpc_crc32c_table(uint32_t crc, const void *buf, size_t len);
 
 /* ---- TLV body ----
  * A body is a sequence of fields: tag (u16), length (u32), value. Integers are
