@@ -105,6 +105,24 @@ def pids_with_arg(*needles):
     return out
 
 
+def brick_pids_under(root):
+    """Pids of cairn-brickd processes whose --brick-path is below root."""
+    root = os.path.realpath(root).rstrip("/") + "/"
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
+        except OSError:
+            continue
+        for i, a in enumerate(argv[:-1]):
+            if a == "--brick-path" and os.path.realpath(argv[i + 1]).startswith(root):
+                out.append(int(d))
+    return out
+
+
 def alive(pid):
     """True if pid exists and is not a zombie."""
     try:
@@ -352,6 +370,10 @@ class Cluster:
             for b in bricks:
                 for pid in pids_with_arg("--brick-path", b):
                     kill_pid(pid)
+        # and those of volumes a test created with the CLI directly: their
+        # brick paths lie under this cluster's root
+        for pid in brick_pids_under(self.root):
+            kill_pid(pid)
         for pid in self.extra_pids:
             if alive(pid):
                 kill_pid(pid)
