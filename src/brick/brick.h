@@ -155,6 +155,12 @@ int brick_fd_attr(struct brick *b, int fd, struct rpc_attr *a);
 /* The mode to create with: MODE unmasked when the parent has a default ACL
  * (the file system applies it), else MODE & ~UMASK. */
 mode_t brick_create_mode(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in);
+/* The same, when the caller already asked whether loc's directory has a
+ * default ACL (brick_dir_default_acl: 1 yes, 0 no). */
+mode_t brick_create_mode_acl(const struct rpc_msg *in, int default_acl);
+int brick_dir_default_acl(struct brick *b, const struct brick_loc *loc);
+/* brick_fd_attr for an object whose gfid the caller just set. */
+int brick_fd_attr_gfid(struct brick *b, int fd, const gfid_t *g, struct rpc_attr *a);
 /* Owner of a new object: the request's UID/GID, with the parent's group when
  * the parent is setgid. */
 void brick_create_owner(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in,

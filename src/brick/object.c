@@ -92,18 +92,34 @@ int brick_fd_attr(struct brick *b, int fd, struct rpc_attr *a)
     return 0;
 }
 
-mode_t brick_create_mode(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in)
+int brick_fd_attr_gfid(struct brick *b, int fd, const gfid_t *g, struct rpc_attr *a)
+{
+    struct stat st;
+    int rc = b->vfs->fstatat(fd, "", &st);
+    if (rc < 0)
+        return rc;
+    rpc_attr_from_stat(a, &st, g);
+    return 0;
+}
+
+int brick_dir_default_acl(struct brick *b, const struct brick_loc *loc)
+{
+    return b->vfs->getxattr(loc->dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
+}
+
+mode_t brick_create_mode_acl(const struct rpc_msg *in, int default_acl)
 {
     mode_t mode = (mode_t)(in->mode & 07777);
     mode_t umask = (mode_t)(rpc_has(in, RPC_T_UMASK) ? in->umask & 0777 : 0);
-    if (!umask)
-        return mode;
     /* A default ACL on the parent replaces the umask (POSIX.1e); the file
      * system applies it when we create with the unmasked mode. */
-    long n = b->vfs->getxattr(loc->dirfd, ".", "system.posix_acl_default", NULL, 0);
-    if (n > 0)
-        return mode;
-    return mode & ~umask;
+    return umask && !default_acl ? mode & ~umask : mode;
+}
+
+mode_t brick_create_mode(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in)
+{
+    int umask = rpc_has(in, RPC_T_UMASK) && (in->umask & 0777);
+    return brick_create_mode_acl(in, umask && brick_dir_default_acl(b, loc));
 }
 
 void brick_create_owner(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in,

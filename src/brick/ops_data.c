@@ -400,15 +400,15 @@ int brick_op_make_file(struct brick_req *r)
         rc = -EISDIR;
         goto out;
     }
-    mode_t mode = brick_create_mode(r->b, &loc, r->in);
     /* Built under a temporary name in .cairn/tmp and renamed into place
      * once complete, so that not even a brick crash leaves a half-made
      * file (the brick empties .cairn/tmp when it starts). A parent with a
      * default ACL must shape the file as it is made: there the file is
      * named first, and loses its name again on failure. */
+    int acl = brick_dir_default_acl(r->b, &loc);
+    mode_t mode = brick_create_mode_acl(r->in, acl);
     char tmp[GFID_STRLEN];
-    int named =
-        r->b->tmp_fd < 0 || VFS->getxattr(loc.dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
+    int named = r->b->tmp_fd < 0 || acl;
     gfid_format(&g, tmp);
     /* one of .cairn/tmp's subdirectories, by the gfid's random last byte */
     int tdir = r->b->tmp_fds[g.b[GFID_LEN - 1] % BRICK_TMP_DIRS];
@@ -425,7 +425,7 @@ int brick_op_make_file(struct brick_req *r)
     struct rpc_attr a;
     if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0 || (rc = fill_made(r, fd)) < 0 ||
         (!named && (rc = VFS->renameat2(tdir, tmp, loc.dirfd, loc.name, RENAME_NOREPLACE)) < 0) ||
-        (rc = brick_fd_attr(r->b, fd, &a)) < 0) {
+        (rc = brick_fd_attr_gfid(r->b, fd, &g, &a)) < 0) {
         if (rc != -EEXIST)
             log_debug("making %s failed: %s", loc.path, strerror(-rc));
         VFS->close(fd);
