@@ -16,7 +16,7 @@ every replica compared byte for byte with the source afterwards.
 - SIGSTOP of a brick: operations go on after at most one ping-timeout.
 
 Sizes: CAIRN_FAULT_FILES (default 4000) files are copied, CAIRN_FAULT_FIO_MB
-(default 24) MiB are written by fio, so the set stays short under ASan. The
+(default 48) MiB are written by fio, so the set stays short under ASan. The
 issue's full size:
   CAIRN_FAULT_FILES=5000 CAIRN_FAULT_FIO_MB=64 python3 -m pytest tests/system/test_faults.py
 Run inside a private network namespace (docs: the system tests' README).
@@ -37,7 +37,7 @@ from cairn_cluster import Cluster, alive, kill_pid, pids_with_arg
 HOSTS = ["127.0.0.170", "127.0.0.171", "127.0.0.172"]
 PING = 3  # network.ping-timeout of the test volumes, seconds
 N_FILES = int(os.environ.get("CAIRN_FAULT_FILES", "4000"))
-FIO_MB = int(os.environ.get("CAIRN_FAULT_FIO_MB", "24"))
+FIO_MB = int(os.environ.get("CAIRN_FAULT_FIO_MB", "48"))
 
 
 def out(r):
@@ -321,7 +321,12 @@ def test_kill_during_fio(pool, vol_factory, arbiter, what):
     target = os.path.join(v.mnt, "fio.dat")
     fio = subprocess.Popen(["fio", *FIO_ARGS, f"--filename={target}", f"--size={FIO_MB}m"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(1.5)
+    # the fault lands once fio is writing (a fixed 1.5 s outlived a fast run)
+    t0 = time.time()
+    while time.time() - t0 < 30 and fio.poll() is None and \
+            (not os.path.exists(target) or os.path.getsize(target) < (1 << 20)):
+        time.sleep(0.02)
+    time.sleep(0.3)
     assert fio.poll() is None, "fio ended before the fault: raise CAIRN_FAULT_FIO_MB"
     back = fault_kill(pool, v, what)
     o, _ = fio.communicate(timeout=600)
