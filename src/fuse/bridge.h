@@ -187,6 +187,13 @@ int cf_known_xattr_free(struct cf *cf, uint64_t node);
 /* The lease on node is gone: forget what was known about it. */
 void cf_known_forget(struct cf *cf, uint64_t node);
 void cf_known_forget_all(struct cf *cf);
+/* 1 when dir's listing is in the kernel's cache, filled under the lease
+ * still held (what cf_known_dir_cache answers 2 for), without marking it. */
+int cf_known_dir_cache_kept(struct cf *cf, uint64_t dir);
+/* ops_dir.c: directory handles opened without the brick (fop_submit opens
+ * them there when a request needs the brick handle). */
+int cf_dir_is_lazy(uint64_t fh);
+int cf_dir_real_fh(struct cf *cf, uint64_t fh, uint64_t *real);
 /* 1 while a reply under a lease named node and no recall forgot it. */
 int cf_known_is_leased(struct cf *cf, uint64_t node);
 

@@ -99,18 +99,25 @@ static void counted_cb(struct cl_op *op)
     op->done(op);
 }
 
+/* The brick handle behind a handle the kernel holds: a write-back file's
+ * goes to the bricks now (wb.c), a directory opened without the brick is
+ * opened there now (ops_dir.c). */
+static int real_fh(struct cf *cf, uint64_t *fh)
+{
+    if (cf_wb_is_fh(*fh))
+        return cf_wb_real_fh(cf, *fh, fh);
+    if (cf_dir_is_lazy(*fh))
+        return cf_dir_real_fh(cf, *fh, fh);
+    return 0;
+}
+
 void fop_submit(struct fop *f)
 {
     struct rpc_msg *a = &f->op.args;
-    if (rpc_has(a, RPC_T_FH) && cf_wb_is_fh(a->fh)) {
-        /* A write-back file's handle: the file goes to the bricks now. */
-        uint64_t real;
-        int rc = cf_wb_real_fh(f->cf, a->fh, &real);
-        if (rc < 0) {
-            fop_fail(f, rc);
-            return;
-        }
-        a->fh = real;
+    int rc;
+    if (rpc_has(a, RPC_T_FH) && (rc = real_fh(f->cf, &a->fh)) < 0) {
+        fop_fail(f, rc);
+        return;
     }
     f->user_done = f->op.done;
     f->op.done = counted_cb;

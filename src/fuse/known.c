@@ -461,6 +461,18 @@ int cf_known_dir_cache(struct cf *cf, uint64_t dir)
     return c;
 }
 
+int cf_known_dir_cache_kept(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    struct knode *d = get(k, dir, 0);
+    int kept = d && (d->flags & K_LEASED) && (d->flags & K_LISTED);
+    pthread_mutex_unlock(&k->lock);
+    return kept;
+}
+
 void cf_known_dir_uncached(struct cf *cf, uint64_t dir)
 {
     clear_flags(cf, dir, K_LEASED | K_LISTED, 0);

@@ -15,6 +15,7 @@
  * entry is answered at most once per pass because each request restarts at
  * exactly the cookie of the last entry the kernel kept. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,8 +53,86 @@ static void opendir_cb(struct cl_op *op)
     fop_free(f);
 }
 
+/* A directory whose listing the kernel keeps under the lease is opened
+ * without the brick: the kernel lists it from its cache, so the handle it
+ * gets is only a promise. The brick handle is made the first time a
+ * request needs it (a READDIR after a recall dropped the cache, fsyncdir,
+ * a lock, an fstat; fop_submit calls cf_dir_real_fh), and released with
+ * the handle. LAZY_BIT marks such handles: brick handles are small
+ * numbers and write-back handles use bit 63. */
+#define LAZY_BIT (1ull << 62)
+
+struct lazy_dir {
+    pthread_mutex_t lock;
+    fuse_ino_t ino;
+    uint64_t fh; /* 0 until opened on the brick */
+};
+
+static struct lazy_dir *lazy_of(uint64_t fh)
+{
+    return (fh & LAZY_BIT) && !(fh & (1ull << 63)) ? (struct lazy_dir *)(uintptr_t)(fh & ~LAZY_BIT)
+                                                   : NULL;
+}
+
+int cf_dir_is_lazy(uint64_t fh)
+{
+    return lazy_of(fh) != NULL;
+}
+
+int cf_dir_real_fh(struct cf *cf, uint64_t fh, uint64_t *real)
+{
+    struct lazy_dir *d = lazy_of(fh);
+    pthread_mutex_lock(&d->lock);
+    int rc = 0;
+    if (!d->fh) {
+        struct fop *f = calloc(1, sizeof(*f));
+        if (!f) {
+            pthread_mutex_unlock(&d->lock);
+            return -ENOMEM;
+        }
+        f->cf = cf;
+        cl_op_init(&f->op, RPC_OP_OPENDIR, NULL, f);
+        f->op.rounds = 0;
+        if ((rc = fop_path(f, d->ino, NULL)) == 0) {
+            rc = cl_op_run(cf->stack, &f->op);
+            cl_opstats_note(&cf->stats, RPC_OP_OPENDIR, f->op.rounds, rc);
+        }
+        if (rc == 0) {
+            if (rpc_has(&f->op.reply->msg, RPC_T_FH))
+                d->fh = f->op.reply->msg.fh;
+            else
+                rc = -EPROTO;
+        }
+        cl_op_release(&f->op);
+        free(f);
+    }
+    *real = d->fh;
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
 void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    struct cf *cf = fuse_req_userdata(req);
+    cf_reply_begin(cf);
+    if (cf_known_dir_cache_kept(cf, ino)) {
+        struct lazy_dir *d = calloc(1, sizeof(*d));
+        if (d) {
+            pthread_mutex_init(&d->lock, NULL);
+            d->ino = ino;
+            struct fuse_file_info o = *fi;
+            o.fh = (uint64_t)(uintptr_t)d | LAZY_BIT;
+            o.cache_readdir = 1;
+            o.keep_cache = 1;
+            if (fuse_reply_open(req, &o) != 0) {
+                pthread_mutex_destroy(&d->lock);
+                free(d);
+            }
+            cf_reply_end(cf);
+            return;
+        }
+    }
+    cf_reply_end(cf);
     struct fop *f = fop_new(req, RPC_OP_OPENDIR, opendir_cb);
     if (!f)
         return;
@@ -233,10 +312,21 @@ void cf_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 void cf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    uint64_t fh = fi->fh;
+    struct lazy_dir *d = lazy_of(fh);
+    if (d) {
+        fh = d->fh; /* no other request uses the handle any more */
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+        if (!fh) {
+            fuse_reply_err(req, 0);
+            return;
+        }
+    }
     struct fop *f = fop_new(req, RPC_OP_RELEASEDIR, fop_done_release_cb);
     if (!f)
         return;
-    RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
+    RPC_SET(&f->op.args, fh, RPC_T_FH, fh);
     fop_submit(f);
 }
 

@@ -291,13 +291,17 @@ except OSError as e:
 STATS = "trusted.cairn.io-stats"
 
 
-def getxattr_calls(mnt):
-    """GETXATTR requests the mount sent to the bricks (its io-stats)."""
+def brick_calls(mnt, fop):
+    """fop requests the mount sent to the bricks (its io-stats)."""
     for line in os.getxattr(mnt, STATS).decode().splitlines()[2:]:
         f = line.split()
-        if f[0] == "GETXATTR":
+        if f[0] == fop:
             return int(f[1])
     return 0
+
+
+def getxattr_calls(mnt):
+    return brick_calls(mnt, "GETXATTR")
 
 
 def errno_in_child(code, timeout=3):
@@ -352,3 +356,45 @@ except OSError as e:
     os.removexattr(os.path.join(d1, "f7"), "user.k")
     with pytest.raises(OSError):
         os.getxattr(os.path.join(d2, "f7"), "user.k")
+
+
+def test_directory_opened_without_the_brick(lc):
+    """A directory whose listing the kernel keeps under the lease is opened
+    without a request to the brick; the brick handle is made only when one
+    is needed. Reading the handle again after another client changed the
+    directory (the recall drops the kernel's copy), fsync and flock on it
+    must all work, and the listing must be the new one."""
+    import fcntl
+
+    a, b = make_volume(lc)
+    d = os.path.join(a.path, "d")
+    os.mkdir(d)
+    for i in range(5):
+        with open(os.path.join(d, f"f{i}"), "wb") as fh:
+            fh.write(b"x")
+    # the first listing settles the files written back; a later one fills
+    # the kernel's copy under the lease
+    for _ in range(2):
+        assert sorted(os.listdir(d)) == [f"f{i}" for i in range(5)]
+    before = opendir_calls(a.path)
+    assert sorted(os.listdir(d)) == [f"f{i}" for i in range(5)]  # kept listing
+    assert opendir_calls(a.path) == before, "the kept listing opened the brick"
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with open(os.path.join(b.path, "d", "new"), "wb") as fh:
+            fh.write(b"y")  # recalls a's lease: a's kernel drops its listing
+        os.lseek(fd, 0, os.SEEK_SET)
+        names = sorted(os.listdir(fd))
+        assert names == sorted([f"f{i}" for i in range(5)] + ["new"])
+        # the handle was opened on the brick only now, once
+        assert opendir_calls(a.path) == before + 1
+        os.fsync(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def opendir_calls(mnt):
+    return brick_calls(mnt, "OPENDIR")
