@@ -89,38 +89,29 @@ def detach(path):
         time.sleep(0.2)
 
 
-def pids_with_arg(*needles):
-    """Pids of processes whose argv contains every needle as one argument."""
-    out = []
+def _argvs():
+    """(pid, argv) of every process still readable in /proc."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
+                yield int(d), [a.decode(errors="replace") for a in f.read().split(b"\0")]
         except OSError:
             continue
-        if all(n in argv for n in needles):
-            out.append(int(d))
-    return out
+
+
+def pids_with_arg(*needles):
+    """Pids of processes whose argv contains every needle as one argument."""
+    return [pid for pid, argv in _argvs() if all(n in argv for n in needles)]
 
 
 def brick_pids_under(root):
     """Pids of cairn-brickd processes whose --brick-path is below root."""
     root = os.path.realpath(root).rstrip("/") + "/"
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")]
-        except OSError:
-            continue
-        for i, a in enumerate(argv[:-1]):
-            if a == "--brick-path" and os.path.realpath(argv[i + 1]).startswith(root):
-                out.append(int(d))
-    return out
+    return [pid for pid, argv in _argvs()
+            if any(a == "--brick-path" and os.path.realpath(argv[i + 1]).startswith(root)
+                   for i, a in enumerate(argv[:-1]))]
 
 
 def alive(pid):
