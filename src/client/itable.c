@@ -369,6 +369,15 @@ int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g)
     return i ? 0 : -ENOENT;
 }
 
+uint64_t cl_itable_parent(struct cl_itable *t, uint64_t nodeid)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    uint64_t p = i && i->parent ? i->parent->nodeid : 0;
+    pthread_mutex_unlock(&t->lock);
+    return p;
+}
+
 void cl_itable_unlink(struct cl_itable *t, uint64_t parent_id, const char *name)
 {
     pthread_mutex_lock(&t->lock);

@@ -43,6 +43,9 @@ int cl_itable_hold(struct cl_itable *t, uint64_t nodeid);
 int cl_itable_path(struct cl_itable *t, uint64_t nodeid, const char *name, char *buf, size_t len);
 /* The gfid of nodeid; 0 or -ENOENT. */
 int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g);
+/* The node id of the directory holding nodeid's name; 0 for the root, an
+ * unknown node and one whose name was removed. */
+uint64_t cl_itable_parent(struct cl_itable *t, uint64_t nodeid);
 /* After an unlink or rmdir of name in parent: the inode (if known) loses its
  * name; it stays valid for its open handles until forgotten. */
 void cl_itable_unlink(struct cl_itable *t, uint64_t parent, const char *name);

@@ -47,6 +47,7 @@ struct cf_wb;
 struct cf_wbrm;
 struct cf_uring;
 struct cf_rc;
+struct cf_wbh;
 
 /* State of one mount, the session's userdata. */
 struct cf {
@@ -64,6 +65,7 @@ struct cf {
     struct cf_wbrm *wbrm;     /* wb_rm.c */
     struct cf_uring *uring;   /* uring.c */
     struct cf_rc *rc;         /* readcache.c */
+    struct cf_wbh *wbh;       /* wbehind.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;
@@ -221,6 +223,44 @@ void cf_rc_changed(struct cf *cf, fuse_ino_t ino);
 void cf_rc_forget_all(struct cf *cf);
 /* "FUSE read cache: ..." line of the io-stats (empty without the cache). */
 size_t cf_rc_format(struct cf *cf, char *buf, size_t n);
+
+/* ---- wbehind.c: write-behind of file data (docs/consistency.md) ---- */
+struct cf_wbh_opts {
+    int on;            /* performance.write-behind */
+    size_t window;     /* performance.write-behind-window-size, per file */
+    size_t aggregate;  /* performance.aggregate-size */
+    int trickle;       /* performance.write-behind-trickling-writes */
+    int strict_direct; /* performance.strict-o-direct: O_DIRECT waits */
+    size_t max_bytes;  /* client.write-back-size, over all files */
+};
+int cf_wbh_init(struct cf *cf);
+void cf_wbh_configure(struct cf *cf, const struct cf_wbh_opts *o);
+struct opt_set;
+/* The same from a volume's options (the performance.* above). */
+void cf_wbh_configure_from(struct cf *cf, const struct opt_set *opts);
+/* Drains everything and frees: before the stack goes. */
+void cf_wbh_free(struct cf *cf);
+/* Answers the write here (returns 1) when it may be written behind; else
+ * waits until the file's writes behind are on the bricks and returns 0. */
+int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                 struct fuse_file_info *fi);
+/* Until node's writes behind are on the bricks. */
+void cf_wbh_sync(struct cf *cf, uint64_t node);
+/* The same, and returns (once) the error of one of them, as -errno. */
+int cf_wbh_flush(struct cf *cf, uint64_t node);
+/* Until the writes behind of every file of dir (or of all files) are on
+ * the bricks. */
+void cf_wbh_settle_dir(struct cf *cf, uint64_t dir);
+void cf_wbh_settle_all(struct cf *cf);
+/* 1 while some file has writes behind (or an error to return). */
+int cf_wbh_busy(struct cf *cf);
+/* This mount gives node another name: it is no longer written behind. */
+void cf_wbh_linked(struct cf *cf, uint64_t node);
+/* "FUSE write-behind: ..." line of the io-stats. */
+size_t cf_wbh_format(struct cf *cf, char *buf, size_t n);
+/* fop.c: the brick handle behind a handle the kernel holds (a write-back
+ * file's or a lazy directory's is made real first). 0 or -errno. */
+int fop_real_fh(struct cf *cf, uint64_t *fh);
 
 /* ---- wb.c: write-back of new small files (docs/consistency.md) ----
  * The cf_wb_* handler hooks return 1 when they answered the request. */

@@ -47,8 +47,16 @@ static int copy_name(char *dst, const char *name)
 static int settle(struct cf *cf, fuse_ino_t ino, const char *name)
 {
     int rc;
-    if (name)
+    if (name) {
+        uint64_t child = cf_wbh_busy(cf) ? cl_itable_child(cf->it, ino, name) : 0;
+        if (child)
+            cf_wbh_sync(cf, child);
         return cf_wb_settle_name(cf, ino, name);
+    }
+    if (cf_wbh_busy(cf)) {
+        cf_wbh_sync(cf, ino);
+        cf_wbh_settle_dir(cf, ino);
+    }
     if ((rc = cf_wb_settle(cf, ino)) < 0)
         return rc;
     return cf_wb_settle_dir(cf, ino);
@@ -102,7 +110,7 @@ static void counted_cb(struct cl_op *op)
 /* The brick handle behind a handle the kernel holds: a write-back file's
  * goes to the bricks now (wb.c), a directory opened without the brick is
  * opened there now (ops_dir.c). */
-static int real_fh(struct cf *cf, uint64_t *fh)
+int fop_real_fh(struct cf *cf, uint64_t *fh)
 {
     if (cf_wb_is_fh(*fh))
         return cf_wb_real_fh(cf, *fh, fh);
@@ -115,7 +123,7 @@ void fop_submit(struct fop *f)
 {
     struct rpc_msg *a = &f->op.args;
     int rc;
-    if (rpc_has(a, RPC_T_FH) && (rc = real_fh(f->cf, &a->fh)) < 0) {
+    if (rpc_has(a, RPC_T_FH) && (rc = fop_real_fh(f->cf, &a->fh)) < 0) {
         fop_fail(f, rc);
         return;
     }

@@ -195,6 +195,10 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
     if (rc < 0)
         log_warn("files written back into %s before its recall: %s", path, strerror(-rc));
     cf_known_forget(L->cf, node);
+    /* Then what was written behind in it: a write checks the lease under
+     * the write-behind lock, so none is added after this. */
+    cf_wbh_settle_dir(L->cf, node);
+    cf_wbh_sync(L->cf, node);
     if (name[0])
         inval_entry(L, node, name);
     inval_attr(L, node);

@@ -109,6 +109,19 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
                         (size_t)opt_int(new, "client.write-back-files"));
         log_info("write-back now %s", opt_bool(new, "client.write-back") ? "on" : "off");
     }
+    if (opt_changed(old, new, "performance.write-behind") ||
+        opt_changed(old, new, "performance.write-behind-window-size") ||
+        opt_changed(old, new, "performance.aggregate-size") ||
+        opt_changed(old, new, "performance.write-behind-trickling-writes") ||
+        opt_changed(old, new, "performance.strict-o-direct") ||
+        opt_changed(old, new, "client.write-back-size")) {
+        cf_wbh_configure_from(l->cf, new);
+        log_info("write-behind now %s, window %lld bytes, aggregate %lld bytes, trickling %s",
+                 opt_bool(new, "performance.write-behind") ? "on" : "off",
+                 (long long)opt_int(new, "performance.write-behind-window-size"),
+                 (long long)opt_int(new, "performance.aggregate-size"),
+                 opt_bool(new, "performance.write-behind-trickling-writes") ? "on" : "off");
+    }
     if (opt_changed(old, new, "performance.read-ahead") ||
         opt_changed(old, new, "performance.read-ahead-page-count") ||
         opt_changed(old, new, "performance.cache-size")) {

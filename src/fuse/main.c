@@ -185,6 +185,9 @@ int main(int argc, char **argv)
     cf_wb_configure(&cf, opt_bool(&vol.opts, "client.write-back"),
                     (size_t)opt_int(&vol.opts, "client.write-back-size"),
                     (size_t)opt_int(&vol.opts, "client.write-back-files"));
+    if (cf_wbh_init(&cf) < 0)
+        log_error("out of memory: every write waits for the bricks");
+    cf_wbh_configure_from(&cf, &vol.opts);
     if (cf_rc_init(&cf) < 0)
         log_error("out of memory: no read cache");
     cf_rc_configure(&cf, opt_bool(&vol.opts, "performance.read-ahead"),
@@ -203,6 +206,7 @@ int main(int argc, char **argv)
         cf_leases_free(&cf);
         cf_known_free(&cf);
         cf_wb_free(&cf);
+        cf_wbh_free(&cf);
         goto out_unmount;
     }
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
@@ -223,9 +227,11 @@ out_stack:
     cf_uring_stop(&cf);
     cf_live_stop(&cf);
     cf_wb_settle_all(&cf);
+    cf_wbh_settle_all(&cf);
     cf_leases_stop(&cf);
     cl_stack_destroy(cf.stack);
     cf_wb_free(&cf);
+    cf_wbh_free(&cf);
     cf_leases_free(&cf);
     cf_known_free(&cf);
     cf_rc_free(&cf);

@@ -337,6 +337,7 @@ void cf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
      * of any directory is how a program (or `sync DIR`) waits for them. */
     struct cf *cf = fuse_req_userdata(req);
     int err = cf_wb_settle_all(cf);
+    cf_wbh_settle_all(cf);
     int late = cf_wb_dir_error(cf, ino);
     if (err || late) {
         fuse_reply_err(req, -(err ? err : late));

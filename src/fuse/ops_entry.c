@@ -62,6 +62,7 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     if (cf_wb_getattr(req, ino))
         return;
+    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_GETATTR, fop_done_attr_cb);
     if (!f)
         return;
@@ -88,6 +89,7 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         cf_rc_changed(fuse_req_userdata(req), ino);
     if (cf_wb_setattr(req, ino, attr, to_set))
         return;
+    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
     if (!f)
         return;
@@ -315,6 +317,7 @@ void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 
 void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+    cf_wbh_linked(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_LINK, fop_done_entry_cb);
     if (!f)
         return;

@@ -138,6 +138,7 @@ static void read_cb(struct cl_op *op)
 void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
+    cf_wbh_sync(cf, ino);
     struct cf_rc_window w;
     char buf[64 * 1024];
     size_t n = 0;
@@ -181,7 +182,7 @@ void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
               struct fuse_file_info *fi)
 {
     cf_rc_changed(fuse_req_userdata(req), ino);
-    if (cf_wb_write(req, fi, buf, size, off))
+    if (cf_wb_write(req, fi, buf, size, off) || cf_wbh_write(req, ino, buf, size, off, fi))
         return;
     struct fop *f = fop_new(req, RPC_OP_WRITE, write_cb);
     if (!f)
@@ -200,6 +201,14 @@ void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
     fop_submit(f);
 }
 
+static void flush_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    /* The locks are released either way; a write's error comes first. */
+    fuse_reply_err(f->req, f->off ? (int)f->off : fop_errno(op->status));
+    fop_free(f);
+}
+
 void cf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     /* FLUSH only releases the closing owner's POSIX locks on the brick
@@ -207,13 +216,15 @@ void cf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
      * request of this mount ever touched has none: answer here and save
      * the round trip every close() would pay. */
     struct cf *cf = fuse_req_userdata(req);
+    int err = cf_wbh_flush(cf, ino); /* a write behind that failed */
     if (!cl_itable_was_locked(cf->it, ino)) {
-        fuse_reply_err(req, 0);
+        fuse_reply_err(req, -err);
         return;
     }
-    struct fop *f = fop_new(req, RPC_OP_FLUSH, fop_done_err_cb);
+    struct fop *f = fop_new(req, RPC_OP_FLUSH, flush_cb);
     if (!f)
         return;
+    f->off = (uint64_t)-err;
     RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
     RPC_SET(&f->op.args, owner, RPC_T_OWNER, fi->lock_owner);
     fop_submit(f);
@@ -223,6 +234,7 @@ void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
     uint64_t fh = fi->fh;
+    cf_wbh_sync(cf, ino);
     if (cf_wb_release(req, fi, &fh)) {
         /* A write-back file goes to the bricks now (wb.c). */
         if (!fh) {
@@ -241,6 +253,11 @@ void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void cf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
+    int err = cf_wbh_flush(cf, ino);
+    if (err < 0) {
+        fuse_reply_err(req, -err);
+        return;
+    }
     cf_wb_fsync_fh(cf, fi->fh);
     struct fop *f = fop_new(req, RPC_OP_FSYNC, fop_done_err_cb);
     if (!f)
@@ -254,6 +271,7 @@ void cf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
                   struct fuse_file_info *fi)
 {
     cf_rc_changed(fuse_req_userdata(req), ino);
+    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_FALLOCATE, fop_done_err_cb);
     if (!f)
         return;
@@ -283,6 +301,7 @@ void cf_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
         fuse_reply_err(req, EINVAL); /* the kernel resolves the others itself */
         return;
     }
+    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_LSEEK, lseek_cb);
     if (!f)
         return;

@@ -64,6 +64,7 @@ static void getlk_cb(struct cl_op *op)
 
 void cf_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock)
 {
+    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_GETLK, getlk_cb);
     if (!f)
         return;
@@ -120,6 +121,7 @@ static void submit_maybe_waiting(struct fop *f, int waits)
 void cf_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
               int sleep)
 {
+    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_SETLK, fop_done_err_cb);
     if (!f)
         return;
@@ -135,6 +137,7 @@ void cf_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct 
 
 void cf_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 {
+    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_FLOCK, fop_done_err_cb);
     if (!f)
         return;

@@ -75,6 +75,9 @@ const struct opt_def opt_table[] = {
     {"network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
      "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
      "fails or reroutes the operations pending on it."},
+    {"performance.aggregate-size", OPT_SIZE, "128KB", 4096, 1048576, NULL, true,
+     "Write-behind sends writes that continue one another as one write of up to this many "
+     "bytes (docs/consistency.md, Data: write-behind)."},
     {"performance.cache-size", OPT_SIZE, "256MB", 0, 17179869184LL, NULL, true,
      "Bytes of file data a FUSE client keeps in its read cache (windows of files read at "
      "random, valid while the client holds the file's lease; docs/consistency.md)."},
@@ -86,6 +89,21 @@ const struct opt_def opt_table[] = {
      "from its read cache. off: every read the kernel does not cache goes to a brick."},
     {"performance.read-ahead-page-count", OPT_INT, "1", 1, 16, NULL, true,
      "Size of the read-ahead window in units of 128 KiB."},
+    {"performance.strict-o-direct", OPT_BOOL, "on", 0, 0, NULL, true,
+     "on: writes through O_DIRECT handles wait for the bricks. off: they are written behind "
+     "like others (GlusterFS's default)."},
+    {"performance.write-behind", OPT_BOOL, "on", 0, 0, NULL, true,
+     "A FUSE client answers writes to files in a directory it made and holds alone at once "
+     "and sends them in the background, aggregated; fsync and close wait for them and return "
+     "their errors, another client's access makes the holder send them first "
+     "(docs/consistency.md). off: every write waits for the bricks."},
+    {"performance.write-behind-trickling-writes", OPT_BOOL, "on", 0, 0, NULL, true,
+     "on: a write behind is sent as soon as nothing of its file is in flight, even if smaller "
+     "than performance.aggregate-size. off: it waits until the aggregate is full, another "
+     "write lands elsewhere in the file, or something waits for it."},
+    {"performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
+     "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
+     "once the file is back under it."},
     {NULL, 0, NULL, 0, 0, NULL, false, NULL},
 };
 

@@ -173,12 +173,17 @@ int mgmt_cmd_get(struct mgmt *m, int argc, char **argv, FILE *out)
         fprintf(out, "volume get option: failed: option : %s does not exist\n", key);
         return 1;
     }
-    fprintf(out, "%-40s%-40s\n", "Option", "Value");
-    fprintf(out, "%-40s%-40s\n", "------", "-----");
+    /* The name column fits the longest name, with a space after it. */
+    int w = 40;
+    for (const struct opt_def *d = opt_table; d->name; d++)
+        if ((int)strlen(d->name) + 1 > w)
+            w = (int)strlen(d->name) + 1;
+    fprintf(out, "%-*s%-40s\n", w, "Option", "Value");
+    fprintf(out, "%-*s%-40s\n", w, "------", "-----");
     for (const struct opt_def *d = opt_table; d->name; d++)
         if (strcmp(key, "all") == 0 || strcmp(key, d->name) == 0) {
             const char *val = opt_value(&v->opts, d->name);
-            fprintf(out, "%-40s%s%s\n", d->name, *val ? val : "(empty)",
+            fprintf(out, "%-*s%s%s\n", w, d->name, *val ? val : "(empty)",
                     opt_set_get(&v->opts, d->name) ? "" : " (DEFAULT)");
         }
     return 0;

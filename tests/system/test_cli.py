@@ -26,8 +26,10 @@ OPTIONS = [
     "client.write-back-files", "client.write-back-size", "cluster.favorite-child-policy",
     "cluster.heal-rate-limit", "cluster.heal-timeout", "cluster.self-heal-daemon",
     "cluster.shd-max-threads", "diagnostics.brick-log-level", "diagnostics.client-log-level",
-    "features.lease-recall-timeout", "network.ping-timeout", "performance.cache-size",
+    "features.lease-recall-timeout", "network.ping-timeout", "performance.aggregate-size", "performance.cache-size",
     "performance.io-thread-count", "performance.read-ahead", "performance.read-ahead-page-count",
+    "performance.strict-o-direct", "performance.write-behind",
+    "performance.write-behind-trickling-writes", "performance.write-behind-window-size",
 ]
 
 

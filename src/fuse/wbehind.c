@@ -1,0 +1,562 @@
+/* Write-behind of file data (docs/consistency.md, "Data: write-behind").
+ *
+ * A write to a file whose directory this mount made and holds exclusively
+ * (cf_known_excl: no other client can reach the file before the brick
+ * recalls that lease) is answered at once, and its data reaches the bricks
+ * in the background. Writes that continue one another are aggregated into
+ * one extent of up to performance.aggregate-size bytes. An extent is sent
+ * when it is full or a write lands elsewhere; the last one waits for more
+ * unless nothing of the file is in flight and
+ * performance.write-behind-trickling-writes is on (the default).
+ *
+ * Bounded per file by performance.write-behind-window-size: a write that
+ * takes the file's pending and in-flight bytes past it is queued as well,
+ * but answered only once the file is back under the window; and by
+ * client.write-back-size bytes over all files, beyond which writes wait for
+ * the bricks.
+ *
+ * Whatever could observe a file without its pending writes waits for them
+ * first (cf_wbh_sync): the recall of the directory's lease (another client
+ * touches it, lease.c), and this mount's read, attribute call, fallocate,
+ * lseek, lock, link, rename or removal of the file, a listing of its
+ * directory (fop.c), a write of it that is not written behind, fsync,
+ * close, fsyncdir and unmount.
+ *
+ * An error of a background write is logged and returned by the next fsync
+ * or close of the file (once); until then its writes wait for the bricks.
+ * O_SYNC, O_DSYNC and O_APPEND handles are never written behind, O_DIRECT
+ * ones only with performance.strict-o-direct off. performance.write-behind
+ * off or client.write-back off turn it off. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "../lib/options.h"
+#include "bridge.h"
+
+#define WBH_BUCKETS 256
+#define WBH_LINKED_MAX (1u << 20)
+
+/* One extent: pending (on the file's pend list) or in flight (fly). */
+struct wbh_ext {
+    struct cl_op op;
+    struct cf *cf;
+    struct wbh_file *wf;
+    struct wbh_ext *next, *prev; /* pend: singly; fly: doubly linked */
+    struct wbh_ext *out;         /* to submit once the lock is dropped */
+    uint64_t off, fh;
+    size_t len, cap;
+    char *data;
+};
+
+/* A write answered once its file is back under the window. */
+struct wbh_reply {
+    struct wbh_reply *next;
+    fuse_req_t req;
+    size_t size;
+};
+
+struct wbh_file {
+    struct wbh_file *next;
+    uint64_t node, parent;
+    struct wbh_ext *pend, *pend_last;
+    struct wbh_ext *fly;
+    struct wbh_reply *held, **held_tail;
+    size_t bytes; /* pending and in flight */
+    int n_fly, waiters, err;
+};
+
+struct cf_wbh {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct wbh_file *b[WBH_BUCKETS];
+    size_t n_files, bytes;
+    int on, trickle, strict_direct;
+    size_t window, aggregate, max_bytes;
+    /* Files this mount gave a second name: their other name may sit in a
+     * directory nobody holds, so they are never written behind. */
+    uint64_t *linked;
+    size_t n_linked, cap_linked;
+    uint64_t answered, held, extents, bytes_sent, waits, failed;
+};
+
+static size_t bucket(uint64_t node)
+{
+    return (size_t)((node * 0x9e3779b97f4a7c15ull) >> 56) % WBH_BUCKETS;
+}
+
+static struct wbh_file *find(struct cf_wbh *W, uint64_t node)
+{
+    for (struct wbh_file *f = W->b[bucket(node)]; f; f = f->next)
+        if (f->node == node)
+            return f;
+    return NULL;
+}
+
+static struct wbh_file *get(struct cf_wbh *W, uint64_t node)
+{
+    struct wbh_file *f = find(W, node);
+    if (f)
+        return f;
+    f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->node = node;
+    f->held_tail = &f->held;
+    size_t h = bucket(node);
+    f->next = W->b[h];
+    W->b[h] = f;
+    __atomic_add_fetch(&W->n_files, 1, __ATOMIC_RELAXED);
+    return f;
+}
+
+/* Frees f when nothing of it is left. Under W->lock. */
+static void maybe_free(struct cf_wbh *W, struct wbh_file *f)
+{
+    if (f->pend || f->fly || f->held || f->waiters || f->err)
+        return;
+    struct wbh_file **pp = &W->b[bucket(f->node)];
+    while (*pp != f)
+        pp = &(*pp)->next;
+    *pp = f->next;
+    free(f);
+    __atomic_sub_fetch(&W->n_files, 1, __ATOMIC_RELAXED);
+}
+
+static int is_linked(const struct cf_wbh *W, uint64_t node)
+{
+    if (!W->cap_linked)
+        return 0;
+    for (size_t i = node % W->cap_linked;; i = (i + 1) % W->cap_linked) {
+        if (W->linked[i] == node)
+            return 1;
+        if (W->linked[i] == 0)
+            return 0;
+    }
+}
+
+static int add_linked(struct cf_wbh *W, uint64_t node)
+{
+    if (is_linked(W, node))
+        return 0;
+    if (2 * (W->n_linked + 1) > W->cap_linked) {
+        size_t cap = W->cap_linked ? 2 * W->cap_linked : 64;
+        if (cap > 2 * WBH_LINKED_MAX)
+            return -ENOSPC;
+        uint64_t *v = calloc(cap, sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        for (size_t i = 0; i < W->cap_linked; i++) {
+            uint64_t n = W->linked[i];
+            if (!n)
+                continue;
+            size_t j = n % cap;
+            while (v[j])
+                j = (j + 1) % cap;
+            v[j] = n;
+        }
+        free(W->linked);
+        W->linked = v;
+        W->cap_linked = cap;
+    }
+    size_t j = node % W->cap_linked;
+    while (W->linked[j])
+        j = (j + 1) % W->cap_linked;
+    W->linked[j] = node;
+    W->n_linked++;
+    return 0;
+}
+
+static int overlaps(const struct wbh_ext *e, uint64_t off, size_t len)
+{
+    for (; e; e = e->next)
+        if (off < e->off + e->len && e->off < off + len)
+            return 1;
+    return 0;
+}
+
+/* Moves what is due from pend to fly and chains it on *out (force: all of
+ * it). Under W->lock. */
+static void kick(struct cf_wbh *W, struct wbh_file *f, int force, struct wbh_ext **out)
+{
+    int idle = f->n_fly == 0;
+    while (f->pend) {
+        struct wbh_ext *e = f->pend;
+        if (!e->next && !force && e->len < W->aggregate && !(W->trickle && idle))
+            break;
+        f->pend = e->next;
+        if (!f->pend)
+            f->pend_last = NULL;
+        e->prev = NULL;
+        e->next = f->fly;
+        if (f->fly)
+            f->fly->prev = e;
+        f->fly = e;
+        f->n_fly++;
+        e->out = *out;
+        *out = e;
+        W->extents++;
+    }
+}
+
+static void send_done_cb(struct cl_op *op);
+
+static void submit(struct wbh_ext *e)
+{
+    while (e) {
+        struct wbh_ext *next = e->out;
+        cl_op_init(&e->op, RPC_OP_WRITE, send_done_cb, e);
+        struct rpc_msg *a = &e->op.args;
+        RPC_SET(a, fh, RPC_T_FH, e->fh);
+        RPC_SET(a, offset, RPC_T_OFFSET, e->off);
+        rpc_set_bytes(a, RPC_T_DATA, &a->data, e->data, e->len);
+        cl_submit(e->cf->stack, &e->op);
+        e = next;
+    }
+}
+
+static void reply_all(struct wbh_reply *r)
+{
+    while (r) {
+        struct wbh_reply *next = r->next;
+        fuse_reply_write(r->req, r->size);
+        free(r);
+        r = next;
+    }
+}
+
+static void send_done_cb(struct cl_op *op)
+{
+    struct wbh_ext *e = op->ctx;
+    struct cf *cf = e->cf;
+    struct cf_wbh *W = cf->wbh;
+    struct wbh_file *f = e->wf;
+    int err = fop_errno(op->status);
+    if (!err && (!rpc_has(&op->reply->msg, RPC_T_SIZE) || op->reply->msg.size != e->len))
+        err = ENOSPC; /* a short write: the brick is full */
+    cl_opstats_note(&cf->stats, RPC_OP_WRITE, op->rounds, op->status);
+    struct wbh_ext *out = NULL;
+    struct wbh_reply *replies = NULL;
+    pthread_mutex_lock(&W->lock);
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        f->fly = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    f->n_fly--;
+    f->bytes -= e->len;
+    W->bytes -= e->len;
+    W->bytes_sent += e->len;
+    if (err) {
+        W->failed++;
+        if (!f->err)
+            f->err = err;
+    }
+    if (f->held && f->bytes <= W->window) {
+        replies = f->held;
+        f->held = NULL;
+        f->held_tail = &f->held;
+    }
+    kick(W, f, 0, &out);
+    uint64_t node = f->node;
+    pthread_cond_broadcast(&W->cond);
+    maybe_free(W, f);
+    pthread_mutex_unlock(&W->lock);
+    if (err)
+        log_error("background write of %zu bytes at %llu to node %llu: %s (returned by the "
+                  "next fsync or close)",
+                  e->len, (unsigned long long)e->off, (unsigned long long)node, strerror(err));
+    submit(out);
+    reply_all(replies);
+    cl_op_release(op);
+    free(e->data);
+    free(e);
+}
+
+/* Sends everything pending of f and waits until none of it is in flight.
+ * Under W->lock (dropped while waiting); f stays valid. */
+static void drain(struct cf_wbh *W, struct wbh_file *f)
+{
+    f->waiters++;
+    W->waits++;
+    while (f->pend || f->fly) {
+        if (f->pend) {
+            struct wbh_ext *out = NULL;
+            kick(W, f, 1, &out);
+            pthread_mutex_unlock(&W->lock);
+            submit(out);
+            pthread_mutex_lock(&W->lock);
+            continue;
+        }
+        pthread_cond_wait(&W->cond, &W->lock);
+    }
+    f->waiters--;
+}
+
+static int wait_node(struct cf *cf, uint64_t node, int consume)
+{
+    struct cf_wbh *W = cf->wbh;
+    if (!W || !__atomic_load_n(&W->n_files, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&W->lock);
+    struct wbh_file *f = find(W, node);
+    int err = 0;
+    if (f) {
+        drain(W, f);
+        err = f->err;
+        if (consume)
+            f->err = 0;
+        maybe_free(W, f);
+    }
+    pthread_mutex_unlock(&W->lock);
+    return -err;
+}
+
+void cf_wbh_sync(struct cf *cf, uint64_t node)
+{
+    (void)wait_node(cf, node, 0);
+}
+
+int cf_wbh_flush(struct cf *cf, uint64_t node)
+{
+    return wait_node(cf, node, 1);
+}
+
+/* Drains every file of dir (all files with dir 0). */
+static void drain_where(struct cf *cf, uint64_t dir)
+{
+    struct cf_wbh *W = cf->wbh;
+    if (!W || !__atomic_load_n(&W->n_files, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&W->lock);
+    for (;;) {
+        struct wbh_file *busy = NULL;
+        for (size_t i = 0; i < WBH_BUCKETS && !busy; i++)
+            for (struct wbh_file *f = W->b[i]; f && !busy; f = f->next)
+                if ((!dir || f->parent == dir) && (f->pend || f->fly))
+                    busy = f;
+        if (!busy)
+            break;
+        drain(W, busy);
+        maybe_free(W, busy);
+    }
+    pthread_mutex_unlock(&W->lock);
+}
+
+void cf_wbh_settle_dir(struct cf *cf, uint64_t dir)
+{
+    drain_where(cf, dir);
+}
+
+void cf_wbh_settle_all(struct cf *cf)
+{
+    drain_where(cf, 0);
+}
+
+int cf_wbh_busy(struct cf *cf)
+{
+    return cf->wbh && __atomic_load_n(&cf->wbh->n_files, __ATOMIC_RELAXED) != 0;
+}
+
+void cf_wbh_linked(struct cf *cf, uint64_t node)
+{
+    struct cf_wbh *W = cf->wbh;
+    if (!W)
+        return;
+    cf_wbh_sync(cf, node);
+    pthread_mutex_lock(&W->lock);
+    if (add_linked(W, node) < 0) {
+        W->on = 0;
+        log_warn("too many hard links made through this mount: write-behind is off");
+    }
+    pthread_mutex_unlock(&W->lock);
+}
+
+static int handle_ok(const struct cf_wbh *W, int flags)
+{
+    if (flags & (O_SYNC | O_DSYNC | O_APPEND))
+        return 0;
+    return !(flags & O_DIRECT) || !W->strict_direct;
+}
+
+/* Adds the write to f (under W->lock): to the last pending extent when it
+ * continues it, else as a new one. */
+static int add(struct cf *cf, struct wbh_file *f, uint64_t fh, const char *buf, size_t size,
+               uint64_t off)
+{
+    struct cf_wbh *W = cf->wbh;
+    struct wbh_ext *t = f->pend_last;
+    if (t && t->fh == fh && t->off + t->len == off && t->len + size <= W->aggregate) {
+        if (t->len + size > t->cap) {
+            size_t cap = t->cap * 2 > t->len + size ? t->cap * 2 : t->len + size;
+            if (cap > W->aggregate)
+                cap = W->aggregate;
+            char *d = realloc(t->data, cap);
+            if (!d)
+                return -ENOMEM;
+            t->data = d;
+            t->cap = cap;
+        }
+        memcpy(t->data + t->len, buf, size);
+        t->len += size;
+    } else {
+        struct wbh_ext *e = calloc(1, sizeof(*e));
+        if (!e || !(e->data = malloc(size ? size : 1))) {
+            free(e);
+            return -ENOMEM;
+        }
+        memcpy(e->data, buf, size);
+        e->cf = cf;
+        e->wf = f;
+        e->off = off;
+        e->fh = fh;
+        e->len = size;
+        e->cap = size;
+        if (f->pend_last)
+            f->pend_last->next = e;
+        else
+            f->pend = e;
+        f->pend_last = e;
+    }
+    f->bytes += size;
+    W->bytes += size;
+    return 0;
+}
+
+int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                 struct fuse_file_info *fi)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wbh *W = cf->wbh;
+    uint64_t parent = cl_itable_parent(cf->it, ino);
+    uint64_t fh = fi->fh;
+    if (!W || !cf_wb_enabled(cf) || !parent || size == 0 ||
+        !__atomic_load_n(&W->on, __ATOMIC_RELAXED) || !handle_ok(W, fi->flags) ||
+        fop_real_fh(cf, &fh) < 0) {
+        cf_wbh_sync(cf, ino); /* it must not overtake what is written behind */
+        return 0;
+    }
+    struct wbh_ext *out = NULL;
+    pthread_mutex_lock(&W->lock);
+    /* Checked under the lock: a recall clears the lease before it drains
+     * (lease.c), so a write added here is drained by it. */
+    struct wbh_file *f = NULL;
+    if (W->on && size <= W->window && W->bytes + size <= W->max_bytes && !is_linked(W, ino) &&
+        cf_known_excl(cf, parent))
+        f = get(W, ino);
+    if (f && !f->err &&
+        (overlaps(f->pend, (uint64_t)off, size) || overlaps(f->fly, (uint64_t)off, size)))
+        drain(W, f); /* in order: the older data goes first */
+    int queued = f && !f->err && W->on && cf_known_excl(cf, parent) &&
+                 add(cf, f, fh, buf, size, (uint64_t)off) == 0;
+    struct wbh_reply *r = NULL;
+    if (queued) {
+        f->parent = parent;
+        W->answered++;
+        kick(W, f, 0, &out);
+        if (f->bytes > W->window && (r = malloc(sizeof(*r))) != NULL) {
+            r->req = req;
+            r->size = size;
+            r->next = NULL;
+            *f->held_tail = r;
+            f->held_tail = &r->next;
+            W->held++;
+        }
+    }
+    if (f && !queued) {
+        drain(W, f);
+        maybe_free(W, f);
+    }
+    pthread_mutex_unlock(&W->lock);
+    if (!queued)
+        return 0;
+    if (!r)
+        fuse_reply_write(req, size); /* the application goes on meanwhile */
+    submit(out);
+    return 1;
+}
+
+int cf_wbh_init(struct cf *cf)
+{
+    struct cf_wbh *W = calloc(1, sizeof(*W));
+    if (!W)
+        return -ENOMEM;
+    pthread_mutex_init(&W->lock, NULL);
+    pthread_cond_init(&W->cond, NULL);
+    W->window = 1u << 20;
+    W->aggregate = 128u << 10;
+    W->max_bytes = 64u << 20;
+    W->trickle = 1;
+    W->strict_direct = 1;
+    cf->wbh = W;
+    return 0;
+}
+
+void cf_wbh_configure(struct cf *cf, const struct cf_wbh_opts *o)
+{
+    struct cf_wbh *W = cf->wbh;
+    if (!W)
+        return;
+    pthread_mutex_lock(&W->lock);
+    __atomic_store_n(&W->on, o->on, __ATOMIC_RELAXED);
+    W->window = o->window;
+    W->aggregate = o->aggregate < o->window ? o->aggregate : o->window;
+    W->max_bytes = o->max_bytes;
+    W->trickle = o->trickle;
+    W->strict_direct = o->strict_direct;
+    pthread_mutex_unlock(&W->lock);
+}
+
+void cf_wbh_configure_from(struct cf *cf, const struct opt_set *opts)
+{
+    struct cf_wbh_opts o = {
+        .on = opt_bool(opts, "performance.write-behind"),
+        .window = (size_t)opt_int(opts, "performance.write-behind-window-size"),
+        .aggregate = (size_t)opt_int(opts, "performance.aggregate-size"),
+        .trickle = opt_bool(opts, "performance.write-behind-trickling-writes"),
+        .strict_direct = opt_bool(opts, "performance.strict-o-direct"),
+        .max_bytes = (size_t)opt_int(opts, "client.write-back-size"),
+    };
+    cf_wbh_configure(cf, &o);
+}
+
+void cf_wbh_free(struct cf *cf)
+{
+    struct cf_wbh *W = cf->wbh;
+    if (!W)
+        return;
+    for (size_t i = 0; i < WBH_BUCKETS; i++)
+        while (W->b[i]) {
+            struct wbh_file *f = W->b[i];
+            W->b[i] = f->next;
+            free(f);
+        }
+    free(W->linked);
+    pthread_cond_destroy(&W->cond);
+    pthread_mutex_destroy(&W->lock);
+    free(W);
+    cf->wbh = NULL;
+}
+
+size_t cf_wbh_format(struct cf *cf, char *buf, size_t n)
+{
+    struct cf_wbh *W = cf->wbh;
+    int len = 0;
+    if (W) {
+        pthread_mutex_lock(&W->lock);
+        len = snprintf(buf, n,
+                       "FUSE write-behind: %llu writes answered early (%llu held for the "
+                       "window), %llu bytes sent in %llu extents, %llu waits, %llu failed, "
+                       "%zu bytes pending\n",
+                       (unsigned long long)W->answered, (unsigned long long)W->held,
+                       (unsigned long long)W->bytes_sent, (unsigned long long)W->extents,
+                       (unsigned long long)W->waits, (unsigned long long)W->failed, W->bytes);
+        pthread_mutex_unlock(&W->lock);
+    }
+    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+}

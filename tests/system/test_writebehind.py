@@ -1,0 +1,265 @@
+"""Write-behind of file data (docs/consistency.md, "Data: write-behind").
+
+Writes to a file in a directory the mount made itself are answered at once
+and reach the bricks in the background. These tests check that every byte
+reaches every replica in the order it was written, that another client sees
+all of it at its next access while the file is still open (its access
+recalls the directory's lease, and the recall sends what is pending first),
+that fsync means on the bricks even when the client is killed right after,
+that a full brick's error comes back from a later write, fsync or close
+instead of being dropped, and that performance.write-behind off turns it
+off, live.
+
+Addresses: 127.0.0.38."""
+
+import errno
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from cairn_cluster import Cluster
+
+STATS = "trusted.cairn.io-stats"
+PAGE = 4096
+
+
+def behind(mount_path):
+    """(writes answered early, background writes that failed) of a mount."""
+    text = os.getxattr(mount_path, STATS).decode()
+    m = re.search(r"^FUSE write-behind: (\d+) writes answered early .*?(\d+) failed", text, re.M)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.fixture
+def wc():
+    c = Cluster(host="127.0.0.38", prefix="wbh-")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def volume(c, opts=None, mounts=2, brick_size=None):
+    bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
+    for b in bricks:
+        os.makedirs(b)
+        if brick_size:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={brick_size}", "tmpfs", b],
+                           check=True)
+            c.extra_mounts.append(b)
+    c.volumes["wh"] = bricks
+    c.cli("volume", "create", "wh", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
+    for k, v in (opts or {}).items():
+        c.cli("volume", "set", "wh", k, v)
+    c.cli("volume", "start", "wh")
+    ms = [c.mount("wh", os.path.join(c.root, f"m{i}")) for i in range(mounts)]
+    return bricks, ms
+
+
+def scatter(fd, model, count, seed, span_pages):
+    """count 4 KiB writes at random pages of the file (some twice), mirrored
+    into model (a bytearray)."""
+    rnd = random.Random(seed)
+    for i in range(count):
+        off = rnd.randrange(span_pages) * PAGE
+        data = rnd.randbytes(PAGE)
+        os.pwrite(fd, data, off)
+        end = off + PAGE
+        if end > len(model):
+            model.extend(bytes(end - len(model)))
+        model[off:end] = data
+
+
+def read_all(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def test_every_write_reaches_every_replica_in_order(wc):
+    bricks, (m1, m2) = volume(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    before = behind(m1.path)[0]
+    model = bytearray()
+    fd = os.open(os.path.join(d, "f"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        scatter(fd, model, 3000, 1, 1024)
+        # the same page over and over: the last write must win everywhere
+        for i in range(300):
+            data = bytes([i % 251]) * PAGE
+            os.pwrite(fd, data, 8 * PAGE)
+            model[8 * PAGE:9 * PAGE] = data
+        # small appends that aggregate
+        for i in range(500):
+            data = os.urandom(1000)
+            os.pwrite(fd, data, len(model))
+            model.extend(data)
+        assert behind(m1.path)[0] - before > 3000
+        # this mount reads its own writes
+        assert os.pread(fd, PAGE, 8 * PAGE) == bytes(model[8 * PAGE:9 * PAGE])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    for b in bricks:
+        assert read_all(os.path.join(b, "d", "f")) == bytes(model), b
+    assert read_all(os.path.join(m2.path, "d", "f")) == bytes(model)
+
+
+def test_other_client_sees_writes_of_a_file_still_open(wc):
+    _, (m1, m2) = volume(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    model = bytearray()
+    fd = os.open(os.path.join(d, "open"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        before = behind(m1.path)[0]
+        scatter(fd, model, 2000, 2, 512)
+        assert behind(m1.path)[0] - before >= 1000  # most of it answered early
+        # no fsync, no close: the other client's access alone must bring it
+        other = os.path.join(m2.path, "d", "open")
+        assert os.stat(other).st_size == len(model)
+        assert read_all(other) == bytes(model)
+        # and it keeps holding while both use the file
+        for i in range(20):
+            data = os.urandom(PAGE)
+            os.pwrite(fd, data, i * 3 * PAGE)
+            model[i * 3 * PAGE:(i * 3 + 1) * PAGE] = data
+            assert read_all(other) == bytes(model), i
+    finally:
+        os.close(fd)
+
+
+def test_truncate_and_rename_wait_for_what_is_behind(wc):
+    bricks, (m1, m2) = volume(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    fd = os.open(os.path.join(d, "t"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        for i in range(256):
+            os.pwrite(fd, bytes([i]) * PAGE, i * PAGE)
+        os.ftruncate(fd, 100 * PAGE + 17)
+        os.pwrite(fd, b"tail", 200 * PAGE)
+    finally:
+        os.close(fd)
+    os.rename(os.path.join(d, "t"), os.path.join(d, "u"))
+    want = b"".join(bytes([i]) * PAGE for i in range(100)) + bytes([100]) * 17
+    want += bytes(200 * PAGE - len(want)) + b"tail"
+    assert read_all(os.path.join(m2.path, "d", "u")) == want
+    for b in bricks:
+        assert read_all(os.path.join(b, "d", "u")) == want, b
+
+
+def test_fsync_then_kill_keeps_what_was_fsynced(wc):
+    bricks, (m1,) = volume(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    model = bytearray()
+    fd = os.open(os.path.join(d, "k"), os.O_CREAT | os.O_RDWR, 0o644)
+    scatter(fd, model, 2000, 3, 2048)
+    os.fsync(fd)
+    synced = bytes(model)
+    for i in range(200):  # after the fsync: may or may not arrive
+        os.pwrite(fd, b"\xff" * PAGE, (2048 + i) * PAGE)
+    m1.proc.send_signal(signal.SIGKILL)
+    m1.proc.wait(timeout=10)
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    for b in bricks:
+        got = read_all(os.path.join(b, "d", "k"))
+        assert got[:len(synced)] == synced, b
+        rest = got[len(synced):]
+        assert rest == bytes(len(rest)) or set(rest) <= {0, 0xff}, b
+
+
+def test_full_brick_error_is_returned_not_dropped(wc):
+    # 4 MiB bricks: the file below cannot fit
+    _, (m1,) = volume(wc, mounts=1, brick_size="4m")
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    fd = os.open(os.path.join(d, "big"), os.O_CREAT | os.O_WRONLY, 0o644)
+    seen = []
+    try:
+        for i in range(2048):  # 8 MiB in 4 KiB writes
+            try:
+                os.pwrite(fd, b"x" * PAGE, i * PAGE)
+            except OSError as e:
+                seen.append(("write", e.errno))
+                break
+        try:
+            os.fsync(fd)
+        except OSError as e:
+            seen.append(("fsync", e.errno))
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            seen.append(("close", e.errno))
+    early, failed = behind(m1.path)
+    assert early > 0 and failed > 0, (early, failed)
+    assert seen, "a full brick went unreported"
+    assert all(err == errno.ENOSPC for _, err in seen), seen
+    assert "background write" in m1.tail(1 << 20)
+    # the mount still works once there is room again
+    os.unlink(os.path.join(d, "big"))
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)  # the removal is on the bricks: the space is free
+    finally:
+        os.close(dfd)
+    with open(os.path.join(d, "small"), "wb") as fh:
+        fh.write(b"fits")
+    assert read_all(os.path.join(d, "small")) == b"fits"
+
+
+def test_write_behind_off_and_on_again_live(wc):
+    bricks, (m1,) = volume(wc, opts={"performance.write-behind": "off"}, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    fd = os.open(os.path.join(d, "s"), os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        # 2 MiB at once: past what a new file keeps written back (wb.c)
+        model = bytearray(os.urandom(2 << 20))
+        os.pwrite(fd, model, 0)
+        for i in range(100):
+            data = os.urandom(PAGE)
+            os.pwrite(fd, data, i * 5 * PAGE)
+            model[i * 5 * PAGE:(i * 5 + 1) * PAGE] = data
+        assert behind(m1.path)[0] == 0
+        # nothing was held back: the bricks have it before any fsync
+        for b in bricks:
+            assert read_all(os.path.join(b, "d", "s")) == bytes(model), b
+        wc.cli("volume", "set", "wh", "performance.write-behind", "on")
+        deadline = 100
+        while behind(m1.path)[0] == 0 and deadline > 0:
+            os.pwrite(fd, os.urandom(PAGE), 0)
+            deadline -= 1
+            if deadline % 10 == 0:
+                time.sleep(0.1)
+        assert behind(m1.path)[0] > 0
+    finally:
+        os.close(fd)
+
+
+def test_o_sync_writes_are_never_behind(wc):
+    bricks, (m1,) = volume(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    fd = os.open(os.path.join(d, "s"), os.O_CREAT | os.O_WRONLY | os.O_SYNC, 0o644)
+    try:
+        before = behind(m1.path)[0]
+        for i in range(50):
+            os.pwrite(fd, b"s" * PAGE, i * PAGE)
+        assert behind(m1.path)[0] == before
+        for b in bricks:
+            assert os.path.getsize(os.path.join(b, "d", "s")) == 50 * PAGE
+    finally:
+        os.close(fd)
