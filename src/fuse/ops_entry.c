@@ -293,6 +293,10 @@ void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 {
     if (cf_wb_rename(req, parent, name, newparent, newname, flags))
         return;
+    /* A directory moved takes the leases below it along (the brick drops
+     * them): whatever was written behind under it goes first. */
+    if (cf_wbh_busy(fuse_req_userdata(req)))
+        cf_wbh_settle_all(fuse_req_userdata(req));
     struct fop *f = fop_new(req, RPC_OP_RENAME, rename_cb);
     if (!f)
         return;

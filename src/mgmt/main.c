@@ -177,14 +177,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "cairnd: cannot find my own executable\n");
         return 1;
     }
+    /* The store first: a damaged one is refused before anyone can
+     * connect (a client probing the port must not find it open). */
+    if (mgmt_pool_load(m, err, sizeof(err)) < 0 || mgmt_store_load(m, err, sizeof(err)) < 0) {
+        fprintf(stderr, "cairnd: %s\n", err);
+        return 1;
+    }
     int lfd = net_listen(&m->listen, 128);
     if (lfd < 0) {
         fprintf(stderr, "cairnd: cannot listen on %s:%u: %s\n", m->listen.host, m->listen.port,
                 strerror(-lfd));
-        return 1;
-    }
-    if (mgmt_pool_load(m, err, sizeof(err)) < 0 || mgmt_store_load(m, err, sizeof(err)) < 0) {
-        fprintf(stderr, "cairnd: %s\n", err);
         return 1;
     }
     if (!foreground) {

@@ -156,6 +156,46 @@ def test_truncate_and_rename_wait_for_what_is_behind(wc):
         assert read_all(os.path.join(b, "d", "u")) == want, b
 
 
+def held_tail(fd, model):
+    """2 MiB at once (past what a new file keeps written back, wb.c), then
+    100 small appends: with trickling off they gather in one extent that
+    nothing sends until something needs it."""
+    first = os.urandom(2 << 20)
+    os.pwrite(fd, first, 0)
+    model.extend(first)
+    for i in range(100):
+        data = os.urandom(1000)
+        os.pwrite(fd, data, len(model))
+        model.extend(data)
+
+
+def test_held_extent_goes_out_for_another_client(wc):
+    _, (m1, m2) = volume(wc, opts={"performance.write-behind-trickling-writes": "off"})
+    os.mkdir(os.path.join(m1.path, "d"))
+    model = bytearray()
+    fd = os.open(os.path.join(m1.path, "d", "f"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        held_tail(fd, model)
+        time.sleep(0.5)  # nothing sends the last extent by itself
+        assert read_all(os.path.join(m2.path, "d", "f")) == bytes(model)
+    finally:
+        os.close(fd)
+
+
+def test_moving_the_directory_sends_what_is_behind_below_it(wc):
+    _, (m1, m2) = volume(wc, opts={"performance.write-behind-trickling-writes": "off"})
+    os.makedirs(os.path.join(m1.path, "d", "sub"))
+    model = bytearray()
+    fd = os.open(os.path.join(m1.path, "d", "sub", "f"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        held_tail(fd, model)
+        os.rename(os.path.join(m1.path, "d"), os.path.join(m1.path, "e"))
+        # the file is still open on m1, nothing fsynced
+        assert read_all(os.path.join(m2.path, "e", "sub", "f")) == bytes(model)
+    finally:
+        os.close(fd)
+
+
 def test_fsync_then_kill_keeps_what_was_fsynced(wc):
     bricks, (m1,) = volume(wc, mounts=1)
     d = os.path.join(m1.path, "d")
