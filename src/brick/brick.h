@@ -298,6 +298,8 @@ struct brick_fh {
     ino_t ino;
     pthread_mutex_t dir_lock; /* serialises lseek+getdents on directories */
     int changed;              /* a change came through it (version.c); atomic */
+    int has_gfid;             /* gfid: the file's id, read when it was opened */
+    gfid_t gfid;
 };
 
 /* Adds fh (one reference, now the table's) and returns its handle id. */

@@ -51,6 +51,8 @@ static int reply_open_known(struct brick_req *r, int fd, int flags, const struct
     }
     fh->dev = st.st_dev;
     fh->ino = st.st_ino;
+    fh->gfid = a.gfid;
+    fh->has_gfid = 1;
     if ((rc = brick_fh_add(r->bc, fh, &id)) < 0) {
         brick_fh_put(r->bc, fh);
         return rc;
@@ -267,7 +269,9 @@ int brick_op_write(struct brick_req *r)
         }
         done += (size_t)n;
     }
-    if (rc == 0 && (rc = brick_fd_attr(r->b, fh->fd, &a)) == 0) {
+    /* The id read at open saves an xattr read per write. */
+    if (rc == 0 && (rc = fh->has_gfid ? brick_fd_attr_gfid(r->b, fh->fd, &fh->gfid, &a)
+                                      : brick_fd_attr(r->b, fh->fd, &a)) == 0) {
         rpc_put_u64(r->out, RPC_T_SIZE, done);
         rpc_put_attr(r->out, RPC_T_ATTR, &a);
     }
