@@ -102,6 +102,24 @@ int brick_fd_attr_gfid(struct brick *b, int fd, const gfid_t *g, struct rpc_attr
     return 0;
 }
 
+int brick_kill_setid(struct brick *b, int fd, int *killed)
+{
+    struct stat st;
+    int rc = b->vfs->fstatat(fd, "", &st);
+    if (rc < 0)
+        return rc;
+    mode_t m = st.st_mode & 07777, n = m & ~(mode_t)S_ISUID;
+    if (n & S_IXGRP)
+        n &= ~(mode_t)S_ISGID;
+    if (n == m || !S_ISREG(st.st_mode))
+        return 0;
+    if ((rc = b->vfs->fchmod(fd, n)) < 0)
+        return rc;
+    if (killed)
+        *killed = 1;
+    return 0;
+}
+
 int brick_dir_default_acl(struct brick *b, const struct brick_loc *loc)
 {
     return b->vfs->getxattr(loc->dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;

@@ -102,7 +102,14 @@ int brick_op_open(struct brick_req *r)
     if (rc == 0 && loc.is_root)
         rc = -EISDIR;
     if (rc == 0) {
-        int fd = open_existing(r, &loc, flags);
+        int fd = open_existing(r, &loc, flags), killed = 0;
+        if (fd >= 0 && (flags & O_TRUNC) && (r->in->flags & RPC_OPEN_KILL_SUIDGID) &&
+            (rc = brick_kill_setid(r->b, fd, &killed)) < 0) {
+            VFS->close(fd);
+            fd = rc;
+        }
+        if (killed)
+            rpc_put_u64(r->out, RPC_T_FLAGS, 1);
         rc = fd < 0 ? fd : reply_open(r, fd, flags);
     }
     brick_loc_release(r->b, &loc);
@@ -269,6 +276,12 @@ int brick_op_write(struct brick_req *r)
         }
         done += (size_t)n;
     }
+    int killed = 0;
+    if (rc == 0 && done > 0 && rpc_has(r->in, RPC_T_FLAGS) &&
+        (r->in->flags & RPC_WRITE_KILL_SUIDGID))
+        rc = brick_kill_setid(r->b, fh->fd, &killed);
+    if (killed)
+        rpc_put_u64(r->out, RPC_T_FLAGS, 1);
     /* The id read at open saves an xattr read per write. */
     if (rc == 0 && (rc = fh->has_gfid ? brick_fd_attr_gfid(r->b, fh->fd, &fh->gfid, &a)
                                       : brick_fd_attr(r->b, fh->fd, &a)) == 0) {

@@ -94,6 +94,8 @@ int brick_setattr_fd(struct brick_req *r, int fd)
             return -EFBIG;
         if ((rc = VFS->ftruncate(fd, (off_t)in->size)) < 0)
             return rc;
+        if ((v & RPC_SET_KILL_SUIDGID) && (rc = brick_kill_setid(r->b, fd, NULL)) < 0)
+            return rc;
     }
     if (v & (RPC_SET_ATIME | RPC_SET_MTIME | RPC_SET_ATIME_NOW | RPC_SET_MTIME_NOW)) {
         struct timespec ts[2];

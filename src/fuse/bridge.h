@@ -15,6 +15,7 @@
 #include "../client/client.h"
 #include "../client/itable.h"
 #include "../client/opstats.h"
+#include "killpriv.h"
 
 #define CF_MAX_BACKUPS 8
 
@@ -163,6 +164,10 @@ int cf_known_dir_empty(struct cf *cf, uint64_t dir);
 /* node was created here under a lease: it has no security.capability. */
 void cf_known_nocaps(struct cf *cf, uint64_t node);
 int cf_known_has_nocaps(struct cf *cf, uint64_t node);
+/* node was made here (under a lease) without set-id bits, and this mount
+ * set none since (nosetid 0: it may have them). A write clears none. */
+void cf_known_nosetid(struct cf *cf, uint64_t node, int nosetid);
+int cf_known_has_nosetid(struct cf *cf, uint64_t node);
 /* A directory's attributes (from a change's reply, under its lease). */
 void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st);
 int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st);
@@ -261,6 +266,9 @@ size_t cf_wbh_format(struct cf *cf, char *buf, size_t n);
 /* fop.c: the brick handle behind a handle the kernel holds (a write-back
  * file's or a lazy directory's is made real first). 0 or -errno. */
 int fop_real_fh(struct cf *cf, uint64_t *fh);
+
+/* lease.c: drops the kernel's cached attributes of node (not its pages). */
+void cf_lease_inval_attr(struct cf *cf, uint64_t node);
 
 /* ---- wb.c: write-back of new small files (docs/consistency.md) ----
  * The cf_wb_* handler hooks return 1 when they answered the request. */

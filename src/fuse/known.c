@@ -44,6 +44,7 @@ enum {
     K_NOXATTRS = 1 << 4, /* no extended attributes at all */
     K_LEASED = 1 << 5,   /* a reply under a lease named it (its entries too) */
     K_LISTED = 1 << 6,   /* the kernel's listing cache was started under it */
+    K_NOSETID = 1 << 7,  /* made here without set-id bits, none set since */
 };
 
 struct kname {
@@ -400,6 +401,19 @@ static void set_flags(struct cf *cf, uint64_t node, unsigned fl)
 void cf_known_nocaps(struct cf *cf, uint64_t node)
 {
     set_flags(cf, node, K_NOCAPS);
+}
+
+void cf_known_nosetid(struct cf *cf, uint64_t node, int nosetid)
+{
+    if (nosetid)
+        set_flags(cf, node, K_NOSETID);
+    else
+        clear_flags(cf, node, K_NOSETID, 0);
+}
+
+int cf_known_has_nosetid(struct cf *cf, uint64_t node)
+{
+    return (flags_of(cf, node, NULL) & K_NOSETID) != 0;
 }
 
 int cf_known_has_nocaps(struct cf *cf, uint64_t node)

@@ -184,6 +184,19 @@ static void inval_attr(struct cf_leases *L, uint64_t nodeid)
         log_debug("invalidating node %llu: %s", (unsigned long long)nodeid, strerror(-rc));
 }
 
+void cf_lease_inval_attr(struct cf *cf, uint64_t node)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L)
+        return;
+    /* offset -1: the attributes only. A write in flight holds its pages
+     * locked, so dropping pages here could wait for its own reply. */
+    int rc = fuse_lowlevel_notify_inval_inode(L->se, node, -1, 0);
+    if (rc < 0 && rc != -ENOENT)
+        log_debug("invalidating attributes of node %llu: %s", (unsigned long long)node,
+                  strerror(-rc));
+}
+
 static void drop_path(struct cf_leases *L, const char *path, const char *name)
 {
     struct cl_itable *it = L->cf->it;

@@ -87,6 +87,8 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 {
     if (to_set & FUSE_SET_ATTR_SIZE)
         cf_rc_changed(fuse_req_userdata(req), ino);
+    if ((to_set & FUSE_SET_ATTR_MODE) && cf_killpriv_bits(attr->st_mode))
+        cf_known_nosetid(fuse_req_userdata(req), ino, 0);
     if (cf_wb_setattr(req, ino, attr, to_set))
         return;
     cf_wbh_sync(fuse_req_userdata(req), ino);
@@ -115,6 +117,8 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     if (to_set & FUSE_SET_ATTR_SIZE) {
         valid |= RPC_SET_SIZE;
         RPC_SET(a, size, RPC_T_SIZE, (uint64_t)attr->st_size);
+        if (cf_killpriv_asked())
+            valid |= RPC_SET_KILL_SUIDGID; /* killpriv.c; the reply carries the mode */
     }
     if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
         valid |= RPC_SET_ATIME_NOW;

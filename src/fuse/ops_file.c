@@ -25,6 +25,8 @@ static void open_cb(struct cl_op *op)
         FOP_FAIL(f, -EPROTO);
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
+    if (rpc_has(&op->reply->msg, RPC_T_FLAGS) && op->reply->msg.flags == 1)
+        cf_lease_inval_attr(f->cf, f->parent); /* the truncate cleared set-id bits */
     cl_itable_open_fh(f->cf->it, f->parent, f->fi.fh);
     if (fuse_reply_open(f->req, &f->fi) != 0) {
         cl_itable_close_fh(f->cf->it, f->parent, f->fi.fh);
@@ -45,7 +47,10 @@ void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
-    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, (uint64_t)(unsigned)fi->flags);
+    uint64_t flags = (uint64_t)(unsigned)fi->flags;
+    if ((fi->flags & O_TRUNC) && cf_killpriv_asked())
+        flags |= RPC_OPEN_KILL_SUIDGID;
+    RPC_SET(&f->op.args, flags, RPC_T_FLAGS, flags);
     fop_submit(f);
 }
 
@@ -69,8 +74,10 @@ static void create_cb(struct cl_op *op)
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
     cf_known_add(f->cf, f->parent, f->name);
     fop_parent_attr(f, f->parent);
-    if (cf_lease_held(f))
+    if (cf_lease_held(f)) {
         cf_known_nocaps(f->cf, e.ino);
+        cf_known_nosetid(f->cf, e.ino, !cf_killpriv_bits(e.attr.st_mode));
+    }
     if (fuse_reply_create(f->req, &e, &f->fi) != 0) {
         cl_itable_close_fh(f->cf->it, e.ino, f->fi.fh);
         cl_itable_forget(f->cf->it, e.ino, 1);
@@ -174,6 +181,8 @@ static void write_cb(struct cl_op *op)
     const struct rpc_msg *m = &op->reply->msg;
     if (!rpc_has(m, RPC_T_SIZE) || m->size > f->size)
         FOP_FAIL(f, -EPROTO);
+    if (rpc_has(m, RPC_T_FLAGS) && m->flags == 1)
+        cf_lease_inval_attr(f->cf, f->parent); /* set-id bits cleared: before the reply */
     fuse_reply_write(f->req, m->size);
     fop_free(f);
 }
@@ -181,12 +190,23 @@ static void write_cb(struct cl_op *op)
 void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
               struct fuse_file_info *fi)
 {
-    cf_rc_changed(fuse_req_userdata(req), ino);
-    if (cf_wb_write(req, fi, buf, size, off) || cf_wbh_write(req, ino, buf, size, off, fi))
+    struct cf *cf = fuse_req_userdata(req);
+    cf_rc_changed(cf, ino);
+    if (cf_wb_write(req, fi, buf, size, off))
         return;
+    /* A caller without CAP_FSETID: the brick clears set-id bits, unless
+     * this mount knows the file has none (killpriv.c). */
+    int kill = cf_killpriv_asked() && !cf_known_has_nosetid(cf, ino);
+    if (!kill && cf_wbh_write(req, ino, buf, size, off, fi))
+        return;
+    if (kill)
+        cf_wbh_sync(cf, ino);
     struct fop *f = fop_new(req, RPC_OP_WRITE, write_cb);
     if (!f)
         return;
+    f->parent = ino;
+    if (kill)
+        RPC_SET(&f->op.args, flags, RPC_T_FLAGS, RPC_WRITE_KILL_SUIDGID);
     /* buf belongs to the FUSE worker and is reused once we return. */
     f->data = malloc(size ? size : 1);
     if (!f->data)

@@ -45,6 +45,7 @@
  * predate it. */
 #define FUSE_INIT_OP 26
 #define INIT_EXT (1u << 30)
+#define HANDLE_KILLPRIV_V2 (1u << 28)
 #define OVER_IO_URING_HI (1u << (41 - 32)) /* FUSE_OVER_IO_URING in flags2 */
 #define CMD_REGISTER 1
 #define CMD_COMMIT_AND_FETCH 2
@@ -131,6 +132,7 @@ struct cf_uring {
     struct fuse_session *se;
     int fd;
     int offered;          /* the kernel's INIT offered the ring */
+    int killpriv_offered; /* ... and FUSE_HANDLE_KILLPRIV_V2 */
     uint64_t init_unique; /* of the INIT request, to amend its reply */
     size_t payload;       /* per entry: the kernel's max_payload_sz or more */
     int nq;
@@ -248,6 +250,7 @@ static void serve(struct queue *q, struct ent *e)
     __atomic_store_n(&e->unique, in->unique, __ATOMIC_RELEASE);
     __atomic_fetch_add(&q->u->served, 1, __ATOMIC_RELAXED);
     struct fuse_buf fb = {.mem = start, .size = in->len};
+    cf_killpriv_note(start, in->len);
     fuse_session_process_buf(q->u->se, &fb);
 }
 
@@ -419,9 +422,12 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
     ssize_t n = read(fd, buf, len);
     struct cf_uring *u = cf->uring;
     const struct in_header *in = buf;
+    if (n > 0)
+        cf_killpriv_note(buf, (size_t)n);
     if (u && n >= (ssize_t)(sizeof(*in) + sizeof(struct init_in)) && in->opcode == FUSE_INIT_OP) {
         const struct init_in *ii = (const void *)(in + 1);
         u->init_unique = in->unique;
+        u->killpriv_offered = ii->major == 7 && ii->minor >= 33 && (ii->flags & HANDLE_KILLPRIV_V2);
         u->offered = ii->major == 7 && ii->minor >= 42 && (ii->flags & INIT_EXT) &&
                      (ii->flags2 & OVER_IO_URING_HI);
         if (!u->offered)
@@ -441,6 +447,14 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
         struct ent *e = find(u, oh->unique);
         if (e)
             return ring_reply(e, iov, count);
+        if (oh->unique == u->init_unique && !oh->error && count > 1 &&
+            iov[1].iov_len >= sizeof(struct init_out) && u->killpriv_offered) {
+            /* killpriv.c: the kernel stops asking for security.capability
+             * before every write and leaves set-id bits to the bricks. */
+            struct init_out *io = iov[1].iov_base;
+            io->flags |= HANDLE_KILLPRIV_V2;
+            cf_killpriv_enable();
+        }
         if (oh->unique == u->init_unique && u->offered && !oh->error && count > 1 &&
             iov[1].iov_len >= sizeof(struct init_out)) {
             struct init_out *io = iov[1].iov_base;

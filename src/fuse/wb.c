@@ -747,6 +747,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     fi->fh = WB_FH_BIT | f->id;
     fi->keep_cache = 0;
     cf_known_add(cf, parent, name);
+    cf_known_nosetid(cf, f->node, !cf_killpriv_bits(f->st.st_mode));
     pst.st_mtim = pst.st_ctim = f->st.st_mtim;
     cf_known_set_attr(cf, parent, &pst);
     if (fuse_reply_create(req, &e, fi) != 0) {
@@ -812,6 +813,18 @@ static int resize(struct cf_wb *w, struct wb_file *f, size_t size)
     return 0;
 }
 
+/* A write, truncate or O_TRUNC open by a caller without CAP_FSETID
+ * (killpriv.c) clears the set-id bits here, as the brick would; 1 if it
+ * did. Under w->lock. */
+static int kill_setid(struct wb_file *f)
+{
+    if (!cf_killpriv_asked() || !cf_killpriv_bits(f->st.st_mode))
+        return 0;
+    f->st.st_mode = S_IFREG | cf_killpriv_mode(f->st.st_mode & 07777);
+    f->valid |= RPC_SET_MODE;
+    return 1;
+}
+
 int cf_wb_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
 {
     struct cf *cf = fuse_req_userdata(req);
@@ -845,8 +858,10 @@ int cf_wb_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
         f->st.st_mtim = now;
     else if (to_set & FUSE_SET_ATTR_MTIME)
         f->st.st_mtim = attr->st_mtim;
-    if (to_set & FUSE_SET_ATTR_SIZE)
+    if (to_set & FUSE_SET_ATTR_SIZE) {
         f->st.st_mtim = now;
+        (void)kill_setid(f); /* the reply below carries the mode */
+    }
     f->st.st_ctim = now;
     struct stat st = f->st;
     pthread_mutex_unlock(&w->lock);
@@ -874,7 +889,11 @@ int cf_wb_write(fuse_req_t req, struct fuse_file_info *fi, const char *buf, size
     memcpy(f->data + off, buf, size);
     now_ts(&f->st.st_mtim);
     f->st.st_ctim = f->st.st_mtim;
+    int killed = kill_setid(f);
+    uint64_t node = f->node;
     pthread_mutex_unlock(&w->lock);
+    if (killed)
+        cf_lease_inval_attr(cf, node); /* the kernel's mode is stale */
     fuse_reply_write(req, size);
     return 1;
 }
@@ -1011,11 +1030,15 @@ int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     closed_remove(w, f);
     f->state = WB_OPEN;
     f->kernel_open = 1;
+    int killed = 0;
     if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
         (void)resize(w, f, 0);
         now_ts(&f->st.st_mtim);
         f->st.st_ctim = f->st.st_mtim;
+        killed = kill_setid(f);
     }
+    if (killed)
+        cf_lease_inval_attr(cf, ino);
     fi->fh = WB_FH_BIT | f->id;
     fi->keep_cache = 0;
     if (fuse_reply_open(req, fi) != 0) {

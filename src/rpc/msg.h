@@ -166,6 +166,14 @@ enum rpc_tag {
 #define RPC_SET_ATIME_NOW (1u << 6)
 #define RPC_SET_MTIME_NOW (1u << 7)
 #define RPC_SET_CTIME (1u << 8)
+/* SETATTR: after a truncate, clear set-user-ID, and set-group-ID when
+ * group-executable (a caller without CAP_FSETID, as the VFS does). */
+#define RPC_SET_KILL_SUIDGID (1u << 9)
+/* WRITE FLAGS, and OPEN FLAGS beside the open flags (with O_TRUNC): the
+ * same clearing after the write or truncate; the reply's FLAGS is 1 when
+ * bits were cleared. */
+#define RPC_WRITE_KILL_SUIDGID 1u
+#define RPC_OPEN_KILL_SUIDGID (1ull << 32)
 
 /* SETLK FLAGS bits; FLOCK FLAGS are LOCK_SH/EX/UN/NB plus RPC_FLOCK_CANCEL.
  * A cancel ends the caller's queued wait for that handle and owner with

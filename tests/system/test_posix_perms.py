@@ -241,3 +241,77 @@ def test_acl_removed_revokes(tdir):
     assert as_user(READ, P=p, uid=1001, gid=1001, groups=(1001,))[0] == "OK"
     acl("setfacl", "-b", p)
     assert as_user(READ, P=p, uid=1001, gid=1001, groups=(1001,))[0] == "ERR EACCES"
+
+
+def modes(tdir, name):
+    """The file's permission bits seen through both mounts and on the brick."""
+    return {stat.S_IMODE(os.stat(os.path.join(d, name)).st_mode)
+            for d in (tdir.a, tdir.b, tdir.brick)}
+
+
+PWRITE = ('fd = os.open(os.environ["P"], os.O_WRONLY)\n'
+          'for i in range(3):\n'
+          '    os.pwrite(fd, b"w" * 4096, i * 4096)\n'
+          'os.close(fd)')
+
+
+def test_write_by_other_user_clears_setuid_and_setgid(tdir):
+    p = os.path.join(tdir.a, "sid")
+    put(p, mode=0o6777, uid=0, gid=0)
+    os.stat(os.path.join(tdir.b, "sid"))
+    assert as_user(PWRITE, P=p)[0] == "OK"
+    assert modes(tdir, "sid") == {0o0777}
+    # and the written data is there
+    with open(os.path.join(tdir.b, "sid"), "rb") as f:
+        assert f.read() == b"w" * 12288
+
+
+def test_setgid_without_group_exec_survives_a_write(tdir):
+    # not an executable set-group-id file (mandatory locking mark): kept
+    p = os.path.join(tdir.a, "sgid")
+    put(p, mode=0o2666, uid=0, gid=0)
+    assert as_user(PWRITE, P=p)[0] == "OK"
+    assert modes(tdir, "sgid") == {0o2666}
+
+
+def test_write_by_root_keeps_setuid(tdir):
+    p = os.path.join(tdir.a, "rootw")
+    put(p, mode=0o4755, uid=1000, gid=1000)
+    fd = os.open(p, os.O_WRONLY)
+    os.pwrite(fd, b"root", 0)
+    os.close(fd)
+    assert modes(tdir, "rootw") == {0o4755}
+
+
+def test_truncate_by_other_user_clears_setuid(tdir):
+    p = os.path.join(tdir.a, "tr")
+    put(p, data=b"x" * 100, mode=0o4777, uid=0, gid=0)
+    assert as_user('os.truncate(os.environ["P"], 10)', P=p)[0] == "OK"
+    assert modes(tdir, "tr") == {0o0777}
+    assert os.stat(os.path.join(tdir.b, "tr")).st_size == 10
+
+
+def test_open_truncate_by_other_user_clears_setuid(tdir):
+    p = os.path.join(tdir.a, "otr")
+    put(p, data=b"x" * 100, mode=0o4777, uid=0, gid=0)
+    assert as_user('os.close(os.open(os.environ["P"], os.O_WRONLY | os.O_TRUNC))', P=p)[0] == "OK"
+    assert modes(tdir, "otr") == {0o0777}
+    assert os.stat(os.path.join(tdir.b, "otr")).st_size == 0
+
+
+def test_write_removes_file_capabilities(tdir):
+    p = os.path.join(tdir.a, "cap")
+    put(p, mode=0o755)
+    # a version 2 capability set: cap_net_raw permitted and effective
+    cap = bytes.fromhex("01000002" "00200000" "00000000" "00000000" "00000000")
+    os.setxattr(p, "security.capability", cap)
+    assert os.getxattr(os.path.join(tdir.brick, "cap"), "security.capability") == cap
+    fd = os.open(p, os.O_WRONLY)
+    os.pwrite(fd, b"new", 0)
+    os.close(fd)
+    for d in (tdir.a, tdir.b, tdir.brick):
+        try:
+            os.getxattr(os.path.join(d, "cap"), "security.capability")
+            assert False, f"capability kept in {d}"
+        except OSError as e:
+            assert e.errno == 61, d  # ENODATA
