@@ -221,6 +221,8 @@ int brick_setattr_fd(struct brick_req *r, int fd);
 /* Clears set-user-ID, and set-group-ID when group-executable, of the
  * regular file fd (RPC_*_KILL_SUIDGID); *killed set to 1 when it did. */
 int brick_kill_setid(struct brick *b, int fd, int *killed);
+/* m without the bits brick_kill_setid clears. */
+mode_t brick_setid_cleared(mode_t m);
 /* 1 when name may be set by clients (not empty, not Cairn's own). */
 int brick_xattr_name_ok(const char *name);
 /* Adds NOXATTRS to the reply when the request asked for a lease and loc has

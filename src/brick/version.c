@@ -345,6 +345,17 @@ int brick_op_mark(struct brick_req *r)
 {
     if (!rpc_has(r->in, RPC_T_FLAGS) || !rpc_has(r->in, RPC_T_PENDING))
         return -EINVAL;
+    /* An arbiter keeps no data but the file's mode: a write that clears
+     * set-id bits on the data bricks clears them here too. */
+    struct brick_fh *fh;
+    if (r->in->flags == RPC_OP_WRITE && rpc_has(r->in, RPC_T_VALID) &&
+        (r->in->valid & RPC_SET_KILL_SUIDGID) && rpc_has(r->in, RPC_T_FH) &&
+        brick_fh_get(r->bc, r->in->fh, 0, &fh) == 0) {
+        int rc = brick_kill_setid(r->b, fh->fd, NULL);
+        brick_fh_put(r->bc, fh);
+        if (rc < 0)
+            return rc;
+    }
     if (!(uint32_t)r->in->pending)
         return 0;
     return mark_for(r, (unsigned)r->in->flags, (uint32_t)r->in->pending, 1, 1);

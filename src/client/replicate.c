@@ -463,6 +463,9 @@ static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind k
             RPC_SET(&a, flags, RPC_T_FLAGS, parent->args.op);
             RPC_SET(&a, pending, RPC_T_PENDING, missed);
             RPC_SET(&a, fh, RPC_T_FH, h ? h->fh[i] : 0);
+            if (parent->args.op == RPC_OP_WRITE && rpc_has(&parent->args, RPC_T_FLAGS) &&
+                (parent->args.flags & RPC_WRITE_KILL_SUIDGID))
+                RPC_SET(&a, valid, RPC_T_VALID, RPC_SET_KILL_SUIDGID);
             s->args = a;
         } else if (arb && parent->args.op == RPC_OP_SETATTR) {
             s->args.valid &= ~(uint64_t)RPC_SET_SIZE;

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster
+from cairn_cluster import Cluster, as_user
 
 HOST = "127.0.0.63"
 PORT = 24960
@@ -164,6 +164,32 @@ def test_two_down_writes_fail_reads_work(rep3):
         assert f.read() == b"intact"
     for s in st[1:]:
         c.cont(s[3])
+
+
+def test_arbiter_clears_set_id_bits_with_the_data_bricks():
+    """A write by a user without CAP_FSETID clears set-id bits on every
+    brick, the arbiter's copy included (it gets the write as a mark)."""
+    with Cluster(host=HOST, port=PORT, prefix="repl-") as c:
+        b = [c.brick_path(f"k{i}") for i in range(3)]
+        for p in b:
+            os.makedirs(p)
+        c.cli("volume", "create", "kv", "replica", "3", "arbiter", "1",
+              *[f"{HOST}:{p}" for p in b], "force")
+        c.cli("volume", "start", "kv")
+        m = c.mount("kv", os.path.join(c.root, "mnt"), opts=("allow_other",))
+        for name in ("w", "t"):
+            p = os.path.join(m.path, name)
+            with open(p, "wb") as f:
+                f.write(b"x" * 100)
+            os.chmod(p, 0o6777)
+        code = {"w": 'fd = os.open(os.environ["P"], os.O_WRONLY)\n'
+                     'os.pwrite(fd, b"w", 0)\n'
+                     'os.close(fd)',
+                "t": 'os.truncate(os.environ["P"], 10)'}
+        for name, body in code.items():
+            assert as_user(body, P=os.path.join(m.path, name))[0] == "OK"
+            for p in b + [m.path]:
+                assert os.stat(os.path.join(p, name)).st_mode & 0o7777 == 0o0777, (name, p)
 
 
 def test_arbiter_holds_names_only():
