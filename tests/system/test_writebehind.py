@@ -17,12 +17,13 @@ import os
 import random
 import re
 import signal
+import stat
 import subprocess
 import time
 
 import pytest
 
-from cairn_cluster import Cluster
+from cairn_cluster import Cluster, as_user
 
 STATS = "trusted.cairn.io-stats"
 PAGE = 4096
@@ -303,3 +304,31 @@ def test_o_sync_writes_are_never_behind(wc):
             assert os.path.getsize(os.path.join(b, "d", "s")) == 50 * PAGE
     finally:
         os.close(fd)
+
+
+def test_unprivileged_writer_is_written_behind_unless_set_id(wc):
+    # A caller without CAP_FSETID asks the bricks to clear set-id bits on
+    # each write; a file this mount made without them needs none of that
+    # and stays written behind. One that has them waits for the bricks.
+    bricks, (m1,) = volume(wc, mounts=1)
+    m1.stop()
+    m1 = wc.mount("wh", os.path.join(wc.root, "mu"), opts=("allow_other",))
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    os.chown(d, 1000, 1000)
+    body = ('fd = os.open(os.environ["P"], os.O_CREAT | os.O_WRONLY, 0o755)\n'
+            'os.write(fd, b"z" * (2 << 20))\n'
+            'for i in range(200):\n'
+            '    os.pwrite(fd, b"y" * 4096, i * 8192)\n'
+            'os.close(fd)')
+    before = behind(m1.path)[0]
+    assert as_user(body, P=os.path.join(d, "plain"))[0] == "OK"
+    assert behind(m1.path)[0] - before >= 200
+    p = os.path.join(d, "sid")
+    assert as_user('os.close(os.open(os.environ["P"], os.O_CREAT | os.O_WRONLY, 0o755))\n'
+                   'os.chmod(os.environ["P"], 0o6755)', P=p)[0] == "OK"
+    before = behind(m1.path)[0]
+    assert as_user(body, P=p)[0] == "OK"
+    assert behind(m1.path)[0] == before
+    for b in bricks:
+        assert stat.S_IMODE(os.stat(os.path.join(b, "d", "sid")).st_mode) == 0o755, b
