@@ -219,10 +219,9 @@ void brick_lease_conn_gone(struct brick_conn *bc);
 /* Applies a request's VALID (MODE, UID, GID, SIZE, times) to an open fd. */
 int brick_setattr_fd(struct brick_req *r, int fd);
 /* Clears set-user-ID, and set-group-ID when group-executable, of the
- * regular file fd (RPC_*_KILL_SUIDGID); *killed set to 1 when it did. */
-int brick_kill_setid(struct brick *b, int fd, int *killed);
-/* m without the bits brick_kill_setid clears. */
-mode_t brick_setid_cleared(mode_t m);
+ * regular file name in dirfd, or of dirfd itself with name ""
+ * (RPC_*_KILL_SUIDGID); *killed set to 1 when it did. */
+int brick_kill_setid_at(struct brick *b, int dirfd, const char *name, int *killed);
 /* 1 when name may be set by clients (not empty, not Cairn's own). */
 int brick_xattr_name_ok(const char *name);
 /* Adds NOXATTRS to the reply when the request asked for a lease and loc has

@@ -102,24 +102,17 @@ int brick_fd_attr_gfid(struct brick *b, int fd, const gfid_t *g, struct rpc_attr
     return 0;
 }
 
-mode_t brick_setid_cleared(mode_t m)
-{
-    m &= ~(mode_t)S_ISUID;
-    if (m & S_IXGRP)
-        m &= ~(mode_t)S_ISGID;
-    return m;
-}
-
-int brick_kill_setid(struct brick *b, int fd, int *killed)
+int brick_kill_setid_at(struct brick *b, int dirfd, const char *name, int *killed)
 {
     struct stat st;
-    int rc = b->vfs->fstatat(fd, "", &st);
+    int rc = b->vfs->fstatat(dirfd, name, &st);
     if (rc < 0)
         return rc;
-    mode_t m = st.st_mode & 07777, n = brick_setid_cleared(m);
-    if (n == m || !S_ISREG(st.st_mode))
+    mode_t n = rpc_kill_suidgid_mode(st.st_mode);
+    if (n == (st.st_mode & 07777) || !S_ISREG(st.st_mode))
         return 0;
-    if ((rc = b->vfs->fchmod(fd, n)) < 0)
+    rc = name[0] ? b->vfs->fchmodat(dirfd, name, n) : b->vfs->fchmod(dirfd, n);
+    if (rc < 0)
         return rc;
     if (killed)
         *killed = 1;

@@ -104,7 +104,7 @@ int brick_op_open(struct brick_req *r)
     if (rc == 0) {
         int fd = open_existing(r, &loc, flags), killed = 0;
         if (fd >= 0 && (flags & O_TRUNC) && (r->in->flags & RPC_OPEN_KILL_SUIDGID) &&
-            (rc = brick_kill_setid(r->b, fd, &killed)) < 0) {
+            (rc = brick_kill_setid_at(r->b, fd, "", &killed)) < 0) {
             VFS->close(fd);
             fd = rc;
         }
@@ -279,7 +279,7 @@ int brick_op_write(struct brick_req *r)
     int killed = 0;
     if (rc == 0 && done > 0 && rpc_has(r->in, RPC_T_FLAGS) &&
         (r->in->flags & RPC_WRITE_KILL_SUIDGID))
-        rc = brick_kill_setid(r->b, fh->fd, &killed);
+        rc = brick_kill_setid_at(r->b, fh->fd, "", &killed);
     if (killed)
         rpc_put_u64(r->out, RPC_T_FLAGS, 1);
     /* The id read at open saves an xattr read per write. */

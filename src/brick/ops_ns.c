@@ -96,7 +96,7 @@ int brick_setattr_fd(struct brick_req *r, int fd)
             return rc;
     }
     /* After a truncate (an arbiter gets the request without SIZE). */
-    if ((v & RPC_SET_KILL_SUIDGID) && (rc = brick_kill_setid(r->b, fd, NULL)) < 0)
+    if ((v & RPC_SET_KILL_SUIDGID) && (rc = brick_kill_setid_at(r->b, fd, "", NULL)) < 0)
         return rc;
     if (v & (RPC_SET_ATIME | RPC_SET_MTIME | RPC_SET_ATIME_NOW | RPC_SET_MTIME_NOW)) {
         struct timespec ts[2];
@@ -135,15 +135,10 @@ static int setattr_loc(struct brick_req *r, const struct brick_loc *loc)
     if ((v & RPC_SET_MODE) &&
         (rc = VFS->fchmodat(loc->dirfd, loc->name, (mode_t)(in->mode & 07777))) < 0)
         return rc;
-    if (v & RPC_SET_KILL_SUIDGID) {
-        /* an arbiter's copy, sent without the truncate */
-        struct stat st;
-        if ((rc = VFS->fstatat(loc->dirfd, loc->name, &st)) < 0)
-            return rc;
-        mode_t m = st.st_mode & 07777, n = brick_setid_cleared(m);
-        if (S_ISREG(st.st_mode) && n != m && (rc = VFS->fchmodat(loc->dirfd, loc->name, n)) < 0)
-            return rc;
-    }
+    /* an arbiter's copy, sent without the truncate */
+    if ((v & RPC_SET_KILL_SUIDGID) &&
+        (rc = brick_kill_setid_at(r->b, loc->dirfd, loc->name, NULL)) < 0)
+        return rc;
     if (v & (RPC_SET_ATIME | RPC_SET_MTIME | RPC_SET_ATIME_NOW | RPC_SET_MTIME_NOW)) {
         struct timespec ts[2];
         set_times(in, ts);

@@ -351,7 +351,7 @@ int brick_op_mark(struct brick_req *r)
     if (r->in->flags == RPC_OP_WRITE && rpc_has(r->in, RPC_T_VALID) &&
         (r->in->valid & RPC_SET_KILL_SUIDGID) && rpc_has(r->in, RPC_T_FH) &&
         brick_fh_get(r->bc, r->in->fh, 0, &fh) == 0) {
-        int rc = brick_kill_setid(r->b, fh->fd, NULL);
+        int rc = brick_kill_setid_at(r->b, fh->fd, "", NULL);
         brick_fh_put(r->bc, fh);
         if (rc < 0)
             return rc;

@@ -230,20 +230,13 @@ void cf_rc_forget_all(struct cf *cf);
 size_t cf_rc_format(struct cf *cf, char *buf, size_t n);
 
 /* ---- wbehind.c: write-behind of file data (docs/consistency.md) ---- */
-struct cf_wbh_opts {
-    int on;            /* performance.write-behind */
-    size_t window;     /* performance.write-behind-window-size, per file */
-    size_t aggregate;  /* performance.aggregate-size */
-    int trickle;       /* performance.write-behind-trickling-writes */
-    int strict_direct; /* performance.strict-o-direct: O_DIRECT waits */
-    size_t max_bytes;  /* client.write-back-size, over all files */
-};
 int cf_wbh_init(struct cf *cf);
-void cf_wbh_configure(struct cf *cf, const struct cf_wbh_opts *o);
 struct opt_set;
-/* The same from a volume's options (the performance.* above). */
-void cf_wbh_configure_from(struct cf *cf, const struct opt_set *opts);
-/* Drains everything and frees: before the stack goes. */
+/* performance.write-behind, -window-size (per file), -trickling-writes,
+ * performance.aggregate-size, performance.strict-o-direct and
+ * client.write-back-size (over all files), from a volume's options. */
+void cf_wbh_configure(struct cf *cf, const struct opt_set *opts);
+/* Frees, after the stack is gone (cf_wbh_settle_all drains before). */
 void cf_wbh_free(struct cf *cf);
 /* Answers the write here (returns 1) when it may be written behind; else
  * waits until the file's writes behind are on the bricks and returns 0. */

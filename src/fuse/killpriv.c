@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../rpc/msg.h"
 #include "killpriv.h"
 
 /* include/uapi/linux/fuse.h */
@@ -32,23 +33,12 @@
 #define SETATTR_VALID_AT 0
 
 static _Thread_local int asked;
-static int enabled;
 
 static uint32_t u32_at(const unsigned char *p)
 {
     uint32_t v;
     memcpy(&v, p, sizeof(v));
     return v;
-}
-
-void cf_killpriv_enable(void)
-{
-    __atomic_store_n(&enabled, 1, __ATOMIC_RELAXED);
-}
-
-int cf_killpriv_enabled(void)
-{
-    return __atomic_load_n(&enabled, __ATOMIC_RELAXED);
 }
 
 void cf_killpriv_note(const void *buf, size_t len)
@@ -75,15 +65,5 @@ int cf_killpriv_asked(void)
 
 int cf_killpriv_bits(mode_t mode)
 {
-    if (mode & S_ISUID)
-        return 1;
-    return (mode & S_ISGID) && (mode & S_IXGRP);
-}
-
-mode_t cf_killpriv_mode(mode_t mode)
-{
-    mode &= ~(mode_t)S_ISUID;
-    if (mode & S_IXGRP)
-        mode &= ~(mode_t)S_ISGID;
-    return mode;
+    return rpc_kill_suidgid_mode(mode) != (mode & 07777);
 }

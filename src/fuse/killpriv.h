@@ -6,17 +6,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* The kernel accepted the capability (uring.c, INIT reply). */
-void cf_killpriv_enable(void);
-int cf_killpriv_enabled(void);
 /* Notes whether the raw request in buf (len bytes, as read from the kernel)
  * asks to clear set-id bits; the handler libfuse runs next on this thread
  * reads it with cf_killpriv_asked. Any bytes are safe. */
 void cf_killpriv_note(const void *buf, size_t len);
 int cf_killpriv_asked(void);
-/* Whether mode has bits such a caller's write clears, and the mode
- * without them. */
+/* Whether mode has bits such a caller's write clears (which ones:
+ * rpc_kill_suidgid_mode). */
 int cf_killpriv_bits(mode_t mode);
-mode_t cf_killpriv_mode(mode_t mode);
 
 #endif

@@ -115,7 +115,7 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
         opt_changed(old, new, "performance.write-behind-trickling-writes") ||
         opt_changed(old, new, "performance.strict-o-direct") ||
         opt_changed(old, new, "client.write-back-size")) {
-        cf_wbh_configure_from(l->cf, new);
+        cf_wbh_configure(l->cf, new);
         log_info("write-behind now %s, window %lld bytes, aggregate %lld bytes, trickling %s",
                  opt_bool(new, "performance.write-behind") ? "on" : "off",
                  (long long)opt_int(new, "performance.write-behind-window-size"),

@@ -187,7 +187,7 @@ int main(int argc, char **argv)
                     (size_t)opt_int(&vol.opts, "client.write-back-files"));
     if (cf_wbh_init(&cf) < 0)
         log_error("out of memory: every write waits for the bricks");
-    cf_wbh_configure_from(&cf, &vol.opts);
+    cf_wbh_configure(&cf, &vol.opts);
     if (cf_rc_init(&cf) < 0)
         log_error("out of memory: no read cache");
     cf_rc_configure(&cf, opt_bool(&vol.opts, "performance.read-ahead"),

@@ -42,11 +42,14 @@ void cf_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 }
 
 /* By handle when the kernel gives one, else by path; an unlinked file has
- * no path, but while it is open one of its handles reaches it. */
+ * no path, but while it is open one of its handles reaches it. Either way
+ * the file's writes behind reach the bricks first (fop_path does it for
+ * a path). */
 static int target(struct fop *f, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     uint64_t fh;
     if (fi) {
+        cf_wbh_sync(f->cf, ino);
         RPC_SET(&f->op.args, fh, RPC_T_FH, fi->fh);
         return 0;
     }
@@ -62,7 +65,6 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     if (cf_wb_getattr(req, ino))
         return;
-    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_GETATTR, fop_done_attr_cb);
     if (!f)
         return;
@@ -91,7 +93,6 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         cf_known_nosetid(fuse_req_userdata(req), ino, 0);
     if (cf_wb_setattr(req, ino, attr, to_set))
         return;
-    cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
     if (!f)
         return;

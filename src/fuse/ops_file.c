@@ -16,6 +16,14 @@ static void set_open_flags(struct fop *f)
     f->fi.keep_cache = 0;
 }
 
+/* A reply with FLAGS 1: the brick cleared set-id bits (killpriv.c), so the
+ * kernel's cached mode goes before the request is answered. */
+static void note_cleared_setid(struct fop *f, const struct rpc_msg *m)
+{
+    if (rpc_has(m, RPC_T_FLAGS) && m->flags == 1)
+        cf_lease_inval_attr(f->cf, f->parent);
+}
+
 static void open_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
@@ -25,8 +33,7 @@ static void open_cb(struct cl_op *op)
         FOP_FAIL(f, -EPROTO);
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
-    if (rpc_has(&op->reply->msg, RPC_T_FLAGS) && op->reply->msg.flags == 1)
-        cf_lease_inval_attr(f->cf, f->parent); /* the truncate cleared set-id bits */
+    note_cleared_setid(f, &op->reply->msg);
     cl_itable_open_fh(f->cf->it, f->parent, f->fi.fh);
     if (fuse_reply_open(f->req, &f->fi) != 0) {
         cl_itable_close_fh(f->cf->it, f->parent, f->fi.fh);
@@ -181,8 +188,7 @@ static void write_cb(struct cl_op *op)
     const struct rpc_msg *m = &op->reply->msg;
     if (!rpc_has(m, RPC_T_SIZE) || m->size > f->size)
         FOP_FAIL(f, -EPROTO);
-    if (rpc_has(m, RPC_T_FLAGS) && m->flags == 1)
-        cf_lease_inval_attr(f->cf, f->parent); /* set-id bits cleared: before the reply */
+    note_cleared_setid(f, m);
     fuse_reply_write(f->req, m->size);
     fop_free(f);
 }

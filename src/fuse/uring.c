@@ -453,7 +453,6 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
              * before every write and leaves set-id bits to the bricks. */
             struct init_out *io = iov[1].iov_base;
             io->flags |= HANDLE_KILLPRIV_V2;
-            cf_killpriv_enable();
         }
         if (oh->unique == u->init_unique && u->offered && !oh->error && count > 1 &&
             iov[1].iov_len >= sizeof(struct init_out)) {

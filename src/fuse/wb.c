@@ -820,7 +820,7 @@ static int kill_setid(struct wb_file *f)
 {
     if (!cf_killpriv_asked() || !cf_killpriv_bits(f->st.st_mode))
         return 0;
-    f->st.st_mode = S_IFREG | cf_killpriv_mode(f->st.st_mode & 07777);
+    f->st.st_mode = S_IFREG | rpc_kill_suidgid_mode(f->st.st_mode);
     f->valid |= RPC_SET_MODE;
     return 1;
 }

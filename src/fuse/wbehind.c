@@ -433,10 +433,9 @@ int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 {
     struct cf *cf = fuse_req_userdata(req);
     struct cf_wbh *W = cf->wbh;
-    uint64_t parent = cl_itable_parent(cf->it, ino);
-    uint64_t fh = fi->fh;
-    if (!W || !cf_wb_enabled(cf) || !parent || size == 0 ||
-        !__atomic_load_n(&W->on, __ATOMIC_RELAXED) || !handle_ok(W, fi->flags) ||
+    uint64_t parent = 0, fh = fi->fh;
+    if (!W || size == 0 || !__atomic_load_n(&W->on, __ATOMIC_RELAXED) || !handle_ok(W, fi->flags) ||
+        !cf_wb_enabled(cf) || !(parent = cl_itable_parent(cf->it, ino)) ||
         fop_real_fh(cf, &fh) < 0) {
         cf_wbh_sync(cf, ino); /* it must not overtake what is written behind */
         return 0;
@@ -449,11 +448,12 @@ int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
     if (W->on && size <= W->window && W->bytes + size <= W->max_bytes && !is_linked(W, ino) &&
         cf_known_excl(cf, parent))
         f = get(W, ino);
-    if (f && !f->err &&
-        (overlaps(f->pend, (uint64_t)off, size) || overlaps(f->fly, (uint64_t)off, size)))
+    int ok = f && !f->err;
+    if (ok && (overlaps(f->pend, (uint64_t)off, size) || overlaps(f->fly, (uint64_t)off, size))) {
         drain(W, f); /* in order: the older data goes first */
-    int queued = f && !f->err && W->on && cf_known_excl(cf, parent) &&
-                 add(cf, f, fh, buf, size, (uint64_t)off) == 0;
+        ok = !f->err && W->on && cf_known_excl(cf, parent); /* the lock was dropped */
+    }
+    int queued = ok && add(cf, f, fh, buf, size, (uint64_t)off) == 0;
     struct wbh_reply *r = NULL;
     if (queued) {
         f->parent = parent;
@@ -497,32 +497,21 @@ int cf_wbh_init(struct cf *cf)
     return 0;
 }
 
-void cf_wbh_configure(struct cf *cf, const struct cf_wbh_opts *o)
+void cf_wbh_configure(struct cf *cf, const struct opt_set *opts)
 {
     struct cf_wbh *W = cf->wbh;
     if (!W)
         return;
+    size_t window = (size_t)opt_int(opts, "performance.write-behind-window-size");
+    size_t aggregate = (size_t)opt_int(opts, "performance.aggregate-size");
     pthread_mutex_lock(&W->lock);
-    __atomic_store_n(&W->on, o->on, __ATOMIC_RELAXED);
-    W->window = o->window;
-    W->aggregate = o->aggregate < o->window ? o->aggregate : o->window;
-    W->max_bytes = o->max_bytes;
-    W->trickle = o->trickle;
-    W->strict_direct = o->strict_direct;
+    __atomic_store_n(&W->on, opt_bool(opts, "performance.write-behind"), __ATOMIC_RELAXED);
+    W->window = window;
+    W->aggregate = aggregate < window ? aggregate : window;
+    W->max_bytes = (size_t)opt_int(opts, "client.write-back-size");
+    W->trickle = opt_bool(opts, "performance.write-behind-trickling-writes");
+    W->strict_direct = opt_bool(opts, "performance.strict-o-direct");
     pthread_mutex_unlock(&W->lock);
-}
-
-void cf_wbh_configure_from(struct cf *cf, const struct opt_set *opts)
-{
-    struct cf_wbh_opts o = {
-        .on = opt_bool(opts, "performance.write-behind"),
-        .window = (size_t)opt_int(opts, "performance.write-behind-window-size"),
-        .aggregate = (size_t)opt_int(opts, "performance.aggregate-size"),
-        .trickle = opt_bool(opts, "performance.write-behind-trickling-writes"),
-        .strict_direct = opt_bool(opts, "performance.strict-o-direct"),
-        .max_bytes = (size_t)opt_int(opts, "client.write-back-size"),
-    };
-    cf_wbh_configure(cf, &o);
 }
 
 void cf_wbh_free(struct cf *cf)

@@ -174,6 +174,12 @@ enum rpc_tag {
  * bits were cleared. */
 #define RPC_WRITE_KILL_SUIDGID 1u
 #define RPC_OPEN_KILL_SUIDGID (1ull << 32)
+/* The permission bits mode keeps after that clearing. */
+static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
+{
+    mode &= 07777 & ~(mode_t)S_ISUID;
+    return mode & S_IXGRP ? mode & ~(mode_t)S_ISGID : mode;
+}
 
 /* SETLK FLAGS bits; FLOCK FLAGS are LOCK_SH/EX/UN/NB plus RPC_FLOCK_CANCEL.
  * A cancel ends the caller's queued wait for that handle and owner with

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (a && size < 48)
         abort();
     mode_t m = (mode_t)(size ? data[0] << 4 | (size > 1 ? data[1] & 0xf : 0) : 0) & 07777;
-    if (cf_killpriv_bits(cf_killpriv_mode(m)))
+    if (cf_killpriv_bits(rpc_kill_suidgid_mode(m)))
         abort();
     return 0;
 }

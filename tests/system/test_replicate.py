@@ -166,17 +166,22 @@ def test_two_down_writes_fail_reads_work(rep3):
         c.cont(s[3])
 
 
+def arbiter_volume(c, name, opts=()):
+    """A started replica 3 arbiter 1 volume on three new bricks, mounted."""
+    b = [c.brick_path(f"{name}{i}") for i in range(3)]
+    for p in b:
+        os.makedirs(p)
+    c.cli("volume", "create", name, "replica", "3", "arbiter", "1",
+          *[f"{HOST}:{p}" for p in b], "force")
+    c.cli("volume", "start", name)
+    return b, c.mount(name, os.path.join(c.root, "mnt"), opts=opts)
+
+
 def test_arbiter_clears_set_id_bits_with_the_data_bricks():
     """A write by a user without CAP_FSETID clears set-id bits on every
     brick, the arbiter's copy included (it gets the write as a mark)."""
     with Cluster(host=HOST, port=PORT, prefix="repl-") as c:
-        b = [c.brick_path(f"k{i}") for i in range(3)]
-        for p in b:
-            os.makedirs(p)
-        c.cli("volume", "create", "kv", "replica", "3", "arbiter", "1",
-              *[f"{HOST}:{p}" for p in b], "force")
-        c.cli("volume", "start", "kv")
-        m = c.mount("kv", os.path.join(c.root, "mnt"), opts=("allow_other",))
+        b, m = arbiter_volume(c, "kv", opts=("allow_other",))
         for name in ("w", "t"):
             p = os.path.join(m.path, name)
             with open(p, "wb") as f:
@@ -194,13 +199,7 @@ def test_arbiter_clears_set_id_bits_with_the_data_bricks():
 
 def test_arbiter_holds_names_only():
     with Cluster(host=HOST, port=PORT, prefix="repl-") as c:
-        b = [c.brick_path(f"a{i}") for i in range(3)]
-        for p in b:
-            os.makedirs(p)
-        c.cli("volume", "create", "av", "replica", "3", "arbiter", "1",
-              *[f"{HOST}:{p}" for p in b], "force")
-        c.cli("volume", "start", "av")
-        m = c.mount("av", os.path.join(c.root, "mnt"))
+        b, m = arbiter_volume(c, "av")
         os.makedirs(os.path.join(m.path, "d"))
         with open(os.path.join(m.path, "d/f"), "wb") as f:
             f.write(b"z" * 100000)
