@@ -290,15 +290,18 @@ uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent_id, const char *nam
     return id;
 }
 
-void cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n)
+int cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n)
 {
     pthread_mutex_lock(&t->lock);
     struct ino *i = find_id(t, nodeid);
+    int gone = 1;
     if (i) {
         i->nlookup = n > i->nlookup ? 0 : i->nlookup - n;
+        gone = i->nlookup == 0;
         maybe_free(t, i);
     }
     pthread_mutex_unlock(&t->lock);
+    return gone;
 }
 
 int cl_itable_hold(struct cl_itable *t, uint64_t nodeid)

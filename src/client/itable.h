@@ -31,8 +31,8 @@ void cl_itable_free(struct cl_itable *t);
  * (hard link, or a rename by another client) takes the new name. */
 uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent, const char *name, const gfid_t *g,
                         int *err);
-/* Subtracts n lookups. */
-void cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);
+/* Subtracts n lookups. Returns 1 when none is left (or nodeid is unknown). */
+int cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);
 /* Counts one lookup the kernel does not make: the inode keeps its node id
  * (and its place in paths) after the kernel forgets it, until a matching
  * cl_itable_forget(t, nodeid, 1). Returns 0 or -ENOENT. */

@@ -48,6 +48,7 @@ struct cf_wb;
 struct cf_wbrm;
 struct cf_uring;
 struct cf_rc;
+struct cf_ps;
 struct cf_wbh;
 
 /* State of one mount, the session's userdata. */
@@ -66,6 +67,7 @@ struct cf {
     struct cf_wbrm *wbrm;     /* wb_rm.c */
     struct cf_uring *uring;   /* uring.c */
     struct cf_rc *rc;         /* readcache.c */
+    struct cf_ps *ps;         /* pagestore.c */
     struct cf_wbh *wbh;       /* wbehind.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
@@ -226,8 +228,30 @@ void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, 
  * on it went: its windows are not used again. */
 void cf_rc_changed(struct cf *cf, fuse_ino_t ino);
 void cf_rc_forget_all(struct cf *cf);
+/* 1 while plan's window is still valid (no change and the lease held
+ * since it was planned). */
+int cf_rc_current(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan);
 /* "FUSE read cache: ..." line of the io-stats (empty without the cache). */
 size_t cf_rc_format(struct cf *cf, char *buf, size_t n);
+
+/* ---- pagestore.c: read-ahead windows stored into the kernel's page cache ----
+ * cf_ps_start after the mount (the thread writes notifications to se),
+ * cf_ps_stop after the request loop ended. Without a started store every
+ * call is a no-op. */
+int cf_ps_start(struct cf *cf, struct fuse_session *se);
+void cf_ps_stop(struct cf *cf);
+/* A window of ino just read from the brick under plan (data is copied). */
+void cf_ps_offer(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, const char *data,
+                 size_t len);
+/* ino is opened for writing (or created) by this mount: no store of it
+ * from now until cf_ps_forget; waits (bounded) for one in progress. */
+void cf_ps_writer(struct cf *cf, fuse_ino_t ino);
+/* ino's lease is being recalled: waits (bounded) for a store in progress. */
+void cf_ps_quiesce(struct cf *cf, fuse_ino_t ino);
+/* The kernel forgot ino. */
+void cf_ps_forget(struct cf *cf, fuse_ino_t ino);
+/* "FUSE page-cache fill: ..." line of the io-stats. */
+size_t cf_ps_format(struct cf *cf, char *buf, size_t n);
 
 /* ---- wbehind.c: write-behind of file data (docs/consistency.md) ---- */
 int cf_wbh_init(struct cf *cf);

@@ -208,6 +208,7 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
     if (rc < 0)
         log_warn("files written back into %s before its recall: %s", path, strerror(-rc));
     cf_known_forget(L->cf, node);
+    cf_ps_quiesce(L->cf, node); /* a store of its pages ends before they are dropped */
     /* Then what was written behind in it: a write checks the lease under
      * the write-behind lock, so none is added after this. */
     cf_wbh_settle_dir(L->cf, node);
@@ -234,6 +235,7 @@ static void drop_tree(struct cf_leases *L, uint64_t node)
     while (n > 0) {
         uint64_t id = todo[--n];
         cf_known_forget(L->cf, id);
+        cf_ps_quiesce(L->cf, id);
         inval_attr(L, id);
         struct cl_itable_name *v;
         size_t k = cl_itable_names(L->cf->it, id, &v);

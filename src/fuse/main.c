@@ -212,6 +212,8 @@ int main(int argc, char **argv)
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
         log_error("cannot keep the management connection: volume changes will not reach this "
                   "mount until it is remounted");
+    if (cf_ps_start(&cf, se) < 0)
+        log_error("cannot start the page-cache fill thread: read-ahead stays in this process");
     if (cfg.io_uring && cf_uring_attach(&cf, se) < 0)
         log_error("cannot attach io_uring to the session: requests use /dev/fuse");
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -225,6 +227,7 @@ int main(int argc, char **argv)
     log_info("unmounting %s", cfg.mountpoint);
 out_stack:
     cf_uring_stop(&cf);
+    cf_ps_stop(&cf);
     cf_live_stop(&cf);
     cf_wb_settle_all(&cf);
     cf_wbh_settle_all(&cf);

@@ -44,6 +44,8 @@ static void open_cb(struct cl_op *op)
 
 void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+        cf_ps_writer(fuse_req_userdata(req), ino);
     if (cf_wb_open(req, ino, fi))
         return;
     struct fop *f = fop_new(req, RPC_OP_OPEN, open_cb);
@@ -78,6 +80,7 @@ static void create_cb(struct cl_op *op)
     }
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
+    cf_ps_writer(f->cf, e.ino);
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
     cf_known_add(f->cf, f->parent, f->name);
     fop_parent_attr(f, f->parent);
@@ -138,13 +141,16 @@ static void read_cb(struct cl_op *op)
             FOP_FAIL(f, -EPROTO);
         cf_rc_fill(f->cf, f->parent, w, p ? p : "", len);
         size_t from = (size_t)(f->off - w->start);
-        p = p ? p + (from < len ? from : len) : NULL;
-        len = from < len ? len - from : 0;
-        if (len > f->size)
-            len = f->size;
-    } else if (len > f->size) {
-        FOP_FAIL(f, -EPROTO);
+        const char *mine = p ? p + (from < len ? from : len) : NULL;
+        size_t n = from < len ? len - from : 0;
+        fuse_reply_buf(f->req, mine, n < f->size ? n : f->size);
+        /* after the reply: the store locks pages, the kernel's read among them */
+        cf_ps_offer(f->cf, f->parent, w, p, len);
+        fop_free(f);
+        return;
     }
+    if (len > f->size)
+        FOP_FAIL(f, -EPROTO);
     fuse_reply_buf(f->req, p, len);
     fop_free(f);
 }

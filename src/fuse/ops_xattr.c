@@ -41,6 +41,7 @@ static int stats_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
     if (n > 0 && buf[n - 1] != '\n' && n < 65535)
         buf[n++] = '\n';
     n += cf_rc_format(cf, buf + n, 65536 - n);
+    n += cf_ps_format(cf, buf + n, 65536 - n);
     n += cf_wbh_format(cf, buf + n, 65536 - n);
     n += cf_uring_format(cf, buf + n, 65536 - n);
     if (size == 0)

@@ -153,6 +153,17 @@ void cf_rc_forget_all(struct cf *cf)
     pthread_mutex_unlock(&r->lock);
 }
 
+int cf_rc_current(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    int ok = r->pages && plan->gen == r->gen[bucket(ino)] && plan->epoch == r->epoch;
+    pthread_mutex_unlock(&r->lock);
+    return ok;
+}
+
 int cf_rc_read(struct cf *cf, fuse_ino_t ino, int open_flags, uint64_t off, size_t size, char *out,
                size_t *n, struct cf_rc_window *plan)
 {

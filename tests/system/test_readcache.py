@@ -1,9 +1,11 @@
 """The read cache: a small read of a file the mount holds a lease on
 fetches the 128 KiB window around it, and later reads inside the window are
-answered from memory. What it answers must always be what a brick would:
+answered from memory, the mount's and the kernel's page cache (the window
+is stored there too). What they answer must always be what a brick would:
 after another client's write (which recalls the lease), after this mount's
-own write through another handle, after a truncate."""
+own write through another handle or a shared mapping, after a truncate."""
 
+import mmap
 import os
 import re
 import time
@@ -22,6 +24,35 @@ def cache_line(mount):
     m = re.search(r"^FUSE read cache: (\d+) reads answered, (\d+) bytes fetched", text, re.M)
     assert m, text
     return int(m.group(1)), int(m.group(2))
+
+
+def fetched(mount):
+    return cache_line(mount)[1]
+
+
+def stored(mount):
+    """Windows stored into the kernel's page cache so far, and those
+    invalidated again because the file changed meanwhile."""
+    text = os.getxattr(mount, STATS).decode()
+    m = re.search(r"^FUSE page-cache fill: (\d+) windows stored \(\d+ bytes\), (\d+) "
+                  r"invalidated", text, re.M)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
+def brick_reads(mount):
+    text = os.getxattr(mount, STATS).decode()
+    m = re.search(r"^READ\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def wait_stored(mount, n):
+    """Waits until n windows are in the kernel's page cache (stored
+    asynchronously, after the read that fetched them was answered)."""
+    end = time.time() + 10
+    while stored(mount)[0] < n:
+        assert time.time() < end, f"fewer than {n} windows stored: {stored(mount)}"
+        time.sleep(0.02)
 
 
 class Vol:
@@ -71,12 +102,15 @@ def make(vol, size):
     return data, os.path.join(vol.reader(), "f")
 
 
-def cached_reads(fd, mount, data, offs):
-    """Reads offs through fd and returns how many the cache answered."""
-    h0, _ = cache_line(mount)
+def windows_read(fd, mount, data, offs):
+    """Reads offs through fd and returns how many windows that fetched
+    from the bricks (the other reads were answered from a cache)."""
+    f0 = fetched(mount)
     for off in offs:
         assert pread(fd, off) == data[off:off + PAGE]
-    return cache_line(mount)[0] - h0
+    got = fetched(mount) - f0
+    assert got % WIN == 0, got
+    return got // WIN
 
 
 def pread(fd, off, n=PAGE):
@@ -87,14 +121,24 @@ def test_random_reads_come_from_windows(vol):
     data, p = make(vol, 4 * WIN)
     fd = os.open(p, os.O_RDONLY)
     try:
-        hits0, fetched0 = cache_line(vol.m2)
+        fetched0 = fetched(vol.m2)
+        reads0 = brick_reads(vol.m2)
         offs = [WIN + 5 * PAGE, WIN + 9 * PAGE, WIN + 1 * PAGE, 3 * WIN + 30 * PAGE,
                 3 * WIN + 2 * PAGE]
         for off in offs:
             assert pread(fd, off) == data[off:off + PAGE]
-        hits, fetched = cache_line(vol.m2)
-        assert fetched - fetched0 == 2 * WIN  # two windows fetched
-        assert hits - hits0 == 3  # the other three reads came from them
+        fetched1 = fetched(vol.m2)
+        assert fetched1 - fetched0 == 2 * WIN  # two windows fetched
+        # the other three reads came from them, in the mount or the kernel
+        assert brick_reads(vol.m2) - reads0 == 2
+        # once stored in the kernel's page cache, the windows' other pages
+        # are read without a FUSE request at all
+        wait_stored(vol.m2, 2)
+        answered = cache_line(vol.m2)[0]
+        for off in list(range(WIN, 2 * WIN, PAGE)) + list(range(3 * WIN, 4 * WIN, PAGE)):
+            assert pread(fd, off) == data[off:off + PAGE]
+        assert cache_line(vol.m2)[0] == answered
+        assert brick_reads(vol.m2) - reads0 == 2
     finally:
         os.close(fd)
 
@@ -103,7 +147,8 @@ def test_other_clients_write_is_seen(vol):
     data, p = make(vol, 2 * WIN)
     fd = os.open(p, os.O_RDONLY)
     try:
-        assert cached_reads(fd, vol.m2, data, [3 * PAGE, 9 * PAGE, 5 * PAGE]) == 2
+        assert windows_read(fd, vol.m2, data, [3 * PAGE, 9 * PAGE, 5 * PAGE]) == 1
+        wait_stored(vol.m2, 1)
         new = os.urandom(PAGE)
         with open(os.path.join(vol.other_client(), "f"), "r+b") as f:
             f.seek(7 * PAGE)
@@ -120,7 +165,8 @@ def test_own_write_through_another_handle_is_seen(vol):
     r = os.open(p, os.O_RDONLY)
     w = None
     try:
-        assert cached_reads(r, vol.m2, data, [2 * PAGE, 3 * PAGE]) == 1
+        assert windows_read(r, vol.m2, data, [2 * PAGE, 3 * PAGE]) == 1
+        wait_stored(vol.m2, 1)
         w = os.open(p, os.O_WRONLY)
         new = os.urandom(PAGE)
         os.pwrite(w, new, 11 * PAGE)
@@ -134,11 +180,39 @@ def test_own_write_through_another_handle_is_seen(vol):
             os.close(w)
 
 
+def test_shared_mapping_write_is_kept(vol):
+    """A page dirtied through a shared mapping is newer than the brick
+    until writeback: a window read meanwhile must not be stored over it."""
+    data, p = make(vol, 2 * WIN)
+    r = os.open(p, os.O_RDONLY)
+    w = os.open(p, os.O_RDWR)
+    try:
+        n0 = stored(vol.m2)[0]
+        new = os.urandom(PAGE)
+        with mmap.mmap(w, 2 * WIN) as m:
+            m[5 * PAGE:6 * PAGE] = new  # faults the page in: a window is read
+            for off in (2 * PAGE, 9 * PAGE, WIN + 3 * PAGE):
+                assert pread(r, off) == data[off:off + PAGE]
+            assert pread(r, 5 * PAGE) == new
+            time.sleep(0.2)
+            assert pread(r, 5 * PAGE) == new
+            assert m[5 * PAGE:6 * PAGE] == new
+        # a file open for writing on this mount is never stored into
+        assert stored(vol.m2)[0] == n0
+    finally:
+        os.close(w)
+        os.close(r)
+    data[5 * PAGE:6 * PAGE] = new
+    with open(os.path.join(vol.other_client(), "f"), "rb") as f:
+        assert f.read() == data
+
+
 def test_truncate_then_read(vol):
     data, p = make(vol, 2 * WIN)
     r = os.open(p, os.O_RDONLY)
     try:
-        assert cached_reads(r, vol.m2, data, [5 * PAGE, 20 * PAGE]) == 1
+        assert windows_read(r, vol.m2, data, [5 * PAGE, 20 * PAGE]) == 1
+        wait_stored(vol.m2, 1)
         os.truncate(p, 6 * PAGE)
         assert pread(r, 5 * PAGE) == data[5 * PAGE:6 * PAGE]
         assert pread(r, 20 * PAGE) == b""
