@@ -95,10 +95,18 @@ out:
 /* The object's names without Cairn's own; *out is malloc'ed. */
 static long list_names(struct brick_req *r, const struct brick_loc *loc, char **out)
 {
-    char *buf = NULL;
-    long n;
+    char *buf = NULL, first[512];
     *out = NULL;
-    for (int tries = 0; tries < 5; tries++) {
+    /* Most objects have only Cairn's few names: one call, no size query. */
+    long n = VFS->listxattr(loc->dirfd, loc->name, first, sizeof(first));
+    if (n == 0)
+        return 0;
+    if (n > 0) {
+        if (!(buf = malloc((size_t)n)))
+            return -ENOMEM;
+        memcpy(buf, first, (size_t)n);
+    }
+    for (int tries = 0; n == -ERANGE && tries < 5; tries++) {
         n = VFS->listxattr(loc->dirfd, loc->name, NULL, 0);
         if (n <= 0)
             return n;
@@ -106,8 +114,7 @@ static long list_names(struct brick_req *r, const struct brick_loc *loc, char **
         if (!(buf = malloc((size_t)n)))
             return -ENOMEM;
         n = VFS->listxattr(loc->dirfd, loc->name, buf, (size_t)n);
-        if (n != -ERANGE)
-            break; /* a name added meanwhile: ask again */
+        /* -ERANGE: a name added meanwhile, ask again */
     }
     if (n < 0) {
         free(buf);
