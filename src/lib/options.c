@@ -86,7 +86,8 @@ const struct opt_def opt_table[] = {
     {"performance.read-ahead", OPT_BOOL, "on", 0, 0, NULL, true,
      "A FUSE client reads the whole window (performance.read-ahead-page-count x 128 KiB) "
      "around a small read of a file it holds a lease on and answers later reads inside it "
-     "from its read cache. off: every read the kernel does not cache goes to a brick."},
+     "from its read cache and the kernel's page cache. off: every read the kernel does not "
+     "cache goes to a brick."},
     {"performance.read-ahead-page-count", OPT_INT, "1", 1, 16, NULL, true,
      "Size of the read-ahead window in units of 128 KiB."},
     {"performance.strict-o-direct", OPT_BOOL, "on", 0, 0, NULL, true,
