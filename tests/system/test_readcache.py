@@ -7,7 +7,9 @@ own write through another handle or a shared mapping, after a truncate."""
 
 import mmap
 import os
+import random
 import re
+import threading
 import time
 
 import pytest
@@ -158,6 +160,62 @@ def test_other_clients_write_is_seen(vol):
         assert pread(fd, 12 * PAGE) == data[12 * PAGE:13 * PAGE]
     finally:
         os.close(fd)
+
+
+def test_other_clients_write_lands_amid_stores(vol):
+    """Another client's write while this mount is fetching windows and
+    storing them in the kernel's page cache: once the write returns, this
+    mount reads the new bytes, never a window stored from before it. Each
+    round uses a new file, so the reader holds a lease (and stores) when
+    the write comes."""
+    big = 16 * WIN  # the largest window: stores take longest
+    vol.cluster.cli("volume", "set", vol.name, "performance.read-ahead-page-count", "16")
+    reader = vol.reader()
+    end = time.time() + 10
+    while "window 2048 KiB" not in os.getxattr(reader, STATS).decode():
+        assert time.time() < end, "the reader did not take the larger window"
+        time.sleep(0.1)
+    other = vol.other_client()
+    rnd = random.Random(3)
+    for r in range(12):
+        data = bytearray(os.urandom(4 * big))
+        with open(os.path.join(other, f"g{r}"), "wb") as f:
+            f.write(data)
+        fd = os.open(os.path.join(reader, f"g{r}"), os.O_RDONLY)
+        stop = threading.Event()
+        errors = []
+
+        def churn(seed):
+            g = random.Random(seed)
+            try:
+                while not stop.is_set():
+                    os.pread(fd, PAGE, g.randrange(len(data) // PAGE) * PAGE)
+            except OSError as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=churn, args=(r * 2 + k,)) for k in (0, 1)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(rnd.uniform(0, 0.01))
+            off = rnd.randrange(len(data) // PAGE) * PAGE
+            new = os.urandom(PAGE)
+            with open(os.path.join(other, f"g{r}"), "r+b", buffering=0) as w:
+                w.seek(off)
+                w.write(new)
+            data[off:off + PAGE] = new
+            assert pread(fd, off) == new, f"round {r}: the write at {off} not seen"
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        try:
+            assert not errors
+            for o in range(0, len(data), PAGE):
+                assert pread(fd, o) == data[o:o + PAGE], f"round {r}: page at {o}"
+        finally:
+            os.close(fd)
+    assert stored(reader)[0] > 0  # stores did run (how many rounds had one varies)
 
 
 def test_own_write_through_another_handle_is_seen(vol):
