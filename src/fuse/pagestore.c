@@ -36,9 +36,9 @@
 #include "../lib/log.h"
 #include "bridge.h"
 
-#define QUEUE_MAX 32      /* windows waiting to be stored; more are not stored */
-#define WRITTEN_HASH 1024 /* buckets of the set of files opened for writing */
-#define WAIT_MS 100       /* longest wait of a writable open or recall */
+#define QUEUE_MAX 32       /* windows waiting to be stored; more are not stored */
+#define WRITTEN_HASH 16384 /* buckets of the set of files opened for writing */
+#define WAIT_MS 100        /* longest wait of a writable open or recall */
 
 struct job {
     struct job *next;
