@@ -224,6 +224,15 @@ int cf_rc_read(struct cf *cf, fuse_ino_t ino, int open_flags, uint64_t off, size
                size_t *n, struct cf_rc_window *plan);
 void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, const char *data,
                 size_t len);
+/* After a miss (plan of the window fetched for it) through brick handle fh:
+ * fills out (room for 2) with windows of ino to read ahead through fh,
+ * returns how many; each ends with cf_rc_ahead_done, after its
+ * cf_rc_fill. cf_rc_release_wait(fh) returns once none through fh is in
+ * flight: before the handle is released. */
+int cf_rc_ahead_plan(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss,
+                     struct cf_rc_window *out);
+void cf_rc_ahead_done(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan);
+void cf_rc_release_wait(struct cf *cf, uint64_t fh);
 /* This mount changes ino's data (write, truncate, fallocate), or the lease
  * on it went: its windows are not used again. */
 void cf_rc_changed(struct cf *cf, fuse_ino_t ino);

@@ -155,6 +155,55 @@ static void read_cb(struct cl_op *op)
     fop_free(f);
 }
 
+/* A window read ahead of the reads (readcache.c); ino's handle waits for it
+ * before it is released. */
+struct ahead {
+    struct cl_op op;
+    struct cf *cf;
+    fuse_ino_t ino;
+    struct cf_rc_window plan;
+};
+
+static void ahead_cb(struct cl_op *op)
+{
+    struct ahead *a = op->ctx;
+    cl_opstats_note(&a->cf->stats, RPC_OP_READ, op->rounds, op->status);
+    const struct rpc_msg *m = op->status == 0 && op->reply ? &op->reply->msg : NULL;
+    if (m && rpc_has(m, RPC_T_DATA) && m->data.len <= a->plan.len) {
+        cf_rc_fill(a->cf, a->ino, &a->plan, (const char *)m->data.p, m->data.len);
+        cf_ps_offer(a->cf, a->ino, &a->plan, (const char *)m->data.p, m->data.len);
+    }
+    cf_rc_ahead_done(a->cf, a->ino, &a->plan);
+    cl_op_release(op);
+    free(a);
+}
+
+/* Handles made by write-back (bit 63) or opened lazily (bit 62) are not
+ * brick handles: nothing is read ahead through them. */
+#define NOT_BRICK_FH (3ull << 62)
+
+static void read_ahead(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss)
+{
+    struct cf_rc_window plan[2];
+    int n = (fh & NOT_BRICK_FH) ? 0 : cf_rc_ahead_plan(cf, ino, fh, miss, plan);
+    for (int i = 0; i < n; i++) {
+        struct ahead *a = calloc(1, sizeof(*a));
+        if (!a) {
+            cf_rc_ahead_done(cf, ino, &plan[i]);
+            continue;
+        }
+        a->cf = cf;
+        a->ino = ino;
+        a->plan = plan[i];
+        cl_op_init(&a->op, RPC_OP_READ, ahead_cb, a);
+        a->op.rounds = 0;
+        RPC_SET(&a->op.args, fh, RPC_T_FH, fh);
+        RPC_SET(&a->op.args, offset, RPC_T_OFFSET, plan[i].start);
+        RPC_SET(&a->op.args, size, RPC_T_SIZE, plan[i].len);
+        cl_submit(cf->stack, &a->op);
+    }
+}
+
 void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
@@ -183,7 +232,10 @@ void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     RPC_SET(a, fh, RPC_T_FH, fi->fh);
     RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)off);
     RPC_SET(a, size, RPC_T_SIZE, size);
-    fop_submit(f);
+    int miss = f->data != NULL;
+    fop_submit(f); /* f may be gone */
+    if (miss)
+        read_ahead(cf, ino, fi->fh, &w);
 }
 
 static void write_cb(struct cl_op *op)
@@ -275,6 +327,7 @@ void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         }
     }
     cl_itable_close_fh(cf->it, ino, fh);
+    cf_rc_release_wait(cf, fh); /* windows read ahead through it */
     struct fop *f = fop_new(req, RPC_OP_RELEASE, fop_done_release_cb);
     if (!f)
         return;

@@ -18,7 +18,16 @@
  *   windows when they start, and a window read before such a change is
  *   not kept (a generation per bucket of inode numbers, compared under
  *   the cache's lock when the window arrives).
- * Windows whose generation is stale are never used and leave by LRU. */
+ * Windows whose generation is stale are never used and leave by LRU.
+ *
+ * Reading ahead of misses. A file read at random densely (the whole of it,
+ * in any order) pays a brick round trip per window, one after another.
+ * Once a file has fetched AHEAD_MIN windows under its lease and a miss
+ * lands next to a window already held (a sparse read of a large file
+ * rarely does), the next windows not held after it are read in the
+ * background too (cf_rc_ahead_plan), AHEAD_N at a time. Such a read uses
+ * the kernel's handle, so the handle's release waits for it
+ * (cf_rc_release_wait): handle numbers are reused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -32,6 +41,11 @@
 #define BUCKETS 4096
 #define HASH 8192
 #define UNIT (128u * 1024) /* window = page count x UNIT */
+#define AHEAD_MIN 16       /* windows a file fetched under its lease before reading ahead */
+#define AHEAD_N 2          /* windows read ahead per miss */
+#define AHEAD_SCAN 8       /* how far past the miss to look for windows not held */
+#define AHEAD_FLY 16       /* windows read ahead at once, over all files */
+#define DENS 64            /* files whose fetches are counted */
 
 struct win {
     struct win *hnext;       /* hash chain */
@@ -42,15 +56,31 @@ struct win {
     char data[];
 };
 
+/* Windows one file fetched under its current lease (gen and epoch). */
+struct dens {
+    fuse_ino_t ino;
+    uint64_t gen, epoch;
+    unsigned fetched;
+    uint64_t eof; /* a window came back short here; UINT64_MAX: not seen */
+};
+
+struct fly {
+    fuse_ino_t ino; /* 0: free */
+    uint64_t start, fh;
+};
+
 struct cf_rc {
     pthread_mutex_t lock;
+    pthread_cond_t landed; /* a read ahead ended */
+    struct dens dens[DENS];
+    struct fly fly[AHEAD_FLY];
     struct win *hash[HASH];
     struct win lru; /* sentinel */
     size_t bytes, max;
     int pages;             /* window in UNITs; 0: off */
     uint64_t gen[BUCKETS]; /* per bucket of inodes */
     uint64_t epoch;        /* all leases gone: every window stale */
-    uint64_t hits, fetched;
+    uint64_t hits, fetched, ahead;
 };
 
 static unsigned bucket(fuse_ino_t ino)
@@ -96,6 +126,7 @@ int cf_rc_init(struct cf *cf)
     if (!r)
         return -ENOMEM;
     pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->landed, NULL);
     r->lru.prev = r->lru.next = &r->lru;
     cf->rc = r;
     return 0;
@@ -114,6 +145,7 @@ void cf_rc_free(struct cf *cf)
     if (!r)
         return;
     clear(r);
+    pthread_cond_destroy(&r->landed);
     pthread_mutex_destroy(&r->lock);
     free(r);
     cf->rc = NULL;
@@ -233,7 +265,94 @@ void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, 
     r->lru.next = w;
     r->bytes += len;
     r->fetched += len;
+    struct dens *d = &r->dens[bucket(ino) % DENS];
+    if (d->ino != ino || d->gen != plan->gen || d->epoch != plan->epoch)
+        *d = (struct dens){.ino = ino, .gen = plan->gen, .epoch = plan->epoch, .eof = UINT64_MAX};
+    d->fetched++;
+    if (len < plan->len && plan->start + len < d->eof)
+        d->eof = plan->start + len;
     evict(r);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Under the lock: a fresh window of ino at start is held. */
+static int held(struct cf_rc *r, fuse_ino_t ino, uint64_t start)
+{
+    struct win *w = *slot(r, ino, start);
+    return w && fresh(r, w);
+}
+
+static int flying(const struct cf_rc *r, fuse_ino_t ino, uint64_t start)
+{
+    for (int i = 0; i < AHEAD_FLY; i++)
+        if (r->fly[i].ino == ino && r->fly[i].start == start)
+            return 1;
+    return 0;
+}
+
+int cf_rc_ahead_plan(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss,
+                     struct cf_rc_window *out)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    const struct dens *d = &r->dens[bucket(ino) % DENS];
+    uint64_t win = miss->len, start = miss->start;
+    int n = 0;
+    if (d->ino != ino || d->gen != miss->gen || d->epoch != miss->epoch || d->fetched < AHEAD_MIN ||
+        (size_t)r->pages * UNIT != win || miss->gen != r->gen[bucket(ino)] ||
+        miss->epoch != r->epoch ||
+        !((start >= win && held(r, ino, start - win)) || held(r, ino, start + win)))
+        goto out;
+    for (int k = 1; k <= AHEAD_SCAN && n < AHEAD_N; k++) {
+        uint64_t s = start + (uint64_t)k * win;
+        if (s >= d->eof)
+            break;
+        if (held(r, ino, s) || flying(r, ino, s))
+            continue;
+        int i = 0;
+        while (i < AHEAD_FLY && r->fly[i].ino)
+            i++;
+        if (i == AHEAD_FLY)
+            break;
+        r->fly[i] = (struct fly){.ino = ino, .start = s, .fh = fh};
+        out[n++] =
+            (struct cf_rc_window){.start = s, .len = win, .gen = miss->gen, .epoch = miss->epoch};
+    }
+    r->ahead += (uint64_t)n;
+out:
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+void cf_rc_ahead_done(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan)
+{
+    struct cf_rc *r = cf->rc;
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < AHEAD_FLY; i++)
+        if (r->fly[i].ino == ino && r->fly[i].start == plan->start) {
+            r->fly[i].ino = 0;
+            break;
+        }
+    pthread_cond_broadcast(&r->landed);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cf_rc_release_wait(struct cf *cf, uint64_t fh)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < AHEAD_FLY && !busy; i++)
+            busy = r->fly[i].ino && r->fly[i].fh == fh;
+        if (!busy)
+            break;
+        pthread_cond_wait(&r->landed, &r->lock);
+    }
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -245,9 +364,9 @@ size_t cf_rc_format(struct cf *cf, char *buf, size_t n)
         pthread_mutex_lock(&r->lock);
         len = snprintf(buf, n,
                        "FUSE read cache: %llu reads answered, %llu bytes fetched, %zu of %zu "
-                       "bytes held (window %d KiB)\n",
+                       "bytes held (window %d KiB), %llu windows read ahead\n",
                        (unsigned long long)r->hits, (unsigned long long)r->fetched, r->bytes,
-                       r->max, r->pages * (int)(UNIT / 1024));
+                       r->max, r->pages * (int)(UNIT / 1024), (unsigned long long)r->ahead);
         pthread_mutex_unlock(&r->lock);
     }
     return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;

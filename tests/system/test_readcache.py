@@ -28,6 +28,13 @@ def cache_line(mount):
     return int(m.group(1)), int(m.group(2))
 
 
+def read_ahead(mount):
+    text = os.getxattr(mount, STATS).decode()
+    m = re.search(r"^FUSE read cache: .*, (\d+) windows read ahead$", text, re.M)
+    assert m, text
+    return int(m.group(1))
+
+
 def fetched(mount):
     return cache_line(mount)[1]
 
@@ -141,6 +148,38 @@ def test_random_reads_come_from_windows(vol):
             assert pread(fd, off) == data[off:off + PAGE]
         assert cache_line(vol.m2)[0] == answered
         assert brick_reads(vol.m2) - reads0 == 2
+    finally:
+        os.close(fd)
+
+
+def test_dense_random_reads_read_ahead(vol):
+    """A file read at random all over fetches windows next to the misses in
+    the background; a sparse read (windows far apart) does not. Closing the
+    file while windows are being read ahead through its handle is safe."""
+    n = 64
+    data, p = make(vol, n * WIN)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        for k in range(0, n, 4):  # sparse: no miss lands next to a held window
+            off = k * WIN + 7 * PAGE
+            assert pread(fd, off) == data[off:off + PAGE]
+        assert read_ahead(vol.m2) == 0
+    finally:
+        os.close(fd)
+    rnd = random.Random(5)
+    for _ in range(3):
+        fd = os.open(p, os.O_RDONLY)
+        pages = list(range(n * WIN // PAGE))
+        rnd.shuffle(pages)
+        try:
+            for pg in pages[:len(pages) // 2]:
+                assert pread(fd, pg * PAGE) == data[pg * PAGE:(pg + 1) * PAGE], pg
+        finally:
+            os.close(fd)  # windows may still be on their way through this handle
+    assert read_ahead(vol.m2) > 0
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert os.pread(fd, len(data), 0) == data
     finally:
         os.close(fd)
 
