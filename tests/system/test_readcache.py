@@ -9,12 +9,13 @@ import mmap
 import os
 import random
 import re
+import signal
 import threading
 import time
 
 import pytest
 
-from cairn_cluster import Cluster
+from cairn_cluster import Cluster, pids_with_arg
 
 STATS = "trusted.cairn.io-stats"
 WIN = 128 * 1024
@@ -177,6 +178,35 @@ def test_dense_random_reads_read_ahead(vol):
         finally:
             os.close(fd)  # windows may still be on their way through this handle
     assert read_ahead(vol.m2) > 0
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert os.pread(fd, len(data), 0) == data
+    finally:
+        os.close(fd)
+
+
+def test_brick_killed_amid_read_ahead(vol):
+    """Bricks die while windows are being read ahead and stored: reads go
+    on from the copy left with the right bytes, and closing the file (which
+    waits for the reads ahead through its handle) does not hang."""
+    n = 64
+    data, p = make(vol, n * WIN)
+    fd = os.open(p, os.O_RDONLY)
+    pages = list(range(n * WIN // PAGE))
+    random.Random(7).shuffle(pages)
+    try:
+        for i, pg in enumerate(pages):
+            for k, b in ((1, "b1"), (2, "b2")):  # the bricks with processes of their own
+                if i == k * len(pages) // 4:
+                    victim = pids_with_arg("--brick-path", os.path.join(vol.cluster.root, b))
+                    assert victim
+                    os.kill(victim[0], signal.SIGKILL)
+            assert pread(fd, pg * PAGE) == data[pg * PAGE:(pg + 1) * PAGE], pg
+        assert read_ahead(vol.m2) > 0
+    finally:
+        t = time.time()
+        os.close(fd)
+        assert time.time() - t < 10
     fd = os.open(p, os.O_RDONLY)
     try:
         assert os.pread(fd, len(data), 0) == data
