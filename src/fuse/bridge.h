@@ -76,6 +76,12 @@ struct cf {
 
 #define CF_STATS_XATTR "trusted.cairn.io-stats"
 
+/* The length of a line snprintf made into n bytes (len its return). */
+static inline size_t cf_fmt_len(int len, size_t n)
+{
+    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+}
+
 static inline double cf_attr_timeout(struct cf *cf)
 {
     double d;

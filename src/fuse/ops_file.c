@@ -178,14 +178,11 @@ static void ahead_cb(struct cl_op *op)
     free(a);
 }
 
-/* Handles made by write-back (bit 63) or opened lazily (bit 62) are not
- * brick handles: nothing is read ahead through them. */
-#define NOT_BRICK_FH (3ull << 62)
-
 static void read_ahead(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss)
 {
     struct cf_rc_window plan[2];
-    int n = (fh & NOT_BRICK_FH) ? 0 : cf_rc_ahead_plan(cf, ino, fh, miss, plan);
+    /* write-back and lazy handles are not brick handles */
+    int n = cf_wb_is_fh(fh) || cf_dir_is_lazy(fh) ? 0 : cf_rc_ahead_plan(cf, ino, fh, miss, plan);
     for (int i = 0; i < n; i++) {
         struct ahead *a = calloc(1, sizeof(*a));
         if (!a) {

@@ -96,13 +96,20 @@ static int wait_store(struct cf_ps *s, fuse_ino_t ino)
     return 0;
 }
 
+/* Under the lock: j may no longer be stored (its file changed, or is open
+ * for writing here). */
+static int stale(const struct cf_ps *s, struct cf *cf, const struct job *j)
+{
+    return !cf_rc_current(cf, j->ino, &j->plan) || was_written(s, j->ino);
+}
+
 static void store(struct cf_ps *s, struct cf *cf, struct job *j)
 {
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(j->len);
     bv.buf[0].mem = j->data;
     int rc = fuse_lowlevel_notify_store(s->se, j->ino, (off_t)j->plan.start, &bv, 0);
     pthread_mutex_lock(&s->lock);
-    int stale = !cf_rc_current(cf, j->ino, &j->plan) || was_written(s, j->ino);
+    int changed = stale(s, cf, j);
     s->storing = 0;
     if (rc == 0) {
         s->stored++;
@@ -113,7 +120,7 @@ static void store(struct cf_ps *s, struct cf *cf, struct job *j)
     if (rc < 0 && rc != -ENOENT) /* ENOENT: the kernel forgot the file */
         log_debug("storing %zu bytes of node %llu in the page cache: %s", j->len,
                   (unsigned long long)j->ino, strerror(-rc));
-    if (rc == 0 && stale) {
+    if (rc == 0 && changed) {
         /* changed while it was stored: what was stored may be older */
         rc = fuse_lowlevel_notify_inval_inode(s->se, j->ino, (off_t)j->plan.start, (off_t)j->len);
         if (rc < 0 && rc != -ENOENT)
@@ -140,7 +147,7 @@ static void *store_main(void *arg)
         if (!s->head)
             s->tail = NULL;
         s->queued--;
-        if (!cf_rc_current(cf, j->ino, &j->plan) || was_written(s, j->ino)) {
+        if (stale(s, cf, j)) {
             s->dropped++;
             free(j);
             continue;
@@ -310,5 +317,5 @@ size_t cf_ps_format(struct cf *cf, char *buf, size_t n)
                        (unsigned long long)s->waited_out);
         pthread_mutex_unlock(&s->lock);
     }
-    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+    return cf_fmt_len(len, n);
 }

@@ -120,6 +120,18 @@ static int fresh(const struct cf_rc *r, const struct win *w)
     return w->gen == r->gen[bucket(w->ino)] && w->epoch == r->epoch;
 }
 
+/* d counts ino's fetches under the same lease as plan. */
+static int dens_of(const struct dens *d, fuse_ino_t ino, const struct cf_rc_window *plan)
+{
+    return d->ino == ino && d->gen == plan->gen && d->epoch == plan->epoch;
+}
+
+/* Under the lock: nothing changed ino's windows since plan was made. */
+static int plan_current(const struct cf_rc *r, fuse_ino_t ino, const struct cf_rc_window *plan)
+{
+    return r->pages && plan->gen == r->gen[bucket(ino)] && plan->epoch == r->epoch;
+}
+
 int cf_rc_init(struct cf *cf)
 {
     struct cf_rc *r = calloc(1, sizeof(*r));
@@ -191,7 +203,7 @@ int cf_rc_current(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan
     if (!r)
         return 0;
     pthread_mutex_lock(&r->lock);
-    int ok = r->pages && plan->gen == r->gen[bucket(ino)] && plan->epoch == r->epoch;
+    int ok = plan_current(r, ino, plan);
     pthread_mutex_unlock(&r->lock);
     return ok;
 }
@@ -266,7 +278,7 @@ void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, 
     r->bytes += len;
     r->fetched += len;
     struct dens *d = &r->dens[bucket(ino) % DENS];
-    if (d->ino != ino || d->gen != plan->gen || d->epoch != plan->epoch)
+    if (!dens_of(d, ino, plan))
         *d = (struct dens){.ino = ino, .gen = plan->gen, .epoch = plan->epoch, .eof = UINT64_MAX};
     d->fetched++;
     if (len < plan->len && plan->start + len < d->eof)
@@ -300,9 +312,8 @@ int cf_rc_ahead_plan(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf
     const struct dens *d = &r->dens[bucket(ino) % DENS];
     uint64_t win = miss->len, start = miss->start;
     int n = 0;
-    if (d->ino != ino || d->gen != miss->gen || d->epoch != miss->epoch || d->fetched < AHEAD_MIN ||
-        (size_t)r->pages * UNIT != win || miss->gen != r->gen[bucket(ino)] ||
-        miss->epoch != r->epoch ||
+    if (!dens_of(d, ino, miss) || d->fetched < AHEAD_MIN || (size_t)r->pages * UNIT != win ||
+        !plan_current(r, ino, miss) ||
         !((start >= win && held(r, ino, start - win)) || held(r, ino, start + win)))
         goto out;
     for (int k = 1; k <= AHEAD_SCAN && n < AHEAD_N; k++) {
@@ -369,5 +380,5 @@ size_t cf_rc_format(struct cf *cf, char *buf, size_t n)
                        r->max, r->pages * (int)(UNIT / 1024), (unsigned long long)r->ahead);
         pthread_mutex_unlock(&r->lock);
     }
-    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+    return cf_fmt_len(len, n);
 }

@@ -545,5 +545,5 @@ size_t cf_uring_format(struct cf *cf, char *buf, size_t n)
                        (unsigned long long)__atomic_load_n(&u->served, __ATOMIC_RELAXED),
                        __atomic_load_n(&u->up, __ATOMIC_RELAXED),
                        __atomic_load_n(&u->nq, __ATOMIC_RELAXED));
-    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+    return cf_fmt_len(len, n);
 }

@@ -547,5 +547,5 @@ size_t cf_wbh_format(struct cf *cf, char *buf, size_t n)
                        (unsigned long long)W->waits, (unsigned long long)W->failed, W->bytes);
         pthread_mutex_unlock(&W->lock);
     }
-    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+    return cf_fmt_len(len, n);
 }

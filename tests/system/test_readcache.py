@@ -22,18 +22,20 @@ WIN = 128 * 1024
 PAGE = 4096
 
 
-def cache_line(mount):
+def stats(mount, pattern):
+    """The numbers pattern captures in the mount's io-stats."""
     text = os.getxattr(mount, STATS).decode()
-    m = re.search(r"^FUSE read cache: (\d+) reads answered, (\d+) bytes fetched", text, re.M)
+    m = re.search(pattern, text, re.M)
     assert m, text
-    return int(m.group(1)), int(m.group(2))
+    return tuple(int(g) for g in m.groups())
+
+
+def cache_line(mount):
+    return stats(mount, r"^FUSE read cache: (\d+) reads answered, (\d+) bytes fetched")
 
 
 def read_ahead(mount):
-    text = os.getxattr(mount, STATS).decode()
-    m = re.search(r"^FUSE read cache: .*, (\d+) windows read ahead$", text, re.M)
-    assert m, text
-    return int(m.group(1))
+    return stats(mount, r"^FUSE read cache: .*, (\d+) windows read ahead$")[0]
 
 
 def fetched(mount):
@@ -43,11 +45,8 @@ def fetched(mount):
 def stored(mount):
     """Windows stored into the kernel's page cache so far, and those
     invalidated again because the file changed meanwhile."""
-    text = os.getxattr(mount, STATS).decode()
-    m = re.search(r"^FUSE page-cache fill: (\d+) windows stored \(\d+ bytes\), (\d+) "
-                  r"invalidated", text, re.M)
-    assert m, text
-    return int(m.group(1)), int(m.group(2))
+    return stats(mount, r"^FUSE page-cache fill: (\d+) windows stored \(\d+ bytes\), (\d+) "
+                 r"invalidated")
 
 
 def brick_reads(mount):
@@ -110,6 +109,15 @@ def make(vol, size):
     with open(os.path.join(vol.m1, "f"), "wb") as f:
         f.write(data)
     return data, os.path.join(vol.reader(), "f")
+
+
+def assert_whole(p, data):
+    """A fresh open of p reads data, all of it in one read."""
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert os.pread(fd, len(data), 0) == data
+    finally:
+        os.close(fd)
 
 
 def windows_read(fd, mount, data, offs):
@@ -178,11 +186,7 @@ def test_dense_random_reads_read_ahead(vol):
         finally:
             os.close(fd)  # windows may still be on their way through this handle
     assert read_ahead(vol.m2) > 0
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        assert os.pread(fd, len(data), 0) == data
-    finally:
-        os.close(fd)
+    assert_whole(p, data)
 
 
 def test_brick_killed_amid_read_ahead(vol):
@@ -207,11 +211,7 @@ def test_brick_killed_amid_read_ahead(vol):
         t = time.time()
         os.close(fd)
         assert time.time() - t < 10
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        assert os.pread(fd, len(data), 0) == data
-    finally:
-        os.close(fd)
+    assert_whole(p, data)
 
 
 def test_other_clients_write_is_seen(vol):
