@@ -67,9 +67,9 @@ static int info_write(struct brick *b, int privfd, const char *volume, const cha
     return rc;
 }
 
-/* Unlinks the files in directory fd: what a crash left in .cairn/tmp was
- * never named. */
-static void empty_dir(struct brick *b, int fd)
+/* Unlinks the files in directory fd, and with dirs its (empty)
+ * directories too: what a crash left in .cairn/tmp was never named. */
+static void empty_dir(struct brick *b, int fd, int dirs)
 {
     int dfd = dup(fd);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -82,6 +82,8 @@ static void empty_dir(struct brick *b, int fd)
     while ((e = readdir(d)))
         if (e->d_type != DT_DIR)
             b->vfs->unlinkat(fd, e->d_name, 0);
+        else if (dirs && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            b->vfs->unlinkat(fd, e->d_name, AT_REMOVEDIR);
     closedir(d);
 }
 
@@ -111,7 +113,7 @@ static void open_tmp(struct brick *b)
         fl |= FS_TOPDIR_FL;
         (void)ioctl(b->tmp_fd, FS_IOC_SETFLAGS, &fl);
     }
-    empty_dir(b, b->tmp_fd);
+    empty_dir(b, b->tmp_fd, 0);
     for (int i = 0; i < BRICK_TMP_DIRS; i++) {
         char name[8];
         snprintf(name, sizeof(name), "%02x", i);
@@ -120,7 +122,7 @@ static void open_tmp(struct brick *b)
             continue;
         int fd = b->vfs->openat(b->tmp_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
         if (fd >= 0)
-            empty_dir(b, fd);
+            empty_dir(b, fd, 1);
         b->tmp_fds[i] = fd;
     }
 }

@@ -178,37 +178,47 @@ int brick_op_setattr(struct brick_req *r)
     return rc;
 }
 
-/* After an object was made: its id, its owner, and the attributes for the
- * reply. On failure the object is removed again, so a failed create leaves
- * nothing behind. */
-static int finish_create(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
-                         mode_t mode, int is_dir)
+/* Gives the object just made at (dirfd, name) its id and its owner.
+ * parent is where it is named (or will be): a setgid parent gives it
+ * its group. Leaves the object's attributes in st. */
+static int own_made(struct brick_req *r, const struct brick_loc *parent, int dirfd,
+                    const char *name, const gfid_t *g, mode_t mode, struct stat *st)
 {
     uid_t uid;
     gid_t gid;
-    int rc = VFS->setxattr(loc->dirfd, loc->name, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
+    int rc = VFS->setxattr(dirfd, name, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
     if (rc == -EEXIST) /* a racing lookup gave it an id: the creator's wins */
-        rc = VFS->setxattr(loc->dirfd, loc->name, BRICK_XATTR_GFID, g->b, GFID_LEN, 0);
+        rc = VFS->setxattr(dirfd, name, BRICK_XATTR_GFID, g->b, GFID_LEN, 0);
     if (rc < 0)
-        goto undo;
-    brick_create_owner(r->b, loc, r->in, &uid, &gid);
-    struct stat st;
-    if ((rc = VFS->fstatat(loc->dirfd, loc->name, &st)) < 0)
-        goto undo;
-    if (st.st_uid != uid || st.st_gid != gid) {
-        if ((rc = VFS->fchownat(loc->dirfd, loc->name, uid, gid)) < 0)
-            goto undo;
+        return rc;
+    brick_create_owner(r->b, parent, r->in, &uid, &gid);
+    if ((rc = VFS->fstatat(dirfd, name, st)) < 0)
+        return rc;
+    if (st->st_uid != uid || st->st_gid != gid) {
+        if ((rc = VFS->fchownat(dirfd, name, uid, gid)) < 0)
+            return rc;
         /* chown drops set-id bits of files; the creator asked for them. */
-        if ((mode & (S_ISUID | S_ISGID)) && !S_ISLNK(st.st_mode) &&
-            (rc = VFS->fchmodat(loc->dirfd, loc->name, st.st_mode & 07777)) < 0)
-            goto undo;
+        if ((mode & (S_ISUID | S_ISGID)) && !S_ISLNK(st->st_mode) &&
+            (rc = VFS->fchmodat(dirfd, name, st->st_mode & 07777)) < 0)
+            return rc;
     }
-    if ((rc = put_loc_attr(r, loc)) < 0)
-        goto undo;
     return 0;
-undo:
-    log_debug("creating %s failed after the create: %s", loc->path, strerror(-rc));
-    VFS->unlinkat(loc->dirfd, loc->name, is_dir ? AT_REMOVEDIR : 0);
+}
+
+/* After an object was made in place: its id, its owner, and the
+ * attributes for the reply. On failure the object is removed again, so a
+ * failed create leaves nothing behind. */
+static int finish_create(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
+                         mode_t mode, int is_dir)
+{
+    struct stat st;
+    int rc = own_made(r, loc, loc->dirfd, loc->name, g, mode, &st);
+    if (rc == 0)
+        rc = put_loc_attr(r, loc);
+    if (rc < 0) {
+        log_debug("creating %s failed after the create: %s", loc->path, strerror(-rc));
+        VFS->unlinkat(loc->dirfd, loc->name, is_dir ? AT_REMOVEDIR : 0);
+    }
     return rc;
 }
 
@@ -255,6 +265,45 @@ out:
     return rc;
 }
 
+/* Makes directory loc under a temporary name in .cairn/tmp, with its
+ * layout, id and owner, and renames it into place complete. Neither a
+ * lookup nor another client's racing mkdir of the same name (which
+ * compares the copies' ids and replaces foreign ones) ever meets a
+ * directory without its id; and a brick crash leaves no half-made one
+ * (the brick empties .cairn/tmp when it starts). */
+static int make_dir_staged(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
+                           mode_t mode)
+{
+    struct brick_loc tl = {.path = loc->path};
+    gfid_format(g, tl.name);
+    /* one of .cairn/tmp's subdirectories, by the gfid's random last byte */
+    tl.dirfd = r->b->tmp_fds[g->b[GFID_LEN - 1] % BRICK_TMP_DIRS];
+    if (tl.dirfd < 0)
+        tl.dirfd = r->b->tmp_fd;
+    struct stat pst, st;
+    if (VFS->fstatat(loc->dirfd, "", &pst) == 0 && (pst.st_mode & S_ISGID))
+        mode |= S_ISGID; /* what mkdir in a setgid parent would have given */
+    int rc = VFS->mkdirat(tl.dirfd, tl.name, mode);
+    if (rc < 0)
+        return rc;
+    if ((rc = set_dht_xattr(r, &tl, 1)) < 0)
+        return rc; /* removed it */
+    if ((rc = own_made(r, loc, tl.dirfd, tl.name, g, mode, &st)) == 0 && (mode & S_ISGID) &&
+        !(st.st_mode & S_ISGID))
+        rc = VFS->fchmodat(tl.dirfd, tl.name, mode & 07777);
+    if (rc == 0)
+        rc = VFS->renameat2(tl.dirfd, tl.name, loc->dirfd, loc->name, RENAME_NOREPLACE);
+    if (rc < 0) {
+        if (rc != -EEXIST)
+            log_debug("making directory %s failed: %s", loc->path, strerror(-rc));
+        VFS->unlinkat(tl.dirfd, tl.name, AT_REMOVEDIR);
+        return rc;
+    }
+    if ((rc = put_loc_attr(r, loc)) < 0)
+        VFS->unlinkat(loc->dirfd, loc->name, AT_REMOVEDIR);
+    return rc;
+}
+
 int brick_op_mkdir(struct brick_req *r)
 {
     struct brick_loc loc;
@@ -268,9 +317,14 @@ int brick_op_mkdir(struct brick_req *r)
         rc = -EEXIST;
         goto out;
     }
-    mode_t mode = brick_create_mode(r->b, &loc, r->in);
-    if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0 &&
-        (rc = set_dht_xattr(r, &loc, 1)) == 0)
+    /* A parent with a default ACL must shape the directory as it is made:
+     * there it is made in place, and removed again on failure. */
+    int acl = brick_dir_default_acl(r->b, &loc);
+    mode_t mode = brick_create_mode_acl(r->in, acl);
+    if (r->b->tmp_fd >= 0 && !acl)
+        rc = make_dir_staged(r, &loc, &g, mode);
+    else if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0 &&
+             (rc = set_dht_xattr(r, &loc, 1)) == 0)
         rc = finish_create(r, &loc, &g, mode, 1);
 out:
     brick_loc_release(r->b, &loc);

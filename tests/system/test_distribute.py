@@ -248,21 +248,26 @@ def test_concurrent_mkdir_two_mounts(dist3):
     c, bricks, mnt = dist3
     m2 = c.mount("dv", os.path.join(c.root, "mnt2")).path
     names = [f"race{i}" for i in range(60)]
-    wins = {}
+    wins, errors = {}, []
+    both = threading.Barrier(2)  # the two mounts start each name's mkdir together
 
     def run(root, tag):
         for n in names:
+            both.wait()
             try:
                 os.mkdir(os.path.join(root, n))
                 wins.setdefault(n, []).append(tag)
             except FileExistsError:
                 pass
+            except OSError as e:  # e.g. ENOENT: a copy half-made by one met the other
+                errors.append((n, tag, e))
 
     ts = [threading.Thread(target=run, args=(r, t)) for r, t in ((mnt, 1), (m2, 2))]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
+    assert not errors, errors
     assert sorted(wins) == sorted(names) and all(len(v) == 1 for v in wins.values()), wins
     for n in names:
         ids = {os.getxattr(os.path.join(b, n), "trusted.cairn.gfid") for b in bricks}
