@@ -64,6 +64,9 @@ struct brick_vfs {
 
 /* The real thing: Linux system calls. */
 extern const struct brick_vfs brick_vfs_posix;
+/* Tests: makes brick_vfs_posix reach xattrs by the magic-link path it
+ * falls back to on kernels without the *xattrat calls (before 6.13). */
+void brick_vfs_posix_xattr_by_path(void);
 
 /* ---- fault injection (tests) ----
  * brick_vfs_fault forwards every call to brick_vfs_posix unless a fault is
