@@ -229,6 +229,12 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
         snprintf(err, errlen, "cannot start the lease service: %s", strerror(-rc));
         goto fail;
     }
+    if ((rc = brick_warm_init(b)) < 0) {
+        brick_leases_fini(b);
+        brick_locks_fini(b);
+        snprintf(err, errlen, "cannot start the directory warming thread: %s", strerror(-rc));
+        goto fail;
+    }
     *out = b;
     return 0;
 fail:
@@ -250,6 +256,7 @@ void brick_close(struct brick *b)
 {
     if (!b)
         return;
+    brick_warm_fini(b);
     brick_leases_fini(b);
     brick_locks_fini(b);
     brick_dircache_fini(b);

@@ -39,6 +39,7 @@ struct brick_dircache;
 struct brick_leases;
 struct lease_wait;
 struct brick_dent;
+struct brick_warm;
 
 /* MAKE_FILE spreads its temporary files over this many directories in
  * .cairn/tmp (see open_tmp in brick.c). */
@@ -53,6 +54,7 @@ struct brick {
     struct brick_locks *locks;
     struct brick_dircache *dircache; /* open parent directories (dircache.c) */
     struct brick_leases *leases;     /* lease.c */
+    struct brick_warm *warm;         /* warm.c; NULL: not warming */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
@@ -189,6 +191,19 @@ struct brick_req {
     uint64_t lease_seq;
     struct lease_wait *lease_wait; /* the reply waits for recalls (top request) */
 };
+
+/* ---- warming subdirectories ahead of their listing (warm.c) ---- */
+
+/* Starts the brick's warming thread (none unless b->vfs is the real one). */
+int brick_warm_init(struct brick *b);
+void brick_warm_fini(struct brick *b);
+/* Queues dirfd/name, a subdirectory of a directory being listed, to have
+ * its entries' inodes read into memory. Never blocks: a full queue drops
+ * it. */
+void brick_warm_subdir(struct brick *b, int dirfd, const char *name);
+/* Tests: waits until the queue is walked; returns how many directories
+ * have been walked so far. */
+uint64_t brick_warm_settle(struct brick *b);
 
 /* ---- leases (lease.c, docs/consistency.md) ---- */
 

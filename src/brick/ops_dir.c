@@ -21,6 +21,8 @@
 #define FH_ROOT 1 /* brick_fh.flags of the root directory's handle */
 /* Largest READDIR reply, whatever budget the client names. */
 #define BRICK_MAX_READDIR (1u << 20)
+/* Subdirectories one READDIRPLUS reply queues for warming, at most. */
+#define WARM_PER_REPLY 64
 #define DENTS_BUF 32768
 
 struct linux_dirent64 {
@@ -108,7 +110,7 @@ int brick_op_readdir(struct brick_req *r)
     int plus = rpc_has(r->in, RPC_T_FLAGS) && (r->in->flags & 1);
     size_t budget = r->in->size > BRICK_MAX_READDIR ? BRICK_MAX_READDIR : (size_t)r->in->size;
     size_t start = r->out->len;
-    int n_entries = 0, eof = 0, full = 0;
+    int n_entries = 0, n_warm = 0, eof = 0, full = 0;
     char *buf = malloc(DENTS_BUF);
     if (!buf) {
         brick_fh_put(r->bc, fh);
@@ -145,6 +147,12 @@ int brick_op_readdir(struct brick_req *r)
             }
             if (e > 0)
                 continue;
+            /* a listing with attributes: the subdirectories are likely
+             * listed next (warm.c) */
+            if (plus && d->d_type == DT_DIR && n_warm < WARM_PER_REPLY) {
+                brick_warm_subdir(r->b, fh->fd, nm);
+                n_warm++;
+            }
             if (r->out->len - start > budget && n_entries > 0) {
                 /* Over budget: this entry goes in the next reply, which
                  * resumes from the previous entry's cookie. */

@@ -179,6 +179,34 @@ static void test_plus_and_budget(struct tb *t)
     CHECK_EQ(tb_fh_op(t, RPC_OP_RELEASEDIR, fh), 0);
 }
 
+/* A listing with attributes queues its subdirectories for warming
+ * (warm.c), a plain one does not. */
+static void test_warms_subdirs(struct tb *t)
+{
+    CHECK_EQ(tb_mkdir(t, "/w", 0755), 0);
+    CHECK_EQ(tb_mkdir(t, "/w/a", 0755), 0);
+    CHECK_EQ(tb_mkdir(t, "/w/b", 0755), 0);
+    CHECK_EQ(tb_create(t, "/w/f", 0644, NULL, NULL), 0);
+    struct rpc_msg m = tb_msg("/w");
+    struct tb_reply rep;
+    CHECK_EQ(tb_call(t, RPC_OP_OPENDIR, &m, &rep), 0);
+    uint64_t fh = rep.m.fh;
+    tb_free(&rep);
+    uint64_t before = brick_warm_settle(t->b);
+    for (int plus = 0; plus < 2; plus++) {
+        m = tb_msg(NULL);
+        RPC_SET(&m, fh, RPC_T_FH, fh);
+        RPC_SET(&m, offset, RPC_T_OFFSET, 0);
+        RPC_SET(&m, size, RPC_T_SIZE, 65536);
+        RPC_SET(&m, flags, RPC_T_FLAGS, (uint64_t)plus);
+        CHECK_EQ(tb_call(t, RPC_OP_READDIR, &m, &rep), 0);
+        CHECK_EQ(rep.m.n_dirent, 3);
+        tb_free(&rep);
+        CHECK_EQ(brick_warm_settle(t->b) - before, plus ? 2 : 0);
+    }
+    CHECK_EQ(tb_fh_op(t, RPC_OP_RELEASEDIR, fh), 0);
+}
+
 int main(void)
 {
     log_init("test", LOG_WARN);
@@ -187,6 +215,7 @@ int main(void)
         return 1;
     test_plus_and_budget(&t);
     test_big_dir(&t);
+    test_warms_subdirs(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_readdir");
 }
