@@ -240,6 +240,89 @@ static int set_dht_xattr(struct brick_req *r, const struct brick_loc *loc, int i
     return rc;
 }
 
+/* What a create makes: a directory, a node (MKNOD: type in mode) or a
+ * symlink to target. */
+struct made {
+    enum { MADE_DIR, MADE_NODE, MADE_LINK } kind;
+    mode_t mode; /* permission bits (and set-id, sticky) */
+    mode_t type; /* MADE_NODE */
+    dev_t rdev;  /* MADE_NODE */
+    const char *target;
+};
+
+static int make_at(struct brick_req *r, int dirfd, const char *name, const struct made *m)
+{
+    switch (m->kind) {
+    case MADE_DIR:
+        return VFS->mkdirat(dirfd, name, m->mode);
+    case MADE_NODE:
+        return VFS->mknodat(dirfd, name, m->type | m->mode, m->rdev);
+    default:
+        return VFS->symlinkat(m->target, dirfd, name);
+    }
+}
+
+/* Makes loc under a temporary name in .cairn/tmp, with its distribute
+ * xattr (layout, link-to), id and owner, and renames it into place
+ * complete. Neither a lookup nor another client's racing create of the
+ * same name (a racing mkdir compares the copies' ids and replaces foreign
+ * ones; a distribute lookup takes a file without its link-to xattr for
+ * data) ever meets an object without them; and a brick crash leaves no
+ * half-made one (the brick empties .cairn/tmp when it starts). */
+static int make_staged(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
+                       struct made m)
+{
+    int is_dir = m.kind == MADE_DIR, rmflag = is_dir ? AT_REMOVEDIR : 0;
+    struct brick_loc tl = {.path = loc->path};
+    gfid_format(g, tl.name);
+    /* one of .cairn/tmp's subdirectories, by the gfid's random last byte */
+    tl.dirfd = r->b->tmp_fds[g->b[GFID_LEN - 1] % BRICK_TMP_DIRS];
+    if (tl.dirfd < 0)
+        tl.dirfd = r->b->tmp_fd;
+    struct stat pst, st;
+    if (is_dir && VFS->fstatat(loc->dirfd, "", &pst) == 0 && (pst.st_mode & S_ISGID))
+        m.mode |= S_ISGID; /* what mkdir in a setgid parent would have given */
+    int rc = make_at(r, tl.dirfd, tl.name, &m);
+    if (rc < 0)
+        return rc;
+    if (m.kind != MADE_LINK && (rc = set_dht_xattr(r, &tl, is_dir)) < 0)
+        return rc; /* removed it */
+    if ((rc = own_made(r, loc, tl.dirfd, tl.name, g, m.mode, &st)) == 0 && is_dir &&
+        (m.mode & S_ISGID) && !(st.st_mode & S_ISGID))
+        rc = VFS->fchmodat(tl.dirfd, tl.name, m.mode & 07777);
+    if (rc == 0)
+        rc = VFS->renameat2(tl.dirfd, tl.name, loc->dirfd, loc->name, RENAME_NOREPLACE);
+    if (rc < 0) {
+        if (rc != -EEXIST)
+            log_debug("making %s failed: %s", loc->path, strerror(-rc));
+        VFS->unlinkat(tl.dirfd, tl.name, rmflag);
+        return rc;
+    }
+    if ((rc = put_loc_attr(r, loc)) < 0)
+        VFS->unlinkat(loc->dirfd, loc->name, rmflag);
+    return rc;
+}
+
+/* Makes loc: staged (make_staged), or in place when the brick has no
+ * .cairn/tmp or the parent has a default ACL, which must shape the object
+ * as it is made; in place, a failure removes it again. */
+static int make_object(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
+                       struct made m)
+{
+    int acl = m.kind != MADE_LINK && brick_dir_default_acl(r->b, loc);
+    if (m.kind != MADE_LINK)
+        m.mode = brick_create_mode_acl(r->in, acl);
+    if (r->b->tmp_fd >= 0 && !acl)
+        return make_staged(r, loc, g, m);
+    int is_dir = m.kind == MADE_DIR;
+    int rc = make_at(r, loc->dirfd, loc->name, &m);
+    if (rc == 0 && m.kind != MADE_LINK)
+        rc = set_dht_xattr(r, loc, is_dir);
+    if (rc == 0)
+        rc = finish_create(r, loc, g, m.mode, is_dir);
+    return rc;
+}
+
 int brick_op_mknod(struct brick_req *r)
 {
     struct brick_loc loc;
@@ -255,52 +338,10 @@ int brick_op_mknod(struct brick_req *r)
         type = S_IFREG;
     if ((rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_CREATE, &loc)) < 0)
         goto out;
-    mode_t mode = brick_create_mode(r->b, &loc, r->in);
     dev_t rdev = (type == S_IFCHR || type == S_IFBLK) ? (dev_t)r->in->rdev : 0;
-    if ((rc = VFS->mknodat(loc.dirfd, loc.name, type | mode, rdev)) == 0 &&
-        (rc = set_dht_xattr(r, &loc, 0)) == 0)
-        rc = finish_create(r, &loc, &g, mode, 0);
+    rc = make_object(r, &loc, &g, (struct made){.kind = MADE_NODE, .type = type, .rdev = rdev});
 out:
     brick_loc_release(r->b, &loc);
-    return rc;
-}
-
-/* Makes directory loc under a temporary name in .cairn/tmp, with its
- * layout, id and owner, and renames it into place complete. Neither a
- * lookup nor another client's racing mkdir of the same name (which
- * compares the copies' ids and replaces foreign ones) ever meets a
- * directory without its id; and a brick crash leaves no half-made one
- * (the brick empties .cairn/tmp when it starts). */
-static int make_dir_staged(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
-                           mode_t mode)
-{
-    struct brick_loc tl = {.path = loc->path};
-    gfid_format(g, tl.name);
-    /* one of .cairn/tmp's subdirectories, by the gfid's random last byte */
-    tl.dirfd = r->b->tmp_fds[g->b[GFID_LEN - 1] % BRICK_TMP_DIRS];
-    if (tl.dirfd < 0)
-        tl.dirfd = r->b->tmp_fd;
-    struct stat pst, st;
-    if (VFS->fstatat(loc->dirfd, "", &pst) == 0 && (pst.st_mode & S_ISGID))
-        mode |= S_ISGID; /* what mkdir in a setgid parent would have given */
-    int rc = VFS->mkdirat(tl.dirfd, tl.name, mode);
-    if (rc < 0)
-        return rc;
-    if ((rc = set_dht_xattr(r, &tl, 1)) < 0)
-        return rc; /* removed it */
-    if ((rc = own_made(r, loc, tl.dirfd, tl.name, g, mode, &st)) == 0 && (mode & S_ISGID) &&
-        !(st.st_mode & S_ISGID))
-        rc = VFS->fchmodat(tl.dirfd, tl.name, mode & 07777);
-    if (rc == 0)
-        rc = VFS->renameat2(tl.dirfd, tl.name, loc->dirfd, loc->name, RENAME_NOREPLACE);
-    if (rc < 0) {
-        if (rc != -EEXIST)
-            log_debug("making directory %s failed: %s", loc->path, strerror(-rc));
-        VFS->unlinkat(tl.dirfd, tl.name, AT_REMOVEDIR);
-        return rc;
-    }
-    if ((rc = put_loc_attr(r, loc)) < 0)
-        VFS->unlinkat(loc->dirfd, loc->name, AT_REMOVEDIR);
     return rc;
 }
 
@@ -317,15 +358,7 @@ int brick_op_mkdir(struct brick_req *r)
         rc = -EEXIST;
         goto out;
     }
-    /* A parent with a default ACL must shape the directory as it is made:
-     * there it is made in place, and removed again on failure. */
-    int acl = brick_dir_default_acl(r->b, &loc);
-    mode_t mode = brick_create_mode_acl(r->in, acl);
-    if (r->b->tmp_fd >= 0 && !acl)
-        rc = make_dir_staged(r, &loc, &g, mode);
-    else if ((rc = VFS->mkdirat(loc.dirfd, loc.name, mode)) == 0 &&
-             (rc = set_dht_xattr(r, &loc, 1)) == 0)
-        rc = finish_create(r, &loc, &g, mode, 1);
+    rc = make_object(r, &loc, &g, (struct made){.kind = MADE_DIR});
 out:
     brick_loc_release(r->b, &loc);
     return rc;
@@ -347,8 +380,7 @@ int brick_op_symlink(struct brick_req *r)
         return -ENAMETOOLONG;
     if ((rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_CREATE, &loc)) < 0)
         goto out;
-    if ((rc = VFS->symlinkat(target, loc.dirfd, loc.name)) == 0)
-        rc = finish_create(r, &loc, &g, 0777, 0);
+    rc = make_object(r, &loc, &g, (struct made){.kind = MADE_LINK, .mode = 0777, .target = target});
 out:
     brick_loc_release(r->b, &loc);
     return rc;

@@ -170,6 +170,47 @@ static void make_dir(struct tb *t)
     CHECK_EQ(tb_lookup(t, "/d/sg/sub", &seen), 0);
 }
 
+/* MKNOD (a distribute link-to file, a FIFO) and SYMLINK: made whole before
+ * they have their name, like directories. */
+static void make_node_and_link(struct tb *t)
+{
+    gfid_t g;
+    struct rpc_msg m = new_object("/d/lt", &g, S_IFREG | S_ISVTX, 1234, 5678);
+    rpc_set_bytes(&m, RPC_T_LINKTO, &m.linkto, "2", 1);
+    struct rpc_attr seen;
+    CHECK_EQ(tb_do(t, RPC_OP_MKNOD, &m), 0);
+    CHECK_EQ(tb_lookup(t, "/d/lt", &seen), 0);
+    CHECK(!memcmp(seen.gfid.b, g.b, GFID_LEN));
+    CHECK_EQ(seen.mode, S_IFREG | S_ISVTX);
+    CHECK_EQ(seen.uid, 1234);
+    char path[PATH_MAX], v[8] = "";
+    snprintf(path, sizeof(path), "%s/d/lt", t->dir);
+    CHECK_EQ(getxattr(path, BRICK_XATTR_LINKTO, v, sizeof(v)), 1);
+    CHECK_EQ(v[0], '2');
+    gfid_generate(&m.gfid);
+    CHECK_EQ(tb_do(t, RPC_OP_MKNOD, &m), -EEXIST);
+    m = new_object("/d/fifo", &g, S_IFIFO | 0640, 0, 0);
+    CHECK_EQ(tb_do(t, RPC_OP_MKNOD, &m), 0);
+    CHECK_EQ(tb_lookup(t, "/d/fifo", &seen), 0);
+    CHECK_EQ(seen.mode, S_IFIFO | 0640);
+    CHECK(!memcmp(seen.gfid.b, g.b, GFID_LEN));
+    m = new_object("/d/ln", &g, 0, 1234, 5678);
+    rpc_set_bytes(&m, RPC_T_NAME, &m.name, "some/target", 11);
+    CHECK_EQ(tb_do(t, RPC_OP_SYMLINK, &m), 0);
+    CHECK_EQ(tb_lookup(t, "/d/ln", &seen), 0);
+    CHECK(S_ISLNK(seen.mode));
+    CHECK(!memcmp(seen.gfid.b, g.b, GFID_LEN));
+    CHECK_EQ(seen.uid, 1234);
+    CHECK_EQ(seen.gid, 5678);
+    char target[32] = "";
+    snprintf(path, sizeof(path), "%s/d/ln", t->dir);
+    CHECK_EQ(readlink(path, target, sizeof(target)), 11);
+    CHECK(!memcmp(target, "some/target", 11));
+    gfid_generate(&m.gfid);
+    CHECK_EQ(tb_do(t, RPC_OP_SYMLINK, &m), -EEXIST);
+    CHECK_EQ(staged_count(t), 0);
+}
+
 int main(void)
 {
     struct tb t;
@@ -181,6 +222,7 @@ int main(void)
     create_as(&t, "/d/setid", 06755, 1234, 5678); /* chown drops them; they come back */
     make_file(&t);
     make_dir(&t);
+    make_node_and_link(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_create");
 }
