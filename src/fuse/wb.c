@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "aclmode.h"
 #include "bridge.h"
 
 #define WB_FILE_MAX (1u << 20)
@@ -977,11 +978,17 @@ int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
     if (!f)
         return 0;
     struct wb_xattr *x = xa_find(f, name);
+    /* An access ACL sets the mode's permission bits (the group's from its
+     * mask), as a file system does; MAKE_FILE sets the xattrs before the
+     * mode, so the last of chmod and setfacl wins there too. */
+    int acl = !strcmp(name, "system.posix_acl_access") ? cf_acl_mode(value, size) : -2;
     int err = 0;
     if ((flags & XATTR_CREATE) && x)
         err = EEXIST;
     else if ((flags & XATTR_REPLACE) && !x)
         err = ENODATA;
+    else if (acl == -1)
+        err = EINVAL;
     if (!err) {
         void *v = malloc(size ? size : 1);
         if (v && size)
@@ -1004,6 +1011,10 @@ int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
             x->val = v;
             x->len = size;
             now_ts(&f->st.st_ctim);
+            if (acl >= 0) {
+                f->st.st_mode = (f->st.st_mode & ~(mode_t)0777) | (mode_t)acl;
+                f->valid |= RPC_SET_MODE;
+            }
         } else {
             free(v);
             err = ENOMEM;

@@ -417,3 +417,30 @@ def test_rsync_pattern_stays_written_back(wc):
             assert st.st_mtime_ns == 1_300_000_000_000_000_000 + i and stat.S_IMODE(st.st_mode) == 0o640
             with open(p, "rb") as fh:
                 assert fh.read() == content(i)
+
+
+def test_acl_set_on_a_written_back_file_sets_its_mode(wc):
+    """setfacl on files still written back (not yet on the bricks): the
+    ACL's mask becomes the group bits at once, as on a local file system,
+    and the bricks end with the same ACL and mode; a chmod after the ACL
+    makes its group bits the mask. (MAKE_FILE sets the xattrs before the
+    mode: without the mode following the ACL, the brick's chmod turned the
+    mask to the old group bits.)"""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    for name in ("f", "g"):
+        p = os.path.join(d, name)
+        with open(p, "wb") as fh:
+            fh.write(b"secret")
+        os.chmod(p, 0o600)
+        subprocess.run(["setfacl", "-m", "u:1001:r", p], check=True)
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o640
+    os.chmod(os.path.join(d, "g"), 0o600)
+    fsync_dir(d)
+    for name, mode, mask in (("f", 0o640, "mask::r--"), ("g", 0o600, "mask::---")):
+        for where in [os.path.join(b, "d") for b in bricks] + [os.path.join(m2.path, "d")]:
+            p = os.path.join(where, name)
+            assert stat.S_IMODE(os.stat(p).st_mode) == mode, (p, oct(os.stat(p).st_mode))
+            out = subprocess.run(["getfacl", "-n", p], capture_output=True, text=True).stdout
+            assert "user:1001:r--" in out and mask in out, (p, out)
