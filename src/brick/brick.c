@@ -127,6 +127,13 @@ static void open_tmp(struct brick *b)
     }
 }
 
+int brick_tmp_dir(struct brick *b, const gfid_t *g, char name[GFID_STRLEN])
+{
+    gfid_format(g, name);
+    int d = b->tmp_fds[g->b[GFID_LEN - 1] % BRICK_TMP_DIRS];
+    return d >= 0 ? d : b->tmp_fd;
+}
+
 static int init_private(struct brick *b, const char *id, char *err, size_t errlen)
 {
     int rc = b->vfs->mkdirat(b->root_fd, BRICK_PRIVATE, 0700);

@@ -68,6 +68,11 @@ struct brick {
 int brick_open(struct brick **out, const char *path, const char *volume, const char *id,
                const struct brick_vfs *vfs, char *err, size_t errlen);
 void brick_close(struct brick *b);
+/* Where a new object with id g is built before it is named (MAKE_FILE,
+ * CREATE, MKDIR, MKNOD, SYMLINK): one of .cairn/tmp's subdirectories, by
+ * the id's random last byte (.cairn/tmp itself when that one could not be
+ * opened); name gets the id as text. Requires b->tmp_fd >= 0. */
+int brick_tmp_dir(struct brick *b, const gfid_t *g, char name[GFID_STRLEN]);
 
 /* Applies one live option (MGMT_RECONF); unknown names are ignored. */
 void brick_set_option(struct brick *b, const char *name, const char *value);

@@ -144,6 +144,34 @@ static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd
     return 0;
 }
 
+/* CREATE of a new file: opened under a temporary name in .cairn/tmp, given
+ * its id and owner, then renamed to loc with RENAME_NOREPLACE, so that no
+ * lookup meets it without its id. Returns the open fd (st: its attributes
+ * once named), -EEXIST when the name is taken, or -errno; on failure
+ * nothing is left. */
+static int create_staged(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
+                         int flags, mode_t mode, struct stat *st)
+{
+    char tmp[GFID_STRLEN];
+    int tdir = brick_tmp_dir(r->b, g, tmp);
+    int fd = VFS->openat(tdir, tmp, flags | O_CREAT | O_EXCL, mode);
+    if (fd < 0)
+        return fd;
+    int rc = init_created(r, loc, fd, g, mode, st);
+    if (rc == 0)
+        rc = VFS->renameat2(tdir, tmp, loc->dirfd, loc->name, RENAME_NOREPLACE);
+    if (rc == 0 && (rc = VFS->fstatat(fd, "", st)) < 0) /* the rename moved ctime */
+        VFS->unlinkat(loc->dirfd, loc->name, 0);
+    if (rc < 0) {
+        if (rc != -EEXIST)
+            log_debug("create of %s failed: %s", loc->path, strerror(-rc));
+        VFS->close(fd);
+        VFS->unlinkat(tdir, tmp, 0);
+        return rc;
+    }
+    return fd;
+}
+
 int brick_op_create(struct brick_req *r)
 {
     struct brick_loc loc;
@@ -163,12 +191,17 @@ int brick_op_create(struct brick_req *r)
         rc = -EISDIR;
         goto out;
     }
-    mode_t mode = brick_create_mode(r->b, &loc, r->in);
+    /* Made in .cairn/tmp and renamed into place with its id and owner
+     * (create_staged), unless the parent's default ACL must shape it. */
+    int acl = brick_dir_default_acl(r->b, &loc);
+    mode_t mode = brick_create_mode_acl(r->in, acl);
+    int staged = r->b->tmp_fd >= 0 && !acl;
     for (int tries = 0; tries < 5; tries++) {
-        int fd = VFS->openat(loc.dirfd, loc.name, flags | O_CREAT | O_EXCL, mode);
+        struct stat st;
+        int fd = staged ? create_staged(r, &loc, &g, flags, mode, &st)
+                        : VFS->openat(loc.dirfd, loc.name, flags | O_CREAT | O_EXCL, mode);
         if (fd >= 0) {
-            struct stat st;
-            if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0) {
+            if (!staged && (rc = init_created(r, &loc, fd, &g, mode, &st)) < 0) {
                 log_debug("create of %s failed after the create: %s", loc.path, strerror(-rc));
                 VFS->close(fd);
                 VFS->unlinkat(loc.dirfd, loc.name, 0);
@@ -426,11 +459,7 @@ int brick_op_make_file(struct brick_req *r)
     mode_t mode = brick_create_mode_acl(r->in, acl);
     char tmp[GFID_STRLEN];
     int named = r->b->tmp_fd < 0 || acl;
-    gfid_format(&g, tmp);
-    /* one of .cairn/tmp's subdirectories, by the gfid's random last byte */
-    int tdir = r->b->tmp_fds[g.b[GFID_LEN - 1] % BRICK_TMP_DIRS];
-    if (tdir < 0)
-        tdir = r->b->tmp_fd;
+    int tdir = brick_tmp_dir(r->b, &g, tmp);
     int fd = named ? VFS->openat(loc.dirfd, loc.name,
                                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode)
                    : VFS->openat(tdir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);

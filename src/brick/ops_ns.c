@@ -274,11 +274,7 @@ static int make_staged(struct brick_req *r, const struct brick_loc *loc, const g
 {
     int is_dir = m.kind == MADE_DIR, rmflag = is_dir ? AT_REMOVEDIR : 0;
     struct brick_loc tl = {.path = loc->path};
-    gfid_format(g, tl.name);
-    /* one of .cairn/tmp's subdirectories, by the gfid's random last byte */
-    tl.dirfd = r->b->tmp_fds[g->b[GFID_LEN - 1] % BRICK_TMP_DIRS];
-    if (tl.dirfd < 0)
-        tl.dirfd = r->b->tmp_fd;
+    tl.dirfd = brick_tmp_dir(r->b, g, tl.name);
     struct stat pst, st;
     if (is_dir && VFS->fstatat(loc->dirfd, "", &pst) == 0 && (pst.st_mode & S_ISGID))
         m.mode |= S_ISGID; /* what mkdir in a setgid parent would have given */

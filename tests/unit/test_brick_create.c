@@ -211,6 +211,27 @@ static void make_node_and_link(struct tb *t)
     CHECK_EQ(staged_count(t), 0);
 }
 
+/* CREATE of a taken name: O_EXCL answers EEXIST, without it the existing
+ * file is opened (its id kept); nothing is left staged either way. */
+static void create_taken(struct tb *t)
+{
+    gfid_t g, g2;
+    struct rpc_attr seen;
+    struct tb_reply rep;
+    CHECK_EQ(tb_lookup(t, "/d/user", &seen), 0);
+    g = seen.gfid;
+    struct rpc_msg m = new_object("/d/user", &g2, S_IFREG | 0644, 0, 0);
+    RPC_SET(&m, flags, RPC_T_FLAGS, O_RDWR | O_CREAT | O_EXCL);
+    CHECK_EQ(tb_do(t, RPC_OP_CREATE, &m), -EEXIST);
+    RPC_SET(&m, flags, RPC_T_FLAGS, O_RDWR | O_CREAT);
+    CHECK_EQ(tb_call(t, RPC_OP_CREATE, &m, &rep), 0);
+    CHECK(!memcmp(rep.m.attr.gfid.b, g.b, GFID_LEN));
+    uint64_t fh = rep.m.fh;
+    tb_free(&rep);
+    CHECK_EQ(tb_fh_op(t, RPC_OP_RELEASE, fh), 0);
+    CHECK_EQ(staged_count(t), 0);
+}
+
 int main(void)
 {
     struct tb t;
@@ -221,6 +242,7 @@ int main(void)
     create_as(&t, "/d/user", 0640, 1234, 5678);
     create_as(&t, "/d/setid", 06755, 1234, 5678); /* chown drops them; they come back */
     make_file(&t);
+    create_taken(&t);
     make_dir(&t);
     make_node_and_link(&t);
     tb_close(&t, 1);
