@@ -147,12 +147,6 @@ int brick_op_readdir(struct brick_req *r)
             }
             if (e > 0)
                 continue;
-            /* a listing with attributes: the subdirectories are likely
-             * listed next (warm.c) */
-            if (plus && d->d_type == DT_DIR && n_warm < WARM_PER_REPLY) {
-                brick_warm_subdir(r->b, fh->fd, nm);
-                n_warm++;
-            }
             if (r->out->len - start > budget && n_entries > 0) {
                 /* Over budget: this entry goes in the next reply, which
                  * resumes from the previous entry's cookie. */
@@ -161,6 +155,12 @@ int brick_op_readdir(struct brick_req *r)
                 break;
             }
             n_entries++;
+            /* a listing with attributes: the subdirectories are likely
+             * listed next (warm.c) */
+            if (plus && d->d_type == DT_DIR && n_warm < WARM_PER_REPLY) {
+                brick_warm_subdir(r->b, fh->fd, nm);
+                n_warm++;
+            }
         }
     }
     if (eof)

@@ -190,17 +190,17 @@ static const char *at_name(const char *name)
 
 /* Whether the *xattrat call that returned rc (errno set) settled it, so
  * its result stands; else the kernel lacks the calls. */
+void brick_vfs_posix_xattr_by_path(void)
+{
+    __atomic_store_n(&xattrat_missing, 1, __ATOMIC_RELAXED);
+}
+
 static int xattrat_done(long rc)
 {
     if (rc >= 0 || errno != ENOSYS)
         return 1;
-    __atomic_store_n(&xattrat_missing, 1, __ATOMIC_RELAXED);
+    brick_vfs_posix_xattr_by_path();
     return 0;
-}
-
-void brick_vfs_posix_xattr_by_path(void)
-{
-    __atomic_store_n(&xattrat_missing, 1, __ATOMIC_RELAXED);
 }
 
 static int use_xattrat(void)

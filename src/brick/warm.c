@@ -14,13 +14,13 @@
  * the workers. It uses the system calls directly, not the brick's storage
  * interface, and only when that interface is the real one: a fault armed
  * by a test is not consumed here. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "brick.h"
@@ -28,7 +28,6 @@
 
 #define WARM_QUEUE 256
 #define WARM_ENTRIES 4096
-#define WARM_BUF 32768
 
 struct brick_warm {
     pthread_mutex_t lock;
@@ -38,42 +37,33 @@ struct brick_warm {
     int busy; /* walking one */
     int stopping;
     pthread_t thread;
-    uint64_t walked, dropped; /* directories (for tests and logs) */
+    uint64_t walked; /* directories (for tests) */
 };
 
-struct dirent64_ {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-static void walk(int fd, char *buf)
+/* Reads the inodes of the first WARM_ENTRIES entries of directory fd, and
+ * closes it. */
+static void walk(int fd)
 {
-    int seen = 0;
-    for (;;) {
-        long n = syscall(SYS_getdents64, fd, buf, WARM_BUF);
-        if (n <= 0)
-            return;
-        for (long o = 0; o < n;) {
-            const struct dirent64_ *d = (const void *)(buf + o);
-            o += d->d_reclen;
-            const char *nm = d->d_name;
-            if (nm[0] == '.' && (!nm[1] || (nm[1] == '.' && !nm[2])))
-                continue;
-            struct stat st;
-            (void)fstatat(fd, nm, &st, AT_SYMLINK_NOFOLLOW);
-            if (++seen >= WARM_ENTRIES)
-                return;
-        }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
     }
+    int seen = 0;
+    for (struct dirent *e; seen < WARM_ENTRIES && (e = readdir(d));) {
+        const char *nm = e->d_name;
+        if (nm[0] == '.' && (!nm[1] || (nm[1] == '.' && !nm[2])))
+            continue;
+        struct stat st;
+        (void)fstatat(fd, nm, &st, AT_SYMLINK_NOFOLLOW);
+        seen++;
+    }
+    closedir(d);
 }
 
 static void *warm_main(void *arg)
 {
     struct brick_warm *w = arg;
-    char *buf = malloc(WARM_BUF);
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->count && !w->stopping)
@@ -85,16 +75,13 @@ static void *warm_main(void *arg)
         w->count--;
         w->busy = 1;
         pthread_mutex_unlock(&w->lock);
-        if (buf)
-            walk(fd, buf);
-        close(fd);
+        walk(fd);
         pthread_mutex_lock(&w->lock);
         w->walked++;
         w->busy = 0;
         pthread_cond_broadcast(&w->cond);
     }
     pthread_mutex_unlock(&w->lock);
-    free(buf);
     return NULL;
 }
 
@@ -137,24 +124,24 @@ void brick_warm_fini(struct brick *b)
     b->warm = NULL;
 }
 
+static int full(const struct brick_warm *w)
+{
+    return w->count == WARM_QUEUE || w->stopping;
+}
+
 void brick_warm_subdir(struct brick *b, int dirfd, const char *name)
 {
     struct brick_warm *w = b->warm;
     if (!w)
         return;
     pthread_mutex_lock(&w->lock);
-    int full = w->count == WARM_QUEUE || w->stopping;
-    if (full)
-        w->dropped++;
+    int room = !full(w); /* no open when there is no room for it */
     pthread_mutex_unlock(&w->lock);
-    if (full)
-        return;
-    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = room ? openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (fd < 0)
         return;
     pthread_mutex_lock(&w->lock);
-    if (w->count == WARM_QUEUE || w->stopping) {
-        w->dropped++;
+    if (full(w)) {
         pthread_mutex_unlock(&w->lock);
         close(fd);
         return;
