@@ -46,6 +46,7 @@ struct cf_leases;
 struct cf_known;
 struct cf_wb;
 struct cf_wbrm;
+struct cf_wbd;
 struct cf_uring;
 struct cf_rc;
 struct cf_ps;
@@ -65,6 +66,7 @@ struct cf {
     struct cf_known *known;   /* known.c */
     struct cf_wb *wb;         /* wb.c */
     struct cf_wbrm *wbrm;     /* wb_rm.c */
+    struct cf_wbd *wbd;       /* wb_dir.c */
     struct cf_uring *uring;   /* uring.c */
     struct cf_rc *rc;         /* readcache.c */
     struct cf_ps *ps;         /* pagestore.c */
@@ -362,6 +364,25 @@ int cf_wbrm_settle(struct cf *cf);
 int cf_wbrm_settle_path(struct cf *cf, const char *path);
 /* 1 when a removal of parent/name is queued or in flight. */
 int cf_wbrm_queued(struct cf *cf, uint64_t parent, const char *name);
+
+/* ---- wb_dir.c: write-back of directory attributes (docs/consistency.md) ---- */
+int cf_wbd_init(struct cf *cf);
+void cf_wbd_free(struct cf *cf);
+/* Answers a SETATTR of mode, owner or explicit times of a directory this
+ * mount holds exclusively, in a parent it holds exclusively (returns 1);
+ * the SETATTR goes to the bricks from a queue, after the directory's
+ * written-back files. */
+int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set);
+/* Until the pending SETATTR of node / of dir and of the directories in it
+ * / of parent and of parent/name / of every directory is answered; the
+ * error of one that failed meanwhile, or 0. */
+int cf_wbd_settle(struct cf *cf, uint64_t node);
+int cf_wbd_settle_in(struct cf *cf, uint64_t dir);
+int cf_wbd_settle_name(struct cf *cf, uint64_t parent, const char *name);
+int cf_wbd_settle_all(struct cf *cf);
+
+/* ops_entry.c: the SETATTR arguments for the fields to_set of attr. */
+void cf_setattr_args(struct rpc_msg *a, const struct stat *attr, int to_set);
 
 struct fop {
     struct cl_op op;

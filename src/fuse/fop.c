@@ -51,15 +51,18 @@ static int settle(struct cf *cf, fuse_ino_t ino, const char *name)
         uint64_t child = cf_wbh_busy(cf) ? cl_itable_child(cf->it, ino, name) : 0;
         if (child)
             cf_wbh_sync(cf, child);
+        if ((rc = cf_wbd_settle_name(cf, ino, name)) < 0)
+            return rc;
         return cf_wb_settle_name(cf, ino, name);
     }
     if (cf_wbh_busy(cf)) {
         cf_wbh_sync(cf, ino);
         cf_wbh_settle_dir(cf, ino);
     }
-    if ((rc = cf_wb_settle(cf, ino)) < 0)
+    if ((rc = cf_wb_settle(cf, ino)) < 0 || (rc = cf_wb_settle_dir(cf, ino)) < 0)
         return rc;
-    return cf_wb_settle_dir(cf, ino);
+    /* its own attributes, and those of directories it lists */
+    return cf_wbd_settle_in(cf, ino);
 }
 
 int fop_path(struct fop *f, fuse_ino_t ino, const char *name)

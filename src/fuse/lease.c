@@ -207,6 +207,9 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
     int rc = cf_wb_settle_dir(L->cf, node);
     if (rc < 0)
         log_warn("files written back into %s before its recall: %s", path, strerror(-rc));
+    if ((rc = cf_wbd_settle_in(L->cf, node)) < 0)
+        log_warn("directory attributes written back in %s before its recall: %s", path,
+                 strerror(-rc));
     cf_known_forget(L->cf, node);
     cf_ps_quiesce(L->cf, node); /* a store of its pages ends before they are dropped */
     /* Then what was written behind in it: a write checks the lease under

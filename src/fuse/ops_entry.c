@@ -86,25 +86,9 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fop_submit(f);
 }
 
-void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                struct fuse_file_info *fi)
+void cf_setattr_args(struct rpc_msg *a, const struct stat *attr, int to_set)
 {
-    if (to_set & FUSE_SET_ATTR_SIZE)
-        cf_rc_changed(fuse_req_userdata(req), ino);
-    if ((to_set & FUSE_SET_ATTR_MODE) && cf_killpriv_bits(attr->st_mode))
-        cf_known_nosetid(fuse_req_userdata(req), ino, 0);
-    if (cf_wb_setattr(req, ino, attr, to_set))
-        return;
-    struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
-    if (!f)
-        return;
-    f->parent = ino;
-    struct rpc_msg *a = &f->op.args;
     uint64_t valid = 0;
-    cf_known_forget_attr(f->cf, ino);
-    int rc = target(f, ino, fi);
-    if (rc < 0)
-        FOP_FAIL(f, rc);
     if (to_set & FUSE_SET_ATTR_MODE) {
         valid |= RPC_SET_MODE;
         RPC_SET(a, mode, RPC_T_MODE, attr->st_mode);
@@ -142,6 +126,26 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
     if (to_set & FUSE_SET_ATTR_CTIME)
         valid |= RPC_SET_CTIME;
     RPC_SET(a, valid, RPC_T_VALID, valid);
+}
+
+void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                struct fuse_file_info *fi)
+{
+    if (to_set & FUSE_SET_ATTR_SIZE)
+        cf_rc_changed(fuse_req_userdata(req), ino);
+    if ((to_set & FUSE_SET_ATTR_MODE) && cf_killpriv_bits(attr->st_mode))
+        cf_known_nosetid(fuse_req_userdata(req), ino, 0);
+    if (cf_wb_setattr(req, ino, attr, to_set) || cf_wbd_setattr(req, ino, attr, to_set))
+        return;
+    struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
+    if (!f)
+        return;
+    f->parent = ino;
+    cf_known_forget_attr(f->cf, ino);
+    int rc = target(f, ino, fi);
+    if (rc < 0)
+        FOP_FAIL(f, rc);
+    cf_setattr_args(&f->op.args, attr, to_set);
     fop_lease_key(f, ino);
     cf_lease_ask(f);
     fop_submit(f);

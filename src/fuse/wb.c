@@ -164,6 +164,8 @@ int cf_wb_init(struct cf *cf)
     pthread_condattr_destroy(&ca);
     cf->wb = w;
     int rc = cf_wbrm_init(cf);
+    if (rc == 0)
+        rc = cf_wbd_init(cf);
     if (rc == 0 && pthread_create(&w->sender, NULL, sender_main, w) != 0)
         rc = -EAGAIN;
     if (rc < 0) {
@@ -622,7 +624,9 @@ int cf_wb_settle_dir(struct cf *cf, uint64_t dir)
 
 int cf_wb_settle_all(struct cf *cf)
 {
-    return cf->wb ? settle_in(cf->wb, 0) : 0;
+    int rc = cf->wb ? settle_in(cf->wb, 0) : 0;
+    int r2 = cf_wbd_settle_all(cf); /* the directories' attributes after their files */
+    return rc ? rc : r2;
 }
 
 void cf_wb_free(struct cf *cf)
@@ -630,6 +634,7 @@ void cf_wb_free(struct cf *cf)
     struct cf_wb *w = cf->wb;
     if (!w)
         return;
+    cf_wbd_free(cf);
     cf_wbrm_free(cf);
     pthread_mutex_lock(&w->lock);
     w->stop = 1;
@@ -688,7 +693,9 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         cf_known_set_dir_acl(cf, parent, ask_default_acl(cf, parent));
     if (cf_known_dir_acl(cf, parent) != 1)
         return 0;
-    /* The name's removal reaches the bricks before the new file. */
+    /* A change of the directory's attributes, and the name's removal,
+     * reach the bricks before the new file. */
+    (void)cf_wbd_settle(cf, parent);
     if (cf_wbrm_queued(cf, parent, name))
         cf_wbrm_settle(cf);
     const struct fuse_ctx *c = fuse_req_ctx(req);
@@ -1087,7 +1094,8 @@ int cf_wb_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t
         !cf_known_absent(cf, newparent, newname) || cf_wbrm_queued(cf, newparent, newname))
         return 0;
     uint64_t node = cl_itable_child(cf->it, parent, name);
-    if (!node || cl_itable_hold(cf->it, newparent) < 0)
+    if (!node || cf_wbd_settle(cf, parent) < 0 || cf_wbd_settle(cf, newparent) < 0 ||
+        cl_itable_hold(cf->it, newparent) < 0)
         return 0;
     struct wb_file *f = pending_node(w, node);
     if (!f || f->parent != parent || strcmp(f->name, name)) {

@@ -223,6 +223,10 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
     uint64_t node = cl_itable_child(cf->it, parent, name);
     if (!node)
         return 0;
+    /* Attributes of the directory, or of the one removed, written back
+     * first. */
+    if (cf_wbd_settle_name(cf, parent, name) < 0)
+        return 0;
     /* Only an empty directory this mount made and still holds alone. */
     if (is_dir && !(cf_known_excl(cf, node) && cf_known_dir_empty(cf, node)))
         return 0;

@@ -444,3 +444,120 @@ def test_acl_set_on_a_written_back_file_sets_its_mode(wc):
             assert stat.S_IMODE(os.stat(p).st_mode) == mode, (p, oct(os.stat(p).st_mode))
             out = subprocess.run(["getfacl", "-n", p], capture_output=True, text=True).stdout
             assert "user:1001:r--" in out and mask in out, (p, out)
+
+
+# ---- directory attributes (wb_dir.c) ----
+
+def dir_attrs_in_child(d, name, mode, uid, gid, ns):
+    """A child that holds d open, and on a line on stdin sets the times,
+    owner and mode of d/name in the order tar does at the end of a
+    directory (three SETATTRs), printing "done". (A chmod of a directory
+    makes the kernel look its name up again before the next call, and a
+    lookup of a name asks the bricks.)"""
+    code = f"""
+import os, sys
+fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
+os.stat({name!r}, dir_fd=fd)
+print("ready", flush=True)
+sys.stdin.readline()
+os.utime({name!r}, ns={ns!r}, dir_fd=fd)
+os.chown({name!r}, {uid}, {gid}, dir_fd=fd, follow_symlinks=False)
+os.chmod({name!r}, {mode}, dir_fd=fd)
+print("done", flush=True)
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def test_directory_attributes_are_answered_here_and_reach_every_brick(wc):
+    """chown, chmod and utimes of a directory this mount made, in one it
+    made, are answered without the bricks and reach them after the files
+    written back into the directory (whose arrival would otherwise move the
+    directory's mtime past the one set)."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.makedirs(os.path.join(d, "sub"))
+    with open(os.path.join(d, "first"), "wb") as fh:
+        fh.write(b"1")
+    for i in range(40):
+        with open(os.path.join(d, "sub", f"s{i}"), "wb") as fh:
+            fh.write(content(i))
+    ns = (1_400_000_000_123_456_789, 1_300_000_000_987_654_321)
+    child = dir_attrs_in_child(d, "sub", 0o2751, 1234, 5678, ns)
+    assert go_while_bricks_stopped(wc, child), \
+        "the attributes of a written-back directory waited for the bricks"
+    st = os.stat(os.path.join(d, "sub"))
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o2751, 1234, 5678)
+    assert st.st_mtime_ns == ns[1]
+    fsync_dir(d)
+    for where in [os.path.join(b, "d", "sub") for b in bricks] + [os.path.join(m2.path, "d", "sub")]:
+        st = os.stat(where)
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o2751, 1234, 5678), where
+        assert st.st_mtime_ns == ns[1], where
+        assert sorted(os.listdir(where)) == sorted(f"s{i}" for i in range(40)), where
+
+
+def test_directory_attributes_seen_by_another_client_at_once(wc):
+    """Another client sees a directory's new attributes at its next access,
+    by stat or by listing the parent, while they are still queued here."""
+    _, (m1, m2) = replica3(wc)
+    top = os.path.join(m1.path, "top")
+    os.mkdir(top)
+    for k in range(3):
+        sub = os.path.join(top, f"sub{k}")
+        os.mkdir(sub)
+        with open(os.path.join(sub, "f"), "wb") as fh:
+            fh.write(content(k))
+        os.chmod(sub, 0o700 + k)
+        os.utime(sub, ns=(1_000_000_000 * (k + 1), 2_000_000_000 * (k + 1)))
+    # by stat of the directory
+    st = os.stat(os.path.join(m2.path, "top", "sub0"))
+    assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_mtime_ns == 2_000_000_000
+    # by listing the parent (the attributes come with the entries)
+    seen = {e.name: e.stat(follow_symlinks=False) for e in os.scandir(os.path.join(m2.path, "top"))}
+    for k in range(3):
+        assert stat.S_IMODE(seen[f"sub{k}"].st_mode) == 0o700 + k
+        assert seen[f"sub{k}"].st_mtime_ns == 2_000_000_000 * (k + 1)
+    # and back: m2 changes one, m1 sees it
+    os.chmod(os.path.join(m2.path, "top", "sub1"), 0o755)
+    assert stat.S_IMODE(os.stat(os.path.join(top, "sub1")).st_mode) == 0o755
+
+
+def test_create_after_directory_utime_moves_its_mtime_on_the_bricks(wc):
+    """The order of a directory's SETATTR and a create in it holds on the
+    bricks: a file made after the utime moves the mtime on, as locally."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.makedirs(os.path.join(d, "sub"))
+    with open(os.path.join(d, "sub", "a"), "wb") as fh:
+        fh.write(b"a")
+    os.utime(os.path.join(d, "sub"), ns=(946_684_800_000_000_000, 946_684_800_000_000_000))
+    with open(os.path.join(d, "sub", "b"), "wb") as fh:
+        fh.write(b"b")
+    fsync_dir(d)
+    here = os.stat(os.path.join(d, "sub")).st_mtime
+    assert here > time.time() - 600
+    for where in [os.path.join(b, "d", "sub") for b in bricks] + [os.path.join(m2.path, "d", "sub")]:
+        st = os.stat(where)
+        assert st.st_mtime > time.time() - 600, where
+        assert sorted(os.listdir(where)) == ["a", "b"], where
+
+
+def test_failed_directory_attributes_are_reported(wc):
+    """A directory's SETATTR written back that the bricks refuse is logged
+    and returned by the next fsync of its parent."""
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.makedirs(os.path.join(d, "gone"))
+    with open(os.path.join(d, "first"), "wb") as fh:
+        fh.write(b"1")
+    fsync_dir(d)
+    # removed behind the client's back, on every brick
+    for b in bricks:
+        os.rmdir(os.path.join(b, "d", "gone"))
+    os.chmod(os.path.join(d, "gone"), 0o700)
+    with pytest.raises(OSError):
+        fsync_dir(d)
+    assert "attributes of /d/gone written back" in m1.tail(1 << 20)
