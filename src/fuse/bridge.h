@@ -47,6 +47,7 @@ struct cf_known;
 struct cf_wb;
 struct cf_wbrm;
 struct cf_wbd;
+struct cf_wbm;
 struct cf_uring;
 struct cf_rc;
 struct cf_ps;
@@ -67,6 +68,7 @@ struct cf {
     struct cf_wb *wb;         /* wb.c */
     struct cf_wbrm *wbrm;     /* wb_rm.c */
     struct cf_wbd *wbd;       /* wb_dir.c */
+    struct cf_wbm *wbm;       /* wb_mkdir.c */
     struct cf_uring *uring;   /* uring.c */
     struct cf_rc *rc;         /* readcache.c */
     struct cf_ps *ps;         /* pagestore.c */
@@ -149,6 +151,10 @@ int cf_lease_held(const struct fop *f);
  * concerned path (recalls of other paths, such as the parent's, do not
  * matter for what the reply leased on path itself). */
 int cf_lease_held_path(const struct fop *f, const char *path);
+/* For a request sent outside a fop: the mark to send it with (0: leases
+ * are off, ask for none), and whether no recall since it concerned path. */
+uint64_t cf_lease_mark(struct cf *cf);
+int cf_lease_kept(struct cf *cf, uint64_t mark, const char *path);
 /* Kernel timeouts for f's reply: long under a lease, else the volume's. */
 double cf_lease_entry_timeout(const struct fop *f);
 double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a);
@@ -346,6 +352,9 @@ int cf_wb_fsync_fh(struct cf *cf, uint64_t fh);
  * (1); 0 when none is pending here (or it is in flight); -EBUSY while the
  * kernel still has it open. */
 int cf_wb_drop_unsent(struct cf *cf, uint64_t node);
+/* For wb_mkdir.c: the closed files of dir never sent are dropped (its MKDIR
+ * failed); the count. */
+size_t cf_wb_drop_dir(struct cf *cf, uint64_t dir);
 /* A background error in dir: returned by the next create or fsyncdir there. */
 void cf_wb_note_error(struct cf *cf, uint64_t dir, int err);
 size_t cf_wb_max_files(struct cf *cf);
@@ -380,6 +389,22 @@ int cf_wbd_settle(struct cf *cf, uint64_t node);
 int cf_wbd_settle_in(struct cf *cf, uint64_t dir);
 int cf_wbd_settle_name(struct cf *cf, uint64_t parent, const char *name);
 int cf_wbd_settle_all(struct cf *cf);
+
+/* ---- wb_mkdir.c: write-back of mkdir (docs/consistency.md) ---- */
+int cf_wbm_init(struct cf *cf);
+void cf_wbm_free(struct cf *cf);
+/* Answers mkdir of name in parent here (returns 1) when parent is complete,
+ * exclusively leased and without a default ACL, and name is free; the
+ * MKDIR goes to the bricks from a queue. */
+int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+/* Until the pending MKDIR of node / of node and every directory above it /
+ * of every directory made in dir / of all is answered; the error of one that
+ * failed meanwhile, or 0. */
+int cf_wbm_busy(struct cf *cf); /* any MKDIR pending */
+int cf_wbm_settle(struct cf *cf, uint64_t node);
+int cf_wbm_settle_up(struct cf *cf, uint64_t node);
+int cf_wbm_settle_in(struct cf *cf, uint64_t dir);
+int cf_wbm_settle_all(struct cf *cf);
 
 /* ops_entry.c: the SETATTR arguments for the fields to_set of attr. */
 void cf_setattr_args(struct rpc_msg *a, const struct stat *attr, int to_set);

@@ -43,26 +43,36 @@ static int copy_name(char *dst, const char *name)
     return 0;
 }
 
-/* Whatever this request names must be on the bricks first (wb.c). */
+/* Whatever this request names must be on the bricks first (wb.c). A
+ * directory or its attributes failing meanwhile is reported by fsync and
+ * create in its parent, not to this request, which the bricks answer. */
 static int settle(struct cf *cf, fuse_ino_t ino, const char *name)
 {
     int rc;
     if (name) {
+        /* The directories on the way, the named one included, exist. */
+        if (cf_wbm_busy(cf)) {
+            uint64_t named = cl_itable_child(cf->it, ino, name);
+            (void)cf_wbm_settle_up(cf, named ? named : ino);
+        }
         uint64_t child = cf_wbh_busy(cf) ? cl_itable_child(cf->it, ino, name) : 0;
         if (child)
             cf_wbh_sync(cf, child);
-        if ((rc = cf_wbd_settle_name(cf, ino, name)) < 0)
-            return rc;
+        (void)cf_wbd_settle_name(cf, ino, name);
         return cf_wb_settle_name(cf, ino, name);
     }
     if (cf_wbh_busy(cf)) {
         cf_wbh_sync(cf, ino);
         cf_wbh_settle_dir(cf, ino);
     }
+    /* The directories on the way exist, and so do the ones made in it. */
+    (void)cf_wbm_settle_up(cf, ino);
+    (void)cf_wbm_settle_in(cf, ino);
     if ((rc = cf_wb_settle(cf, ino)) < 0 || (rc = cf_wb_settle_dir(cf, ino)) < 0)
         return rc;
     /* its own attributes, and those of directories it lists */
-    return cf_wbd_settle_in(cf, ino);
+    (void)cf_wbd_settle_in(cf, ino);
+    return 0;
 }
 
 int fop_path(struct fop *f, fuse_ino_t ino, const char *name)

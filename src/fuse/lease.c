@@ -82,14 +82,19 @@ void cf_lease_configure(struct cf *cf, int enabled, double cache_timeout)
     __atomic_store(&L->cache_timeout, &cache_timeout, __ATOMIC_RELAXED);
 }
 
+uint64_t cf_lease_mark(struct cf *cf)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L || !__atomic_load_n(&L->enabled, __ATOMIC_RELAXED))
+        return 0;
+    return __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1;
+}
+
 void cf_lease_ask(struct fop *f)
 {
-    struct cf_leases *L = f->cf->leases;
-    f->lease_seq = 0;
-    if (!L || !__atomic_load_n(&L->enabled, __ATOMIC_RELAXED))
-        return;
-    f->lease_seq = __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1;
-    RPC_SET(&f->op.args, lease, RPC_T_LEASE, RPC_LEASE_READ);
+    f->lease_seq = cf_lease_mark(f->cf);
+    if (f->lease_seq)
+        RPC_SET(&f->op.args, lease, RPC_T_LEASE, RPC_LEASE_READ);
 }
 
 void cf_reply_begin(struct cf *cf)
@@ -122,10 +127,15 @@ int cf_lease_held(const struct fop *f)
 
 int cf_lease_held_path(const struct fop *f, const char *path)
 {
-    struct cf_leases *L = granted(f);
-    if (!L)
+    return granted(f) && cf_lease_kept(f->cf, f->lease_seq, path);
+}
+
+int cf_lease_kept(struct cf *cf, uint64_t mark, const char *path)
+{
+    struct cf_leases *L = cf->leases;
+    if (!L || !mark)
         return 0;
-    uint64_t base = f->lease_seq - 1;
+    uint64_t base = mark - 1;
     pthread_mutex_lock(&L->lock);
     uint64_t now = __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE);
     int held = now - base <= RECENT;
@@ -207,6 +217,8 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
     int rc = cf_wb_settle_dir(L->cf, node);
     if (rc < 0)
         log_warn("files written back into %s before its recall: %s", path, strerror(-rc));
+    if ((rc = cf_wbm_settle_in(L->cf, node)) < 0)
+        log_warn("directories made in %s before its recall: %s", path, strerror(-rc));
     if ((rc = cf_wbd_settle_in(L->cf, node)) < 0)
         log_warn("directory attributes written back in %s before its recall: %s", path,
                  strerror(-rc));

@@ -8,6 +8,13 @@
 
 void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+    /* A directory this mount made and still holds a lease on lists every
+     * name it has (known.c); the answer needs nothing from the bricks, so
+     * nothing written back waits for them first. */
+    if (strlen(name) <= NAME_MAX && cf_known_absent(fuse_req_userdata(req), parent, name)) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
     struct fop *f = fop_new(req, RPC_OP_LOOKUP, fop_done_entry_cb);
     if (!f)
         return;
@@ -15,13 +22,6 @@ void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     int rc = fop_path(f, parent, name);
     if (rc < 0)
         FOP_FAIL(f, rc);
-    /* A directory this mount made and still holds a lease on lists every
-     * name it has (known.c). */
-    if (cf_known_absent(f->cf, parent, f->name)) {
-        fuse_reply_err(req, ENOENT);
-        fop_free(f);
-        return;
-    }
     cf_lease_ask(f);
     fop_submit(f);
 }
@@ -212,6 +212,8 @@ void cf_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 
 void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+    if (cf_wbm_mkdir(req, parent, name, mode))
+        return;
     struct fop *f = new_entry_op(req, RPC_OP_MKDIR, parent, name, 1);
     if (!f)
         return;

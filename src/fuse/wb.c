@@ -117,6 +117,7 @@ int cf_wb_is_fh(uint64_t fh)
 }
 
 static void send_locked(struct cf_wb *w, struct wb_file *f);
+static struct wb_file *first_in(struct cf_wb *w, uint64_t dir, int closed);
 static void release_parent(struct cf_wb *w, struct wb_file *f);
 static uint64_t mono_ms(void);
 
@@ -166,6 +167,8 @@ int cf_wb_init(struct cf *cf)
     int rc = cf_wbrm_init(cf);
     if (rc == 0)
         rc = cf_wbd_init(cf);
+    if (rc == 0)
+        rc = cf_wbm_init(cf);
     if (rc == 0 && pthread_create(&w->sender, NULL, sender_main, w) != 0)
         rc = -EAGAIN;
     if (rc < 0) {
@@ -316,6 +319,18 @@ size_t cf_wb_max_files(struct cf *cf)
     return n;
 }
 
+/* A closed file never sent: it never reaches the bricks. Under w->lock. */
+static void drop_closed(struct cf_wb *w, struct wb_file *f)
+{
+    closed_remove(w, f);
+    release_parent(w, f);
+    w->bytes -= f->cap;
+    w->files--;
+    unlink_file(w, f);
+    file_free(f);
+    pthread_cond_broadcast(&w->cond);
+}
+
 int cf_wb_drop_unsent(struct cf *cf, uint64_t node)
 {
     struct cf_wb *w = cf->wb;
@@ -327,18 +342,27 @@ int cf_wb_drop_unsent(struct cf *cf, uint64_t node)
     if (f && f->state == WB_OPEN) {
         rc = -EBUSY;
     } else if (f && f->state == WB_CLOSED) {
-        /* Never sent: it never reaches the bricks. */
-        closed_remove(w, f);
-        release_parent(w, f);
-        w->bytes -= f->cap;
-        w->files--;
-        unlink_file(w, f);
-        file_free(f);
-        pthread_cond_broadcast(&w->cond);
+        drop_closed(w, f);
         rc = 1;
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+size_t cf_wb_drop_dir(struct cf *cf, uint64_t dir)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f;
+    while ((f = first_in(w, dir, 1))) {
+        drop_closed(w, f);
+        n++;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return n;
 }
 
 int cf_wb_dir_error(struct cf *cf, uint64_t dir)
@@ -491,6 +515,7 @@ static void send_locked(struct cf_wb *w, struct wb_file *f)
     if (!s)
         return;
     pthread_mutex_unlock(&w->lock);
+    (void)cf_wbm_settle_up(w->cf, f->parent); /* its directory is on the bricks */
     cl_submit(w->cf->stack, &s->op);
     pthread_mutex_lock(&w->lock);
 }
@@ -503,6 +528,7 @@ static int materialize(struct cf_wb *w, struct wb_file *f)
     if (!s)
         return f->err ? f->err : -ENOMEM;
     pthread_mutex_unlock(&w->lock);
+    (void)cf_wbm_settle_up(w->cf, f->parent);
     int rc = cl_op_run(w->cf->stack, &s->op);
     int lease = rc == 0 && s->op.reply && rpc_has(&s->op.reply->msg, RPC_T_LEASE);
     uint64_t fh = 0;
@@ -624,7 +650,10 @@ int cf_wb_settle_dir(struct cf *cf, uint64_t dir)
 
 int cf_wb_settle_all(struct cf *cf)
 {
+    int r0 = cf_wbm_settle_all(cf); /* the directories before their files */
     int rc = cf->wb ? settle_in(cf->wb, 0) : 0;
+    if (!rc)
+        rc = r0;
     int r2 = cf_wbd_settle_all(cf); /* the directories' attributes after their files */
     return rc ? rc : r2;
 }
@@ -635,6 +664,7 @@ void cf_wb_free(struct cf *cf)
     if (!w)
         return;
     cf_wbd_free(cf);
+    cf_wbm_free(cf);
     cf_wbrm_free(cf);
     pthread_mutex_lock(&w->lock);
     w->stop = 1;

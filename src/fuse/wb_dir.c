@@ -25,13 +25,13 @@
  * for the bricks as without write-back. */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "../lib/log.h"
 #include "bridge.h"
+#include "wbq.h"
 
 #define WBD_MAX 4096
 
@@ -40,24 +40,14 @@
      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME)
 
 struct dset {
-    struct dset *next;
-    uint64_t node, parent;
-    struct stat attr; /* the values to send, per bit of to_set */
+    struct wbq_item it; /* first: the queue's item */
+    struct stat attr;   /* the values to send, per bit of to_set */
     int to_set;
-    int taken; /* the worker is sending it: no more merging */
 };
 
 struct cf_wbd {
+    struct wbq q;
     struct cf *cf;
-    pthread_mutex_t lock;
-    pthread_cond_t work; /* the worker: something queued, or stop */
-    pthread_cond_t done; /* waiters: an entry was answered */
-    struct dset *head, **tail;
-    size_t n;
-    unsigned long failures; /* sends that failed so far */
-    int last_err;           /* the last one's error, for waiters */
-    pthread_t worker;
-    int started, stop;
 };
 
 /* The fields to_set of attr, applied to st. */
@@ -75,18 +65,21 @@ static void apply(struct stat *st, const struct stat *attr, int to_set)
         st->st_mtim = attr->st_mtim;
 }
 
-static int send_one(struct cf_wbd *q, const struct dset *d)
+static int send_one(struct wbq *q, struct wbq_item *it)
 {
-    struct cf *cf = q->cf;
+    struct cf *cf = q->ctx;
+    const struct dset *d = (const struct dset *)it;
     /* The files written back into it land first: their arrival moves the
      * directory's times, which this SETATTR may set. */
-    int rc = cf_wb_settle_dir(cf, d->node);
+    int rc = cf_wb_settle_dir(cf, it->node);
     if (rc < 0)
-        log_debug("files of node %llu before its attributes: %s", (unsigned long long)d->node,
+        log_debug("files of node %llu before its attributes: %s", (unsigned long long)it->node,
                   strerror(-rc));
     cf_wbrm_settle(cf);
+    if ((rc = cf_wbm_settle_up(cf, it->node)) < 0)
+        return rc;
     char path[PATH_MAX];
-    if ((rc = cl_itable_path(cf->it, d->node, NULL, path, sizeof(path))) < 0)
+    if ((rc = cl_itable_path(cf->it, it->node, NULL, path, sizeof(path))) < 0)
         return rc;
     struct cl_op o;
     cl_op_init(&o, RPC_OP_SETATTR, NULL, NULL);
@@ -97,143 +90,76 @@ static int send_one(struct cf_wbd *q, const struct dset *d)
     cl_op_release(&o);
     if (rc < 0) {
         log_warn("attributes of %s written back: %s", path, strerror(-rc));
-        cf_known_forget_attr(cf, d->node);
-        cf_lease_inval_attr(cf, d->node);
+        cf_known_forget_attr(cf, it->node);
+        cf_lease_inval_attr(cf, it->node);
     }
     return rc;
 }
 
-static void *worker_main(void *arg)
+static void sent(struct wbq *q, struct wbq_item *it, int rc)
 {
-    struct cf_wbd *q = arg;
-    pthread_mutex_lock(&q->lock);
-    for (;;) {
-        struct dset *d = q->head;
-        if (!d) {
-            if (q->stop)
-                break;
-            pthread_cond_wait(&q->work, &q->lock);
-            continue;
-        }
-        d->taken = 1;
-        pthread_mutex_unlock(&q->lock);
-        int rc = send_one(q, d);
-        if (rc < 0)
-            cf_wb_note_error(q->cf, d->parent, rc);
-        cl_itable_forget(q->cf->it, d->node, 1);
-        pthread_mutex_lock(&q->lock);
-        if (rc < 0) {
-            q->failures++;
-            q->last_err = rc;
-        }
-        if (!(q->head = d->next))
-            q->tail = &q->head;
-        __atomic_sub_fetch(&q->n, 1, __ATOMIC_RELEASE);
-        free(d);
-        pthread_cond_broadcast(&q->done);
-    }
-    pthread_mutex_unlock(&q->lock);
-    return NULL;
+    struct cf *cf = q->ctx;
+    if (rc < 0)
+        cf_wb_note_error(cf, it->parent, rc);
+    cl_itable_forget(cf->it, it->node, 1);
+    free(it);
 }
 
 int cf_wbd_init(struct cf *cf)
 {
-    struct cf_wbd *q = calloc(1, sizeof(*q));
-    if (!q)
+    struct cf_wbd *w = calloc(1, sizeof(*w));
+    if (!w)
         return -ENOMEM;
-    q->cf = cf;
-    q->tail = &q->head;
-    pthread_mutex_init(&q->lock, NULL);
-    pthread_cond_init(&q->work, NULL);
-    pthread_cond_init(&q->done, NULL);
-    cf->wbd = q;
+    w->cf = cf;
+    wbq_init(&w->q, WBD_MAX, send_one, sent, cf);
+    cf->wbd = w;
     return 0;
 }
 
 void cf_wbd_free(struct cf *cf)
 {
-    struct cf_wbd *q = cf->wbd;
-    if (!q)
+    if (!cf->wbd)
         return;
-    cf_wbd_settle_all(cf);
-    pthread_mutex_lock(&q->lock);
-    q->stop = 1;
-    pthread_cond_broadcast(&q->work);
-    pthread_mutex_unlock(&q->lock);
-    if (q->started)
-        pthread_join(q->worker, NULL);
-    pthread_cond_destroy(&q->work);
-    pthread_cond_destroy(&q->done);
-    pthread_mutex_destroy(&q->lock);
-    free(q);
+    wbq_destroy(&cf->wbd->q);
+    free(cf->wbd);
     cf->wbd = NULL;
-}
-
-/* Whether an entry matching (node, or with by_parent any whose parent is
- * node) is pending; under q->lock. */
-static int pending_for(struct cf_wbd *q, uint64_t node, int by_parent)
-{
-    for (struct dset *d = q->head; d; d = d->next)
-        if (d->node == node || (by_parent && d->parent == node))
-            return 1;
-    return 0;
-}
-
-static int wait_for(struct cf *cf, uint64_t node, int by_parent)
-{
-    struct cf_wbd *q = cf->wbd;
-    if (!q || !__atomic_load_n(&q->n, __ATOMIC_ACQUIRE))
-        return 0;
-    pthread_mutex_lock(&q->lock);
-    unsigned long before = q->failures;
-    while (pending_for(q, node, by_parent))
-        pthread_cond_wait(&q->done, &q->lock);
-    int rc = q->failures != before ? q->last_err : 0;
-    pthread_mutex_unlock(&q->lock);
-    return rc;
 }
 
 int cf_wbd_settle(struct cf *cf, uint64_t node)
 {
-    return wait_for(cf, node, 0);
+    return cf->wbd ? wbq_wait(&cf->wbd->q, node, WBQ_NODE) : 0;
 }
 
 int cf_wbd_settle_in(struct cf *cf, uint64_t dir)
 {
-    return wait_for(cf, dir, 1);
+    if (!cf->wbd)
+        return 0;
+    int rc = wbq_wait(&cf->wbd->q, dir, WBQ_NODE);
+    int r2 = wbq_wait(&cf->wbd->q, dir, WBQ_PARENT);
+    return rc ? rc : r2;
 }
 
 int cf_wbd_settle_name(struct cf *cf, uint64_t parent, const char *name)
 {
-    struct cf_wbd *q = cf->wbd;
-    if (!q || !__atomic_load_n(&q->n, __ATOMIC_ACQUIRE))
+    if (!cf->wbd || !wbq_busy(&cf->wbd->q))
         return 0;
-    int rc = wait_for(cf, parent, 0);
+    int rc = cf_wbd_settle(cf, parent);
     uint64_t child = name ? cl_itable_child(cf->it, parent, name) : 0;
-    int r2 = child ? wait_for(cf, child, 0) : 0;
+    int r2 = child ? cf_wbd_settle(cf, child) : 0;
     return rc ? rc : r2;
 }
 
 int cf_wbd_settle_all(struct cf *cf)
 {
-    struct cf_wbd *q = cf->wbd;
-    if (!q || !__atomic_load_n(&q->n, __ATOMIC_ACQUIRE))
-        return 0;
-    pthread_mutex_lock(&q->lock);
-    unsigned long before = q->failures;
-    while (q->head)
-        pthread_cond_wait(&q->done, &q->lock);
-    int rc = q->failures != before ? q->last_err : 0;
-    pthread_mutex_unlock(&q->lock);
-    return rc;
+    return cf->wbd ? wbq_wait(&cf->wbd->q, 0, WBQ_ANY) : 0;
 }
 
 int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
 {
     struct cf *cf = fuse_req_userdata(req);
-    struct cf_wbd *q = cf->wbd;
+    struct cf_wbd *w = cf->wbd;
     struct stat st;
-    if (!q || !cf_wb_enabled(cf) || !to_set || (to_set & ~DEFERRABLE) ||
+    if (!w || !cf_wb_enabled(cf) || !to_set || (to_set & ~DEFERRABLE) ||
         !cf_known_attr(cf, ino, &st) || !S_ISDIR(st.st_mode) || !cf_known_excl(cf, ino))
         return 0;
     uint64_t parent = cl_itable_parent(cf->it, ino);
@@ -242,38 +168,26 @@ int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
     /* The worker names it by path when it sends. */
     if (cl_itable_hold(cf->it, ino) < 0)
         return 0;
-    pthread_mutex_lock(&q->lock);
-    struct dset *d = NULL;
-    for (struct dset *e = q->head; e; e = e->next)
-        if (e->node == ino && !e->taken)
-            d = e;
+    pthread_mutex_lock(&w->q.lock);
+    struct dset *d = (struct dset *)wbq_untaken_locked(&w->q, ino);
     int held = 1;
     if (d) {
         held = 0; /* the entry holds the node already */
-    } else if (q->n < WBD_MAX &&
-               (q->started ||
-                (q->started = pthread_create(&q->worker, NULL, worker_main, q) == 0))) {
-        d = calloc(1, sizeof(*d));
-        if (d) {
-            d->node = ino;
-            d->parent = parent;
-            d->attr = st;
-            *q->tail = d;
-            q->tail = &d->next;
-            __atomic_add_fetch(&q->n, 1, __ATOMIC_RELEASE);
-        }
+    } else if (wbq_room_locked(&w->q) && (d = calloc(1, sizeof(*d)))) {
+        d->it.node = ino;
+        d->it.parent = parent;
+        d->attr = st;
+        wbq_push_locked(&w->q, &d->it);
     }
-    if (!d) {
-        pthread_mutex_unlock(&q->lock);
+    if (d) {
+        apply(&d->attr, attr, to_set);
+        d->to_set |= to_set;
+    }
+    pthread_mutex_unlock(&w->q.lock);
+    if (!d || !held)
         cl_itable_forget(cf->it, ino, 1);
+    if (!d)
         return 0;
-    }
-    apply(&d->attr, attr, to_set);
-    d->to_set |= to_set;
-    pthread_cond_signal(&q->work);
-    pthread_mutex_unlock(&q->lock);
-    if (!held)
-        cl_itable_forget(cf->it, ino, 1);
 
     /* What the bricks will make of it. */
     apply(&st, attr, to_set);

@@ -123,7 +123,9 @@ static void *worker_main(void *arg)
         q->flying = r;
         q->inflight++;
         pthread_mutex_unlock(&q->lock);
-        /* The file's MAKE_FILE, if still in flight, goes first. */
+        /* The directory's MKDIR and the file's MAKE_FILE, if still in
+         * flight, go first. */
+        (void)cf_wbm_settle_up(q->cf, r->parent);
         if (r->op.args.op == RPC_OP_UNLINK)
             (void)cf_wb_settle(q->cf, r->node);
         cl_submit(q->cf->stack, &r->op);
@@ -225,7 +227,7 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
         return 0;
     /* Attributes of the directory, or of the one removed, written back
      * first. */
-    if (cf_wbd_settle_name(cf, parent, name) < 0)
+    if (cf_wbd_settle_name(cf, parent, name) < 0 || (is_dir && cf_wbm_settle(cf, node) < 0))
         return 0;
     /* Only an empty directory this mount made and still holds alone. */
     if (is_dir && !(cf_known_excl(cf, node) && cf_known_dir_empty(cf, node)))

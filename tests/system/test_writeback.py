@@ -222,6 +222,14 @@ def brick_pids(c, vol):
     return [p for (_, _, _, p) in c.brick_status(vol) if p]
 
 
+def start_child(code):
+    """Runs code in a child Python, once it printed "ready"."""
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
 def removals_in_child(d, names, dirs):
     """A child that holds d open, and on a line on stdin removes names and
     then dirs (relative to d), printing "done". Started while the bricks
@@ -237,10 +245,7 @@ for n in {dirs!r}:
     os.rmdir(n, dir_fd=fd)
 print("done", flush=True)
 """
-    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
-    return p
+    return start_child(code)
 
 
 def go_while_bricks_stopped(c, child):
@@ -465,10 +470,7 @@ os.chown({name!r}, {uid}, {gid}, dir_fd=fd, follow_symlinks=False)
 os.chmod({name!r}, {mode}, dir_fd=fd)
 print("done", flush=True)
 """
-    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
-    return p
+    return start_child(code)
 
 
 def test_directory_attributes_are_answered_here_and_reach_every_brick(wc):
@@ -561,3 +563,109 @@ def test_failed_directory_attributes_are_reported(wc):
     with pytest.raises(OSError):
         fsync_dir(d)
     assert "attributes of /d/gone written back" in m1.tail(1 << 20)
+
+
+# ---- mkdir (wb_mkdir.c) ----
+
+def tree_in_child(d):
+    """A child that holds d open, and on a line on stdin makes a/b/c below
+    it with a file in each level, printing "done"."""
+    code = f"""
+import os, sys
+fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
+print("ready", flush=True)
+sys.stdin.readline()
+p = ""
+for n in ("a", "b", "c"):
+    p = p + n
+    os.mkdir(p, 0o750, dir_fd=fd)
+    f = os.open(p + "/file", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640, dir_fd=fd)
+    os.write(f, p.encode() * 100)
+    os.close(f)
+    p = p + "/"
+print("done", flush=True)
+"""
+    return start_child(code)
+
+
+def test_mkdir_is_answered_here_and_reaches_every_brick(wc):
+    """mkdir in a directory this mount made is answered without the bricks,
+    files are written back into the new directory at once, and all of it
+    reaches every brick with the id this mount gave it."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    with open(os.path.join(d, "first"), "wb") as fh:
+        fh.write(b"1")
+    child = tree_in_child(d)
+    assert go_while_bricks_stopped(wc, child), "mkdir in a written-back directory waited for the bricks"
+    fsync_dir(d)
+    want = {"a/file": b"a" * 100, "a/b/file": b"a/b" * 100, "a/b/c/file": b"a/b/c" * 100}
+    for root in [os.path.join(b, "d") for b in bricks] + [os.path.join(m2.path, "d")]:
+        for rel, data in want.items():
+            with open(os.path.join(root, rel), "rb") as fh:
+                assert fh.read() == data, (root, rel)
+            assert stat.S_IMODE(os.stat(os.path.join(root, rel)).st_mode) == 0o640
+        for rel in ("a", "a/b", "a/b/c"):
+            st = os.stat(os.path.join(root, rel))
+            assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o750, (root, rel)
+    for rel in ("a", "a/b", "a/b/c"):
+        ids = {os.getxattr(os.path.join(b, "d", rel), "trusted.cairn.gfid") for b in bricks}
+        assert len(ids) == 1, rel
+    # the mount and the bricks agree on the directory's identity
+    assert os.stat(os.path.join(d, "a", "b")).st_ino == os.stat(os.path.join(m2.path, "d", "a", "b")).st_ino
+
+
+def test_mkdir_seen_by_another_client_at_once(wc):
+    _, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    os.makedirs(os.path.join(d, "x", "y", "z"))
+    with open(os.path.join(d, "x", "y", "z", "f"), "wb") as fh:
+        fh.write(b"deep")
+    with open(os.path.join(m2.path, "d", "x", "y", "z", "f"), "rb") as fh:
+        assert fh.read() == b"deep"
+    os.mkdir(os.path.join(d, "w"))
+    assert sorted(os.listdir(os.path.join(m2.path, "d"))) == ["w", "x"]
+    # the other client works in them, and the first sees it
+    with open(os.path.join(m2.path, "d", "w", "g"), "wb") as fh:
+        fh.write(b"from m2")
+    with open(os.path.join(d, "w", "g"), "rb") as fh:
+        assert fh.read() == b"from m2"
+    os.unlink(os.path.join(d, "w", "g"))
+    # a directory made and removed here never bothers anyone
+    os.mkdir(os.path.join(d, "gone"))
+    os.rmdir(os.path.join(d, "gone"))
+    assert sorted(os.listdir(os.path.join(m2.path, "d"))) == ["w", "x"]
+
+
+def test_failed_mkdir_is_reported_and_its_files_not_sent(wc):
+    """A MKDIR written back that the bricks refuse (the name was taken
+    behind the client's back) is logged, returned by the next fsync of the
+    parent, and what was written into the directory is not sent into
+    somebody else's directory."""
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    with open(os.path.join(d, "first"), "wb") as fh:
+        fh.write(b"1")
+    fsync_dir(d)
+    for b in bricks:
+        os.mkdir(os.path.join(b, "d", "clash"))
+    pids = brick_pids(wc, "wv")
+    for p in pids:
+        wc.stop_signal(p)
+    try:
+        os.mkdir(os.path.join(d, "clash"))
+        os.mkdir(os.path.join(d, "clash", "inner"))
+        with open(os.path.join(d, "clash", "inner", "f"), "wb") as fh:
+            fh.write(b"client's")
+    finally:
+        for p in pids:
+            wc.cont(p)
+    with pytest.raises(OSError):
+        fsync_dir(d)
+    for b in bricks:
+        assert os.listdir(os.path.join(b, "d", "clash")) == [], b
+    log = m1.tail(1 << 20)
+    assert "write-back of directory /d/clash failed" in log

@@ -1,0 +1,276 @@
+/* Write-back of mkdir (docs/consistency.md, "Write-back").
+ *
+ * In a directory this mount made and holds an exclusive lease on, a new
+ * directory is answered here: its id is made here, the mount knows it
+ * complete (empty) and its own, and files created in it are written back
+ * at once. One worker thread sends the MKDIRs in order, each asking for the
+ * exclusive lease on the new directory. Nobody else can reach the name
+ * before the worker sends it: any other client's request about the parent
+ * recalls the parent's lease, and the recall sends the pending MKDIRs made
+ * in it first.
+ *
+ * Order. Whatever goes to the bricks inside a directory whose MKDIR is
+ * pending waits for its answer: a written-back file, directory attributes
+ * or removal in it, a nested MKDIR (the worker sends in order), and any
+ * request of this mount by a path through it (fop_path). A listing or
+ * recall of the parent sends the pending MKDIRs in it first.
+ *
+ * Errors. A refused MKDIR is logged, the parent's cached state is dropped
+ * (the name disappears from the kernel's view, and what was written back
+ * into the directory fails and is reported in turn), and the error is
+ * returned by the next create or fsync of a directory in the parent. When
+ * the bricks grant no exclusive lease on the new directory (one was
+ * recalled meanwhile), what was written back into it is sent at once and
+ * the directory is written back no more. At most WBM_MAX are pending;
+ * beyond, mkdir waits for the bricks as without write-back. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/log.h"
+#include "bridge.h"
+#include "wbq.h"
+
+#define WBM_MAX 4096
+/* Directories whose MKDIR failed lately: what was made in them fails too,
+ * unsent (their paths may name somebody else's directory now). */
+#define FAILED_KEPT 64
+
+struct pmk {
+    struct wbq_item it; /* first: the queue's item */
+    char name[NAME_MAX + 1];
+    gfid_t gfid;
+    mode_t mode, umask;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    int excl; /* the bricks granted the exclusive lease on it */
+};
+
+struct cf_wbm {
+    struct wbq q;
+    struct cf *cf;
+    uint64_t failed[FAILED_KEPT]; /* the worker's alone */
+    unsigned n_failed;
+};
+
+/* Sends d's MKDIR. */
+static int mkdir_one(struct cf *cf, struct pmk *d)
+{
+    char path[PATH_MAX];
+    int rc = cl_itable_path(cf->it, d->it.parent, d->name, path, sizeof(path));
+    if (rc < 0)
+        return rc;
+    struct cl_op o;
+    cl_op_init(&o, RPC_OP_MKDIR, NULL, NULL);
+    struct rpc_msg *a = &o.args;
+    rpc_set_str(a, RPC_T_PATH, &a->path, path);
+    a->gfid = d->gfid;
+    a->present |= 1ull << RPC_T_GFID;
+    RPC_SET(a, mode, RPC_T_MODE, (uint64_t)(d->mode | S_IFDIR));
+    RPC_SET(a, umask, RPC_T_UMASK, d->umask);
+    RPC_SET(a, uid, RPC_T_UID, d->uid);
+    RPC_SET(a, gid, RPC_T_GID, d->gid);
+    RPC_SET(a, pid, RPC_T_PID, (uint64_t)d->pid);
+    uint64_t mark = cf_lease_mark(cf);
+    if (mark)
+        RPC_SET(a, lease, RPC_T_LEASE, RPC_LEASE_READ | RPC_LEASE_EXCL);
+    rc = cl_op_run(cf->stack, &o);
+    cl_opstats_note(&cf->stats, RPC_OP_MKDIR, o.rounds, rc);
+    if (rc == 0) {
+        const struct rpc_msg *m = &o.reply->msg;
+        if (!rpc_has(m, RPC_T_ATTR))
+            rc = -EPROTO;
+        else if (!gfid_equal(&m->attr.gfid, &d->gfid))
+            rc = -EEXIST; /* not the directory this mount made */
+        else
+            d->excl = rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) &&
+                      cf_lease_kept(cf, mark, path);
+    }
+    if (rc < 0)
+        log_error("write-back of directory %s failed: %s; it did not reach the bricks", path,
+                  strerror(-rc));
+    cl_op_release(&o);
+    return rc;
+}
+
+static int send_one(struct wbq *q, struct wbq_item *it)
+{
+    struct cf_wbm *w = (struct cf_wbm *)q; /* q is w's first member */
+    struct pmk *d = (struct pmk *)it;
+    int rc = -ENOENT;
+    int parent_failed = 0;
+    for (unsigned i = 0; i < FAILED_KEPT && i < w->n_failed; i++)
+        parent_failed |= w->failed[i] == it->parent;
+    if (!parent_failed)
+        rc = mkdir_one(w->cf, d);
+    else
+        log_error("write-back of directory %s not sent: its parent's failed", d->name);
+    if (rc < 0)
+        w->failed[w->n_failed++ % FAILED_KEPT] = it->node;
+    return rc;
+}
+
+/* After d's answer, once its waiters are woken. */
+static void sent(struct wbq *q, struct wbq_item *it, int rc)
+{
+    struct cf *cf = q->ctx;
+    struct pmk *d = (struct pmk *)it;
+    if (rc < 0) {
+        /* This mount showed a directory the bricks do not have, and
+         * what it holds is not sent. */
+        size_t lost = cf_wb_drop_dir(cf, it->node);
+        if (lost)
+            log_error("%zu files written back into directory %s were not sent", lost, d->name);
+        cf_wb_note_error(cf, it->parent, rc);
+        cf_known_forget(cf, it->node);
+        cf_known_forget(cf, it->parent);
+        cf_lease_drop_node(cf, it->parent);
+    } else if (!d->excl) {
+        /* Shared after all: no more write-back in it, and what was written
+         * back goes now. */
+        cf_known_forget(cf, it->node);
+        (void)cf_wb_settle_dir(cf, it->node);
+        cf_lease_drop_node(cf, it->node);
+    }
+    cl_itable_forget(cf->it, it->node, 1);
+    free(d);
+}
+
+int cf_wbm_init(struct cf *cf)
+{
+    struct cf_wbm *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->cf = cf;
+    wbq_init(&w->q, WBM_MAX, send_one, sent, cf);
+    cf->wbm = w;
+    return 0;
+}
+
+void cf_wbm_free(struct cf *cf)
+{
+    if (!cf->wbm)
+        return;
+    wbq_destroy(&cf->wbm->q);
+    free(cf->wbm);
+    cf->wbm = NULL;
+}
+
+int cf_wbm_busy(struct cf *cf)
+{
+    return cf->wbm && wbq_busy(&cf->wbm->q);
+}
+
+int cf_wbm_settle(struct cf *cf, uint64_t node)
+{
+    return cf->wbm ? wbq_wait(&cf->wbm->q, node, WBQ_NODE) : 0;
+}
+
+int cf_wbm_settle_in(struct cf *cf, uint64_t dir)
+{
+    return cf->wbm ? wbq_wait(&cf->wbm->q, dir, WBQ_PARENT) : 0;
+}
+
+int cf_wbm_settle_all(struct cf *cf)
+{
+    return cf->wbm ? wbq_wait(&cf->wbm->q, 0, WBQ_ANY) : 0;
+}
+
+int cf_wbm_settle_up(struct cf *cf, uint64_t node)
+{
+    if (!cf_wbm_busy(cf))
+        return 0;
+    /* The queue is in order: waiting for the deepest pending directory on
+     * the way up waits for those above it too. */
+    for (uint64_t n = node; n; n = cl_itable_parent(cf->it, n))
+        if (wbq_has(&cf->wbm->q, n))
+            return cf_wbm_settle(cf, n);
+    return 0;
+}
+
+int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wbm *w = cf->wbm;
+    struct stat pst;
+    size_t nl = strlen(name);
+    if (!w || !cf_wb_enabled(cf) || nl > NAME_MAX || !cf_known_excl(cf, parent) ||
+        cf_known_dir_acl(cf, parent) != 1 || !cf_known_attr(cf, parent, &pst) ||
+        !cf_known_absent(cf, parent, name))
+        return 0;
+    /* The parent's attributes, and the name's removal, reach the bricks
+     * before the new directory. */
+    (void)cf_wbd_settle(cf, parent);
+    if (cf_wbrm_queued(cf, parent, name))
+        cf_wbrm_settle(cf);
+    struct pmk *d = calloc(1, sizeof(*d));
+    if (!d)
+        return 0;
+    pthread_mutex_lock(&w->q.lock);
+    int room = wbq_room_locked(&w->q);
+    pthread_mutex_unlock(&w->q.lock);
+    int err;
+    gfid_generate(&d->gfid);
+    if (!room || !(d->it.node = cl_itable_link(cf->it, parent, name, &d->gfid, &err))) {
+        free(d);
+        return 0;
+    }
+    /* One lookup for the kernel's entry, one for the queue (its path). */
+    if (cl_itable_hold(cf->it, d->it.node) < 0) {
+        cl_itable_forget(cf->it, d->it.node, 1);
+        free(d);
+        return 0;
+    }
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+    d->it.parent = parent;
+    memcpy(d->name, name, nl + 1);
+    d->mode = mode & 07777;
+    d->umask = c->umask;
+    d->uid = c->uid;
+    d->gid = c->gid;
+    d->pid = c->pid;
+
+    /* What the bricks will make of it: mkdir keeps the sticky bit, and a
+     * setgid directory passes its group and its setgid bit on. */
+    struct stat st;
+    memset(&st, 0, sizeof(st));
+    st.st_mode = S_IFDIR | (mode & 01777 & ~c->umask);
+    st.st_uid = c->uid;
+    st.st_gid = c->gid;
+    if (pst.st_mode & S_ISGID) {
+        st.st_gid = pst.st_gid;
+        st.st_mode |= S_ISGID;
+    }
+    st.st_nlink = 2;
+    st.st_size = 4096;
+    st.st_blocks = 8;
+    st.st_blksize = 4096;
+    st.st_ino = gfid_ino(&d->gfid);
+    clock_gettime(CLOCK_REALTIME, &st.st_mtim);
+    st.st_atim = st.st_ctim = st.st_mtim;
+    cf_known_dir_made(cf, d->it.node, 1);
+    cf_known_set_dir_acl(cf, d->it.node, 1); /* the parent has no default ACL */
+    cf_known_set_attr(cf, d->it.node, &st);
+    cf_known_leased(cf, d->it.node);
+    cf_known_add(cf, parent, name);
+    pst.st_nlink++;
+    pst.st_mtim = pst.st_ctim = st.st_mtim;
+    cf_known_set_attr(cf, parent, &pst);
+
+    uint64_t node = d->it.node; /* d is the worker's once queued */
+    pthread_mutex_lock(&w->q.lock);
+    wbq_push_locked(&w->q, &d->it);
+    pthread_mutex_unlock(&w->q.lock);
+
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof(e));
+    e.ino = node;
+    e.attr = st;
+    e.attr_timeout = e.entry_timeout = cf_lease_cache_timeout(cf);
+    if (fuse_reply_entry(req, &e) != 0)
+        cl_itable_forget(cf->it, e.ino, 1); /* interrupted: still made, like any other */
+    return 1;
+}
