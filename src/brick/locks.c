@@ -77,10 +77,13 @@ static void answer_all(struct answer *a, int reply)
     while (a) {
         struct answer *n = a->next;
         struct waiter *w = a->w;
-        if (reply)
-            brick_send_reply(w->bc, w->opcode, w->reqid, a->status, NULL, NULL);
+        /* The handle first: once the client has the answer it may release
+         * the handle, and then the descriptor (and a flock on it) must go
+         * with the handle table's reference, not linger on this one. */
         if (w->fh)
             brick_fh_put(w->bc, w->fh);
+        if (reply)
+            brick_send_reply(w->bc, w->opcode, w->reqid, a->status, NULL, NULL);
         brick_conn_put(w->bc);
         free(w);
         free(a);
