@@ -358,6 +358,9 @@ size_t cf_wb_drop_dir(struct cf *cf, uint64_t dir);
 /* A background error in dir: returned by the next create or fsyncdir there. */
 void cf_wb_note_error(struct cf *cf, uint64_t dir, int err);
 size_t cf_wb_max_files(struct cf *cf);
+/* Before a name in parent is written back: a change of parent's attributes,
+ * and a removal of that name, reach the bricks first. */
+void cf_wb_order_new(struct cf *cf, uint64_t parent, const char *name);
 
 /* ---- wb_rm.c: write-back of unlink and rmdir (docs/consistency.md) ---- */
 int cf_wbrm_init(struct cf *cf);
@@ -383,11 +386,11 @@ void cf_wbd_free(struct cf *cf);
  * written-back files. */
 int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set);
 /* Until the pending SETATTR of node / of dir and of the directories in it
- * / of parent and of parent/name / of every directory is answered; the
- * error of one that failed meanwhile, or 0. */
+ * / of every directory is answered; the error of one that failed
+ * meanwhile, or 0. */
 int cf_wbd_settle(struct cf *cf, uint64_t node);
 int cf_wbd_settle_in(struct cf *cf, uint64_t dir);
-int cf_wbd_settle_name(struct cf *cf, uint64_t parent, const char *name);
+int cf_wbd_busy(struct cf *cf); /* any SETATTR pending */
 int cf_wbd_settle_all(struct cf *cf);
 
 /* ---- wb_mkdir.c: write-back of mkdir (docs/consistency.md) ---- */

@@ -50,15 +50,17 @@ static int settle(struct cf *cf, fuse_ino_t ino, const char *name)
 {
     int rc;
     if (name) {
-        /* The directories on the way, the named one included, exist. */
-        if (cf_wbm_busy(cf)) {
-            uint64_t named = cl_itable_child(cf->it, ino, name);
-            (void)cf_wbm_settle_up(cf, named ? named : ino);
-        }
-        uint64_t child = cf_wbh_busy(cf) ? cl_itable_child(cf->it, ino, name) : 0;
-        if (child)
+        int wbh = cf_wbh_busy(cf);
+        uint64_t child =
+            wbh || cf_wbm_busy(cf) || cf_wbd_busy(cf) ? cl_itable_child(cf->it, ino, name) : 0;
+        /* The directories on the way, the named one included, exist, and
+         * their attributes are on the bricks. */
+        (void)cf_wbm_settle_up(cf, child ? child : ino);
+        if (child && wbh)
             cf_wbh_sync(cf, child);
-        (void)cf_wbd_settle_name(cf, ino, name);
+        (void)cf_wbd_settle(cf, ino);
+        if (child)
+            (void)cf_wbd_settle(cf, child);
         return cf_wb_settle_name(cf, ino, name);
     }
     if (cf_wbh_busy(cf)) {

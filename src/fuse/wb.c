@@ -707,6 +707,13 @@ static int ask_default_acl(struct cf *cf, uint64_t dir)
     return rc == -ENODATA ? 1 : 2;
 }
 
+void cf_wb_order_new(struct cf *cf, uint64_t parent, const char *name)
+{
+    (void)cf_wbd_settle(cf, parent);
+    if (cf_wbrm_queued(cf, parent, name))
+        cf_wbrm_settle(cf);
+}
+
 int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                  struct fuse_file_info *fi)
 {
@@ -723,11 +730,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         cf_known_set_dir_acl(cf, parent, ask_default_acl(cf, parent));
     if (cf_known_dir_acl(cf, parent) != 1)
         return 0;
-    /* A change of the directory's attributes, and the name's removal,
-     * reach the bricks before the new file. */
-    (void)cf_wbd_settle(cf, parent);
-    if (cf_wbrm_queued(cf, parent, name))
-        cf_wbrm_settle(cf);
+    cf_wb_order_new(cf, parent, name);
     const struct fuse_ctx *c = fuse_req_ctx(req);
     struct wb_file *f = calloc(1, sizeof(*f));
     if (!f)

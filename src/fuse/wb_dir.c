@@ -46,8 +46,7 @@ struct dset {
 };
 
 struct cf_wbd {
-    struct wbq q;
-    struct cf *cf;
+    struct wbq q; /* q.ctx: the mount */
 };
 
 /* The fields to_set of attr, applied to st. */
@@ -69,13 +68,13 @@ static int send_one(struct wbq *q, struct wbq_item *it)
 {
     struct cf *cf = q->ctx;
     const struct dset *d = (const struct dset *)it;
-    /* The files written back into it land first: their arrival moves the
-     * directory's times, which this SETATTR may set. */
+    /* The files written back into it, and the removals queued after them
+     * (cf_wb_settle_dir settles those too), land first: their arrival
+     * moves the directory's times, which this SETATTR may set. */
     int rc = cf_wb_settle_dir(cf, it->node);
     if (rc < 0)
         log_debug("files of node %llu before its attributes: %s", (unsigned long long)it->node,
                   strerror(-rc));
-    cf_wbrm_settle(cf);
     if ((rc = cf_wbm_settle_up(cf, it->node)) < 0)
         return rc;
     char path[PATH_MAX];
@@ -110,7 +109,6 @@ int cf_wbd_init(struct cf *cf)
     struct cf_wbd *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
-    w->cf = cf;
     wbq_init(&w->q, WBD_MAX, send_one, sent, cf);
     cf->wbd = w;
     return 0;
@@ -139,14 +137,9 @@ int cf_wbd_settle_in(struct cf *cf, uint64_t dir)
     return rc ? rc : r2;
 }
 
-int cf_wbd_settle_name(struct cf *cf, uint64_t parent, const char *name)
+int cf_wbd_busy(struct cf *cf)
 {
-    if (!cf->wbd || !wbq_busy(&cf->wbd->q))
-        return 0;
-    int rc = cf_wbd_settle(cf, parent);
-    uint64_t child = name ? cl_itable_child(cf->it, parent, name) : 0;
-    int r2 = child ? cf_wbd_settle(cf, child) : 0;
-    return rc ? rc : r2;
+    return cf->wbd && wbq_busy(&cf->wbd->q);
 }
 
 int cf_wbd_settle_all(struct cf *cf)

@@ -50,8 +50,7 @@ struct pmk {
 };
 
 struct cf_wbm {
-    struct wbq q;
-    struct cf *cf;
+    struct wbq q;                 /* first, so the queue leads to this; q.ctx: the mount */
     uint64_t failed[FAILED_KEPT]; /* the worker's alone */
     unsigned n_failed;
 };
@@ -105,7 +104,7 @@ static int send_one(struct wbq *q, struct wbq_item *it)
     for (unsigned i = 0; i < FAILED_KEPT && i < w->n_failed; i++)
         parent_failed |= w->failed[i] == it->parent;
     if (!parent_failed)
-        rc = mkdir_one(w->cf, d);
+        rc = mkdir_one(q->ctx, d);
     else
         log_error("write-back of directory %s not sent: its parent's failed", d->name);
     if (rc < 0)
@@ -144,7 +143,6 @@ int cf_wbm_init(struct cf *cf)
     struct cf_wbm *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
-    w->cf = cf;
     wbq_init(&w->q, WBM_MAX, send_one, sent, cf);
     cf->wbm = w;
     return 0;
@@ -201,11 +199,7 @@ int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         cf_known_dir_acl(cf, parent) != 1 || !cf_known_attr(cf, parent, &pst) ||
         !cf_known_absent(cf, parent, name))
         return 0;
-    /* The parent's attributes, and the name's removal, reach the bricks
-     * before the new directory. */
-    (void)cf_wbd_settle(cf, parent);
-    if (cf_wbrm_queued(cf, parent, name))
-        cf_wbrm_settle(cf);
+    cf_wb_order_new(cf, parent, name);
     struct pmk *d = calloc(1, sizeof(*d));
     if (!d)
         return 0;

@@ -227,7 +227,8 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
         return 0;
     /* Attributes of the directory, or of the one removed, written back
      * first. */
-    if (cf_wbd_settle_name(cf, parent, name) < 0 || (is_dir && cf_wbm_settle(cf, node) < 0))
+    if (cf_wbd_settle(cf, parent) < 0 || cf_wbd_settle(cf, node) < 0 ||
+        (is_dir && cf_wbm_settle(cf, node) < 0))
         return 0;
     /* Only an empty directory this mount made and still holds alone. */
     if (is_dir && !(cf_known_excl(cf, node) && cf_known_dir_empty(cf, node)))
