@@ -279,6 +279,55 @@ out:
     return rc;
 }
 
+/* Writes len bytes at off, as write(2) would: *done is what was written
+ * (it stays written when a later part fails). Returns 0 or -errno (only
+ * when nothing was written). */
+static int write_at(struct brick_req *r, int fd, const uint8_t *p, size_t len, uint64_t off,
+                    size_t *done)
+{
+    *done = 0;
+    while (*done < len) {
+        long n = VFS->pwrite(fd, p + *done, len - *done, (off_t)(off + *done));
+        if (n == -EINTR)
+            continue;
+        if (n < 0)
+            return *done ? 0 : (int)n;
+        if (n == 0)
+            return *done ? 0 : -EIO;
+        *done += (size_t)n;
+    }
+    return 0;
+}
+
+/* EXTENTS: each piece of DATA at its offset, in order. A piece that fails
+ * or falls short fails the request (with ENOSPC when short); the pieces
+ * before it stay written. */
+static int write_extents(struct brick_req *r, int fd, size_t *done)
+{
+    const char *why;
+    int n = rpc_extents_check(r->in, &why);
+    *done = 0;
+    if (n < 0) {
+        snprintf(r->text, sizeof(r->text), "%s", why);
+        return n;
+    }
+    const uint8_t *p = r->in->data.p;
+    for (int i = 0; i < n; i++) {
+        uint64_t off;
+        uint32_t len;
+        size_t put;
+        rpc_extent_get(&r->in->extents, (uint32_t)i, &off, &len);
+        int rc = write_at(r, fd, p, len, off, &put);
+        *done += put;
+        if (rc == 0 && put < len)
+            rc = -ENOSPC;
+        if (rc < 0)
+            return rc;
+        p += len;
+    }
+    return 0;
+}
+
 int brick_op_write(struct brick_req *r)
 {
     struct brick_fh *fh;
@@ -286,28 +335,15 @@ int brick_op_write(struct brick_req *r)
     int rc = file_fh(r, &fh);
     if (rc < 0)
         return rc;
-    const uint8_t *p = r->in->data.p;
     size_t len = rpc_has(r->in, RPC_T_DATA) ? r->in->data.len : 0, done = 0;
     uint64_t off = r->in->offset;
-    if (off > INT64_MAX || off + len > INT64_MAX) {
+    if (rpc_has(r->in, RPC_T_EXTENTS)) {
+        rc = write_extents(r, fh->fd, &done);
+    } else if (off > INT64_MAX || off + len > INT64_MAX) {
         rc = -EFBIG;
         goto out;
-    }
-    while (done < len) {
-        long n = VFS->pwrite(fh->fd, p + done, len - done, (off_t)(off + done));
-        if (n == -EINTR)
-            continue;
-        if (n < 0) {
-            /* What was written stays written, as with write(2). */
-            if (done == 0)
-                rc = (int)n;
-            break;
-        }
-        if (n == 0) {
-            rc = done ? 0 : -EIO;
-            break;
-        }
-        done += (size_t)n;
+    } else {
+        rc = write_at(r, fh->fd, r->in->data.p, len, off, &done);
     }
     int killed = 0;
     if (rc == 0 && done > 0 && rpc_has(r->in, RPC_T_FLAGS) &&

@@ -4,10 +4,14 @@
  * (cf_known_excl: no other client can reach the file before the brick
  * recalls that lease) is answered at once, and its data reaches the bricks
  * in the background. Writes that continue one another are aggregated into
- * one extent of up to performance.aggregate-size bytes. An extent is sent
- * when it is full or a write lands elsewhere; the last one waits for more
- * unless nothing of the file is in flight and
- * performance.write-behind-trickling-writes is on (the default).
+ * one extent of up to performance.aggregate-size bytes. While nothing of
+ * the file is in flight, the extents are sent at once, except that the last
+ * one waits for more when performance.write-behind-trickling-writes is off.
+ * While some is in flight, they wait for it to come back, unless they add
+ * up to performance.aggregate-size; the extents that go out together (up to
+ * RPC_EXTENTS_MAX, WBH_SEND_MAX bytes) travel as one WRITE with EXTENTS, so
+ * scattered small writes cost the bricks one request per round trip rather
+ * than one each (docs/performance-notes.md, round eight).
  *
  * Bounded per file by performance.write-behind-window-size: a write that
  * takes the file's pending and in-flight bytes past it is queued as well,
@@ -40,17 +44,21 @@
 
 #define WBH_BUCKETS 256
 #define WBH_LINKED_MAX (1u << 20)
+#define WBH_SEND_MAX (1u << 20)
 
-/* One extent: pending (on the file's pend list) or in flight (fly). */
+/* One extent: pending (on the file's pend list) or in flight (fly). The
+ * first extent of a WRITE carries its op; the others of that WRITE follow
+ * it on out. */
 struct wbh_ext {
     struct cl_op op;
     struct cf *cf;
     struct wbh_file *wf;
     struct wbh_ext *next, *prev; /* pend: singly; fly: doubly linked */
-    struct wbh_ext *out;         /* to submit once the lock is dropped */
+    struct wbh_ext *out;         /* to submit once the lock is dropped; then the WRITE's others */
     uint64_t off, fh;
     size_t len, cap;
     char *data;
+    void *joined; /* a WRITE of several extents: its DATA and EXTENTS */
 };
 
 /* A write answered once its file is back under the window. */
@@ -66,7 +74,8 @@ struct wbh_file {
     struct wbh_ext *pend, *pend_last;
     struct wbh_ext *fly;
     struct wbh_reply *held, **held_tail;
-    size_t bytes; /* pending and in flight */
+    size_t bytes;      /* pending and in flight */
+    size_t pend_bytes; /* pending */
     int n_fly, waiters, err;
 };
 
@@ -81,7 +90,7 @@ struct cf_wbh {
      * directory nobody holds, so they are never written behind. */
     uint64_t *linked;
     size_t n_linked, cap_linked;
-    uint64_t answered, held, extents, bytes_sent, waits, failed;
+    uint64_t answered, held, extents, writes, bytes_sent, waits, failed;
 };
 
 static size_t bucket(uint64_t node)
@@ -179,11 +188,15 @@ static int overlaps(const struct wbh_ext *e, uint64_t off, size_t len)
     return 0;
 }
 
-/* Moves what is due from pend to fly and chains it on *out (force: all of
+/* Moves what is due from pend to fly and appends it to *out (force: all of
  * it). Under W->lock. */
 static void kick(struct cf_wbh *W, struct wbh_file *f, int force, struct wbh_ext **out)
 {
     int idle = f->n_fly == 0;
+    if (!force && !idle && f->pend_bytes < W->aggregate)
+        return; /* to go out with what comes meanwhile, once the bricks answer */
+    while (*out)
+        out = &(*out)->out;
     while (f->pend) {
         struct wbh_ext *e = f->pend;
         if (!e->next && !force && e->len < W->aggregate && !(W->trickle && idle))
@@ -191,29 +204,75 @@ static void kick(struct cf_wbh *W, struct wbh_file *f, int force, struct wbh_ext
         f->pend = e->next;
         if (!f->pend)
             f->pend_last = NULL;
+        f->pend_bytes -= e->len;
         e->prev = NULL;
         e->next = f->fly;
         if (f->fly)
             f->fly->prev = e;
         f->fly = e;
         f->n_fly++;
-        e->out = *out;
+        e->out = NULL;
         *out = e;
+        out = &e->out;
         W->extents++;
     }
 }
 
 static void send_done_cb(struct cl_op *op);
 
+/* Cuts from the chain at e the extents that go in e's WRITE (same handle,
+ * within the limits), joins their data when there are several, and returns
+ * the rest of the chain. Without memory for joining, e goes alone. */
+static struct wbh_ext *take_write(struct wbh_ext *e, uint32_t *n_out)
+{
+    uint32_t n = 1;
+    size_t len = e->len;
+    struct wbh_ext *last = e;
+    while (last->out && last->out->fh == e->fh && n < RPC_EXTENTS_MAX &&
+           len + last->out->len <= WBH_SEND_MAX) {
+        last = last->out;
+        len += last->len;
+        n++;
+    }
+    uint8_t *j = n > 1 ? malloc(len + (size_t)n * RPC_EXTENT_LEN) : NULL;
+    if (!j) {
+        n = 1;
+        last = e;
+    }
+    struct wbh_ext *rest = last->out;
+    last->out = NULL;
+    e->joined = j;
+    if (j) {
+        uint8_t *p = j + (size_t)n * RPC_EXTENT_LEN;
+        uint32_t i = 0;
+        for (struct wbh_ext *x = e; x; x = x->out, i++) {
+            rpc_extent_put(j, i, x->off, (uint32_t)x->len);
+            memcpy(p, x->data, x->len);
+            p += x->len;
+        }
+    }
+    *n_out = n;
+    return rest;
+}
+
 static void submit(struct wbh_ext *e)
 {
     while (e) {
-        struct wbh_ext *next = e->out;
+        uint32_t n;
+        struct wbh_ext *next = take_write(e, &n);
         cl_op_init(&e->op, RPC_OP_WRITE, send_done_cb, e);
         struct rpc_msg *a = &e->op.args;
         RPC_SET(a, fh, RPC_T_FH, e->fh);
-        RPC_SET(a, offset, RPC_T_OFFSET, e->off);
-        rpc_set_bytes(a, RPC_T_DATA, &a->data, e->data, e->len);
+        if (n == 1) {
+            RPC_SET(a, offset, RPC_T_OFFSET, e->off);
+            rpc_set_bytes(a, RPC_T_DATA, &a->data, e->data, e->len);
+        } else {
+            size_t head = (size_t)n * RPC_EXTENT_LEN, len = 0;
+            for (struct wbh_ext *x = e; x; x = x->out)
+                len += x->len;
+            rpc_set_bytes(a, RPC_T_EXTENTS, &a->extents, e->joined, head);
+            rpc_set_bytes(a, RPC_T_DATA, &a->data, (const uint8_t *)e->joined + head, len);
+        }
         cl_submit(e->cf->stack, &e->op);
         e = next;
     }
@@ -231,27 +290,33 @@ static void reply_all(struct wbh_reply *r)
 
 static void send_done_cb(struct cl_op *op)
 {
-    struct wbh_ext *e = op->ctx;
-    struct cf *cf = e->cf;
+    struct wbh_ext *first = op->ctx;
+    struct cf *cf = first->cf;
     struct cf_wbh *W = cf->wbh;
-    struct wbh_file *f = e->wf;
+    struct wbh_file *f = first->wf;
+    size_t len = 0;
+    for (struct wbh_ext *e = first; e; e = e->out)
+        len += e->len;
     int err = fop_errno(op->status);
-    if (!err && (!rpc_has(&op->reply->msg, RPC_T_SIZE) || op->reply->msg.size != e->len))
+    if (!err && (!rpc_has(&op->reply->msg, RPC_T_SIZE) || op->reply->msg.size != len))
         err = ENOSPC; /* a short write: the brick is full */
     cl_opstats_note(&cf->stats, RPC_OP_WRITE, op->rounds, op->status);
     struct wbh_ext *out = NULL;
     struct wbh_reply *replies = NULL;
     pthread_mutex_lock(&W->lock);
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        f->fly = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    f->n_fly--;
-    f->bytes -= e->len;
-    W->bytes -= e->len;
-    W->bytes_sent += e->len;
+    for (struct wbh_ext *e = first; e; e = e->out) {
+        if (e->prev)
+            e->prev->next = e->next;
+        else
+            f->fly = e->next;
+        if (e->next)
+            e->next->prev = e->prev;
+        f->n_fly--;
+    }
+    f->bytes -= len;
+    W->bytes -= len;
+    W->bytes_sent += len;
+    W->writes++;
     if (err) {
         W->failed++;
         if (!f->err)
@@ -270,12 +335,16 @@ static void send_done_cb(struct cl_op *op)
     if (err)
         log_error("background write of %zu bytes at %llu to node %llu: %s (returned by the "
                   "next fsync or close)",
-                  e->len, (unsigned long long)e->off, (unsigned long long)node, strerror(err));
+                  len, (unsigned long long)first->off, (unsigned long long)node, strerror(err));
     submit(out);
     reply_all(replies);
     cl_op_release(op);
-    free(e->data);
-    free(e);
+    free(first->joined);
+    for (struct wbh_ext *e = first, *next; e; e = next) {
+        next = e->out;
+        free(e->data);
+        free(e);
+    }
 }
 
 /* Sends everything pending of f and waits until none of it is in flight.
@@ -424,6 +493,7 @@ static int add(struct cf *cf, struct wbh_file *f, uint64_t fh, const char *buf, 
         f->pend_last = e;
     }
     f->bytes += size;
+    f->pend_bytes += size;
     W->bytes += size;
     return 0;
 }
@@ -540,11 +610,12 @@ size_t cf_wbh_format(struct cf *cf, char *buf, size_t n)
         pthread_mutex_lock(&W->lock);
         len = snprintf(buf, n,
                        "FUSE write-behind: %llu writes answered early (%llu held for the "
-                       "window), %llu bytes sent in %llu extents, %llu waits, %llu failed, "
-                       "%zu bytes pending\n",
+                       "window), %llu bytes sent in %llu extents by %llu writes, %llu waits, "
+                       "%llu failed, %zu bytes pending\n",
                        (unsigned long long)W->answered, (unsigned long long)W->held,
                        (unsigned long long)W->bytes_sent, (unsigned long long)W->extents,
-                       (unsigned long long)W->waits, (unsigned long long)W->failed, W->bytes);
+                       (unsigned long long)W->writes, (unsigned long long)W->waits,
+                       (unsigned long long)W->failed, W->bytes);
         pthread_mutex_unlock(&W->lock);
     }
     return cf_fmt_len(len, n);

@@ -23,7 +23,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
     [RPC_T_LEASE] = K_U64,
     [RPC_T_PATTR] = K_ATTR,    [RPC_T_NOXATTRS] = K_U64,
-    [RPC_T_XATTRS] = K_BYTES,
+    [RPC_T_XATTRS] = K_BYTES,  [RPC_T_EXTENTS] = K_BYTES,
     [RPC_T_LAYOUT] = K_BYTES, [RPC_T_LINKTO] = K_BYTES,
     [RPC_T_OPSTAT] = K_REP,  [RPC_T_CALLS] = K_U64,    [RPC_T_NSEC] = K_U64,
     [RPC_T_NSECMAX] = K_U64,
@@ -77,6 +77,7 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
     case RPC_T_XATTRS: return &m->xattrs;
     case RPC_T_LAYOUT: return &m->layout;
     case RPC_T_LINKTO: return &m->linkto;
+    case RPC_T_EXTENTS: return &m->extents;
     default: return NULL;
     }
 }
@@ -333,6 +334,35 @@ int rpc_xattrs_next(struct rpc_iter *it, struct rpc_bytes *name, struct rpc_byte
     value->p = f.val;
     value->len = f.len;
     return 1;
+}
+
+int rpc_extents_check(const struct rpc_msg *m, const char **why)
+{
+    const char *w = NULL;
+    const struct rpc_bytes *x = &m->extents;
+    uint32_t n = x->len / RPC_EXTENT_LEN;
+    uint64_t sum = 0;
+    if (!rpc_has(m, RPC_T_EXTENTS))
+        w = "no EXTENTS";
+    else if (x->len % RPC_EXTENT_LEN)
+        w = "EXTENTS not whole entries";
+    else if (n == 0 || n > RPC_EXTENTS_MAX)
+        w = "EXTENTS count out of range";
+    for (uint32_t i = 0; !w && i < n; i++) {
+        uint64_t off;
+        uint32_t len;
+        rpc_extent_get(x, i, &off, &len);
+        if (len == 0)
+            w = "empty extent";
+        else if (off > (uint64_t)INT64_MAX - len)
+            w = "extent ends past the largest offset";
+        sum += len;
+    }
+    if (!w && sum != (rpc_has(m, RPC_T_DATA) ? m->data.len : 0))
+        w = "EXTENTS do not add up to DATA";
+    if (why)
+        *why = w;
+    return w ? -EPROTO : (int)n;
 }
 
 void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)

@@ -129,6 +129,7 @@ enum rpc_tag {
                            attributes after it (gfid not set) */
     RPC_T_NOXATTRS = 46, /* u: 1: beside ATTR (a reply or DIRENT asked with LEASE), the object
                             has no extended attributes a client can see */
+    RPC_T_EXTENTS = 47, /* bytes: WRITE: n x (u64 offset, u32 length); DATA is the pieces, in order */
     /* 48-51: distribute (docs/replication.md, Distribute) */
     RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
     RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
@@ -196,6 +197,11 @@ static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
 #define RPC_STATS_INTERVAL 1u
 #define RPC_STATS_CLEAR 2u
 
+/* A WRITE's EXTENTS: each entry a u64 offset and a u32 length, little
+ * endian. The pieces of DATA are written in order, each at its offset. */
+#define RPC_EXTENT_LEN 12
+#define RPC_EXTENTS_MAX 1024
+
 /* Attributes of one object as they travel: 16-byte gfid then 13 u64 values. */
 #define RPC_ATTR_LEN (16 + 13 * 8)
 struct rpc_attr {
@@ -235,7 +241,7 @@ struct rpc_msg {
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
         err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls,
         nsec, nsecmax, noxattrs;
-    struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto;
+    struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents;
     gfid_t gfid;
     struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;
@@ -256,6 +262,27 @@ static inline bool rpc_has(const struct rpc_msg *m, enum rpc_tag t)
  * fields, duplicated singleton fields, strings containing NUL, unknown tags.
  * Returns 0 or -EPROTO; *why (may be NULL) names the first problem. Pure. */
 int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char **why);
+
+/* Checks a decoded WRITE's EXTENTS against its DATA: whole entries, 1 to
+ * RPC_EXTENTS_MAX of them, each of at least one byte and ending at most at
+ * INT64_MAX, lengths adding up to DATA's. Returns the number of extents, or
+ * -EPROTO with *why (may be NULL) naming the problem. Pure. */
+int rpc_extents_check(const struct rpc_msg *m, const char **why);
+
+/* Extent i of a checked EXTENTS field. */
+static inline void rpc_extent_get(const struct rpc_bytes *x, uint32_t i, uint64_t *off,
+                                  uint32_t *len)
+{
+    *off = rpc_get64(x->p + (size_t)i * RPC_EXTENT_LEN);
+    *len = rpc_get32(x->p + (size_t)i * RPC_EXTENT_LEN + 8);
+}
+
+/* Writes entry i of an EXTENTS field into p. */
+static inline void rpc_extent_put(uint8_t *p, uint32_t i, uint64_t off, uint32_t len)
+{
+    rpc_le64(p + (size_t)i * RPC_EXTENT_LEN, off);
+    rpc_le32(p + (size_t)i * RPC_EXTENT_LEN + 8, len);
+}
 
 /* The next extended attribute of an XATTRS body (iterate with an rpc_iter
  * over it): NAME then DATA. Returns 1 with name and value set, 0 at the

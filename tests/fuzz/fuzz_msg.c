@@ -22,6 +22,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 v.p + v.len > m.xattrs.p + m.xattrs.len)
                 abort();
     }
+    if (rpc_has(&m, RPC_T_EXTENTS)) {
+        /* WRITE's extents: a list that passes the check covers DATA exactly */
+        int n = rpc_extents_check(&m, NULL);
+        uint64_t sum = 0;
+        for (int i = 0; i < n; i++) {
+            uint64_t off;
+            uint32_t len;
+            rpc_extent_get(&m.extents, (uint32_t)i, &off, &len);
+            if (len == 0 || off + len > (uint64_t)INT64_MAX)
+                abort();
+            sum += len;
+        }
+        if (n > RPC_EXTENTS_MAX || (n > 0 && sum != m.data.len))
+            abort();
+    }
     /* repeated fields other than GROUP are not re-encoded by rpc_msg_encode */
     m.present &= ~((1ull << RPC_T_DIRENT) | (1ull << RPC_T_ARG) | (1ull << RPC_T_SUB) |
                    (1ull << RPC_T_BRICK) | (1ull << RPC_T_OPTION) | (1ull << RPC_T_OPSTAT));

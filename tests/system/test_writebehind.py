@@ -37,6 +37,14 @@ def behind(mount_path):
     return int(m.group(1)), int(m.group(2))
 
 
+def sent(mount_path):
+    """(extents sent, WRITE requests that carried them) of a mount."""
+    text = os.getxattr(mount_path, STATS).decode()
+    m = re.search(r"^FUSE write-behind: .* sent in (\d+) extents by (\d+) writes", text, re.M)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
 @pytest.fixture
 def wc():
     c = Cluster(host="127.0.0.38", prefix="wbh-")
@@ -91,7 +99,12 @@ def test_every_write_reaches_every_replica_in_order(wc):
     model = bytearray()
     fd = os.open(os.path.join(d, "f"), os.O_CREAT | os.O_RDWR, 0o644)
     try:
+        ext0, wr0 = sent(m1.path)
         scatter(fd, model, 3000, 1, 1024)
+        # scattered pages written while others are in flight go out
+        # together, several to a WRITE
+        ext1, wr1 = sent(m1.path)
+        assert ext1 - ext0 > 2 * (wr1 - wr0) > 0, (ext1 - ext0, wr1 - wr0)
         # the same page over and over: the last write must win everywhere
         for i in range(300):
             data = bytes([i % 251]) * PAGE
@@ -221,15 +234,19 @@ def test_fsync_then_kill_keeps_what_was_fsynced(wc):
         assert rest == bytes(len(rest)) or set(rest) <= {0, 0xff}, b
 
 
-def test_full_brick_error_is_returned_not_dropped(wc):
+@pytest.mark.parametrize("order", ["sequential", "scattered"])
+def test_full_brick_error_is_returned_not_dropped(wc, order):
     # 4 MiB bricks: the file below cannot fit
     _, (m1,) = volume(wc, mounts=1, brick_size="4m")
     d = os.path.join(m1.path, "d")
     os.mkdir(d)
     fd = os.open(os.path.join(d, "big"), os.O_CREAT | os.O_WRONLY, 0o644)
     seen = []
+    pages = list(range(2048))  # 8 MiB in 4 KiB writes
+    if order == "scattered":  # several pages to a WRITE
+        random.Random(5).shuffle(pages)
     try:
-        for i in range(2048):  # 8 MiB in 4 KiB writes
+        for i in pages:
             try:
                 os.pwrite(fd, b"x" * PAGE, i * PAGE)
             except OSError as e:

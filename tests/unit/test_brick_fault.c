@@ -71,6 +71,7 @@ static void test_write_failures(struct tb *t)
 {
     uint64_t fh;
     char buf[64];
+    struct rpc_msg m0;
     CHECK_EQ(tb_create(t, "/w", 0644, &fh, NULL), 0);
     CHECK_EQ(tb_write(t, fh, 0, "original", 8), 8);
     /* ENOSPC: error, file unchanged */
@@ -92,6 +93,28 @@ static void test_write_failures(struct tb *t)
     brick_fault_arm(BVFS_PWRITE, EIO, 1, 0);
     CHECK_EQ(tb_write(t, fh, 18, "abcdefgh", 8), 4);
     brick_fault_reset();
+    /* several extents: the one that fails fails the write; those before it
+     * stay written, those after it are not tried */
+    uint8_t l[3 * RPC_EXTENT_LEN];
+    rpc_extent_put(l, 0, 0, 2);
+    rpc_extent_put(l, 1, 4, 2);
+    rpc_extent_put(l, 2, 8, 2);
+    m0 = tb_msg(NULL);
+    RPC_SET(&m0, fh, RPC_T_FH, fh);
+    rpc_set_bytes(&m0, RPC_T_EXTENTS, &m0.extents, l, sizeof(l));
+    rpc_set_bytes(&m0, RPC_T_DATA, &m0.data, "AABBCC", 6);
+    brick_fault_arm(BVFS_PWRITE, ENOSPC, 1, 0);
+    CHECK_EQ(tb_do(t, RPC_OP_WRITE, &m0), -ENOSPC);
+    CHECK_EQ(tb_read(t, fh, 0, buf, 10), 10);
+    CHECK(!memcmp(buf, "AAiginal01", 10));
+    /* a piece that stays short fails it with ENOSPC */
+    brick_fault_short_write(1);
+    brick_fault_arm(BVFS_PWRITE, EIO, 1, 0);
+    CHECK_EQ(tb_do(t, RPC_OP_WRITE, &m0), -ENOSPC);
+    brick_fault_reset();
+    CHECK_EQ(tb_read(t, fh, 0, buf, 10), 10);
+    CHECK(!memcmp(buf, "AAiginal01", 10));
+    CHECK_EQ(tb_write(t, fh, 0, "original", 8), 8);
     /* read, fsync and truncate errors come back as they are */
     brick_fault_arm(BVFS_PREAD, EIO, 0, 0);
     CHECK_EQ(tb_read(t, fh, 0, buf, sizeof(buf)), -EIO);

@@ -436,6 +436,49 @@ static void test_compound(struct tb *t)
     CHECK_EQ(tb_dop(t, 99, "/"), -ENOSYS);
 }
 
+/* A WRITE with EXTENTS: the pieces land at their offsets; a malformed
+ * list is refused before anything is written. */
+static int write_extents(struct tb *t, uint64_t fh, const uint8_t *list, size_t list_len,
+                         const char *data)
+{
+    struct rpc_msg m = tb_msg(NULL);
+    RPC_SET(&m, fh, RPC_T_FH, fh);
+    rpc_set_bytes(&m, RPC_T_EXTENTS, &m.extents, list, list_len);
+    rpc_set_bytes(&m, RPC_T_DATA, &m.data, data, strlen(data));
+    struct tb_reply rep;
+    int rc = tb_call(t, RPC_OP_WRITE, &m, &rep);
+    if (rc == 0)
+        rc = rpc_has(&rep.m, RPC_T_ATTR) && rep.m.attr.size ? (int)rep.m.size : -EBADMSG;
+    tb_free(&rep);
+    return rc;
+}
+
+static void test_write_extents(struct tb *t)
+{
+    uint64_t fh;
+    char buf[64];
+    CHECK_EQ(tb_create(t, "/ext", 0644, &fh, NULL), 0);
+    uint8_t l[4 * RPC_EXTENT_LEN];
+    rpc_extent_put(l, 0, 10, 3);
+    rpc_extent_put(l, 1, 0, 2);
+    rpc_extent_put(l, 2, 20, 4);
+    CHECK_EQ(write_extents(t, fh, l, 3 * RPC_EXTENT_LEN, "abcXYwxyz"), 9);
+    CHECK_EQ(tb_read(t, fh, 0, buf, sizeof(buf)), 24);
+    CHECK(!memcmp(buf, "XY\0\0\0\0\0\0\0\0abc\0\0\0\0\0\0\0wxyz", 24));
+    /* refused, file unchanged: lengths not adding up, a partial entry, an
+     * empty piece, an end past the largest offset */
+    CHECK_EQ(write_extents(t, fh, l, 3 * RPC_EXTENT_LEN, "abcXYwxy"), -EPROTO);
+    CHECK_EQ(write_extents(t, fh, l, 3 * RPC_EXTENT_LEN - 1, "abcXYwxyz"), -EPROTO);
+    rpc_extent_put(l, 3, 30, 0);
+    CHECK_EQ(write_extents(t, fh, l, 4 * RPC_EXTENT_LEN, "abcXYwxyz"), -EPROTO);
+    rpc_extent_put(l, 3, (uint64_t)INT64_MAX - 1, 2);
+    CHECK_EQ(write_extents(t, fh, l, 4 * RPC_EXTENT_LEN, "abcXYwxyz!!"), -EPROTO);
+    CHECK_EQ(write_extents(t, fh, l, 0, ""), -EPROTO);
+    CHECK_EQ(tb_read(t, fh, 0, buf, sizeof(buf)), 24);
+    CHECK(!memcmp(buf + 20, "wxyz", 4));
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+}
+
 int main(void)
 {
     log_init("test", LOG_WARN);
@@ -451,6 +494,7 @@ int main(void)
     brick_vfs_posix_xattr_by_path(); /* the way kernels before 6.13 go */
     test_xattrs(&t, "/x2");
     test_compound(&t);
+    test_write_extents(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_ops");
 }
