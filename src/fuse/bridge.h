@@ -408,6 +408,11 @@ int cf_wbm_settle(struct cf *cf, uint64_t node);
 int cf_wbm_settle_up(struct cf *cf, uint64_t node);
 int cf_wbm_settle_in(struct cf *cf, uint64_t dir);
 int cf_wbm_settle_all(struct cf *cf);
+/* Once the MKDIRs pending above node are answered: the error of one that
+ * failed, for node or a directory above it, lately (the last 64 failures),
+ * else 0. What would go by a path through it is not sent: the path may
+ * name somebody else's directory by now. */
+int cf_wbm_gone(struct cf *cf, uint64_t node);
 
 /* ops_entry.c: the SETATTR arguments for the fields to_set of attr. */
 void cf_setattr_args(struct rpc_msg *a, const struct stat *attr, int to_set);

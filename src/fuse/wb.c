@@ -443,6 +443,21 @@ static void finish(struct cf_wb *w, struct wb_file *f, int status, int lease)
     pthread_mutex_lock(&w->lock);
 }
 
+/* Once the MKDIRs above f are answered: -EIO when one failed (f cannot
+ * reach the bricks: its path may name somebody else's directory), else 0.
+ * Without w->lock. */
+static int dir_gone(struct cf_wb *w, struct wb_file *f)
+{
+    return cf_wbm_gone(w->cf, f->parent) < 0 ? -EIO : 0;
+}
+
+static void send_free(struct send *s)
+{
+    cl_op_release(&s->op);
+    rpc_buf_free(&s->xattrs);
+    free(s);
+}
+
 static void send_done_cb(struct cl_op *op)
 {
     struct send *s = op->ctx;
@@ -451,9 +466,7 @@ static void send_done_cb(struct cl_op *op)
     pthread_mutex_lock(&w->lock);
     finish(w, s->f, op->status, lease);
     pthread_mutex_unlock(&w->lock);
-    cl_op_release(op);
-    rpc_buf_free(&s->xattrs);
-    free(s);
+    send_free(s);
 }
 
 /* Builds the MAKE_FILE request of f (state becomes SENDING); under w->lock.
@@ -515,9 +528,14 @@ static void send_locked(struct cf_wb *w, struct wb_file *f)
     if (!s)
         return;
     pthread_mutex_unlock(&w->lock);
-    (void)cf_wbm_settle_up(w->cf, f->parent); /* its directory is on the bricks */
-    cl_submit(w->cf->stack, &s->op);
+    int rc = dir_gone(w, f); /* its directory is on the bricks */
+    if (rc == 0)
+        cl_submit(w->cf->stack, &s->op);
     pthread_mutex_lock(&w->lock);
+    if (rc < 0) {
+        finish(w, f, rc, 0);
+        send_free(s);
+    }
 }
 
 /* Makes f exist on the bricks and opens it there (the kernel still holds
@@ -528,8 +546,9 @@ static int materialize(struct cf_wb *w, struct wb_file *f)
     if (!s)
         return f->err ? f->err : -ENOMEM;
     pthread_mutex_unlock(&w->lock);
-    (void)cf_wbm_settle_up(w->cf, f->parent);
-    int rc = cl_op_run(w->cf->stack, &s->op);
+    int rc = dir_gone(w, f);
+    if (rc == 0)
+        rc = cl_op_run(w->cf->stack, &s->op);
     int lease = rc == 0 && s->op.reply && rpc_has(&s->op.reply->msg, RPC_T_LEASE);
     uint64_t fh = 0;
     if (rc == 0) {
@@ -544,9 +563,7 @@ static int materialize(struct cf_wb *w, struct wb_file *f)
             rc = -EPROTO;
         cl_op_release(&o);
     }
-    cl_op_release(&s->op);
-    rpc_buf_free(&s->xattrs);
-    free(s);
+    send_free(s);
     pthread_mutex_lock(&w->lock);
     if (rc == 0)
         f->real_fh = fh;

@@ -75,7 +75,7 @@ static int send_one(struct wbq *q, struct wbq_item *it)
     if (rc < 0)
         log_debug("files of node %llu before its attributes: %s", (unsigned long long)it->node,
                   strerror(-rc));
-    if ((rc = cf_wbm_settle_up(cf, it->node)) < 0)
+    if ((rc = cf_wbm_gone(cf, it->node)) < 0)
         return rc;
     char path[PATH_MAX];
     if ((rc = cl_itable_path(cf->it, it->node, NULL, path, sizeof(path))) < 0)

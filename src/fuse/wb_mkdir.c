@@ -51,9 +51,19 @@ struct pmk {
 
 struct cf_wbm {
     struct wbq q;                 /* first, so the queue leads to this; q.ctx: the mount */
-    uint64_t failed[FAILED_KEPT]; /* the worker's alone */
+    uint64_t failed[FAILED_KEPT]; /* under q.lock */
+    int failed_err[FAILED_KEPT];
     unsigned n_failed;
 };
+
+/* The error of node's MKDIR if it failed lately, else 0; under q.lock. */
+static int failed_locked(const struct cf_wbm *w, uint64_t node)
+{
+    for (unsigned i = 0; i < FAILED_KEPT && i < w->n_failed; i++)
+        if (w->failed[i] == node)
+            return w->failed_err[i];
+    return 0;
+}
 
 /* Sends d's MKDIR. */
 static int mkdir_one(struct cf *cf, struct pmk *d)
@@ -99,16 +109,22 @@ static int send_one(struct wbq *q, struct wbq_item *it)
 {
     struct cf_wbm *w = (struct cf_wbm *)q; /* q is w's first member */
     struct pmk *d = (struct pmk *)it;
-    int rc = -ENOENT;
-    int parent_failed = 0;
-    for (unsigned i = 0; i < FAILED_KEPT && i < w->n_failed; i++)
-        parent_failed |= w->failed[i] == it->parent;
-    if (!parent_failed)
+    pthread_mutex_lock(&q->lock);
+    int rc = failed_locked(w, it->parent);
+    pthread_mutex_unlock(&q->lock);
+    if (!rc)
         rc = mkdir_one(q->ctx, d);
     else
         log_error("write-back of directory %s not sent: its parent's failed", d->name);
-    if (rc < 0)
-        w->failed[w->n_failed++ % FAILED_KEPT] = it->node;
+    if (rc < 0) {
+        /* Recorded before the waiters wake: what they would send into it
+         * checks this first (cf_wbm_gone). */
+        pthread_mutex_lock(&q->lock);
+        unsigned i = __atomic_fetch_add(&w->n_failed, 1, __ATOMIC_RELAXED) % FAILED_KEPT;
+        w->failed[i] = it->node;
+        w->failed_err[i] = rc;
+        pthread_mutex_unlock(&q->lock);
+    }
     return rc;
 }
 
@@ -187,6 +203,20 @@ int cf_wbm_settle_up(struct cf *cf, uint64_t node)
         if (wbq_has(&cf->wbm->q, n))
             return cf_wbm_settle(cf, n);
     return 0;
+}
+
+int cf_wbm_gone(struct cf *cf, uint64_t node)
+{
+    struct cf_wbm *w = cf->wbm;
+    (void)cf_wbm_settle_up(cf, node);
+    if (!w || !__atomic_load_n(&w->n_failed, __ATOMIC_RELAXED))
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&w->q.lock);
+    for (uint64_t n = node; n && !rc; n = cl_itable_parent(cf->it, n))
+        rc = failed_locked(w, n);
+    pthread_mutex_unlock(&w->q.lock);
+    return rc;
 }
 
 int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)

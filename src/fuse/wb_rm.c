@@ -124,11 +124,15 @@ static void *worker_main(void *arg)
         q->inflight++;
         pthread_mutex_unlock(&q->lock);
         /* The directory's MKDIR and the file's MAKE_FILE, if still in
-         * flight, go first. */
-        (void)cf_wbm_settle_up(q->cf, r->parent);
-        if (r->op.args.op == RPC_OP_UNLINK)
+         * flight, go first; not at all into a directory whose MKDIR failed
+         * (the path may name somebody else's). */
+        int gone = cf_wbm_gone(q->cf, r->parent);
+        if (!gone && r->op.args.op == RPC_OP_UNLINK)
             (void)cf_wb_settle(q->cf, r->node);
-        cl_submit(q->cf->stack, &r->op);
+        if (gone)
+            cl_op_complete(&r->op, gone, NULL);
+        else
+            cl_submit(q->cf->stack, &r->op);
         pthread_mutex_lock(&q->lock);
     }
     pthread_mutex_unlock(&q->lock);

@@ -10,6 +10,7 @@ client.write-back off makes every close synchronous.
 
 Addresses: 127.0.0.36-.39."""
 
+import errno
 import hashlib
 import os
 import select
@@ -639,11 +640,9 @@ def test_mkdir_seen_by_another_client_at_once(wc):
     assert sorted(os.listdir(os.path.join(m2.path, "d"))) == ["w", "x"]
 
 
-def test_failed_mkdir_is_reported_and_its_files_not_sent(wc):
-    """A MKDIR written back that the bricks refuse (the name was taken
-    behind the client's back) is logged, returned by the next fsync of the
-    parent, and what was written into the directory is not sent into
-    somebody else's directory."""
+def clash_setup(wc):
+    """A written-back directory d on one mount, and a directory d/clash the
+    bricks have behind the mount's back: (bricks, mount, d)."""
     bricks, (m1,) = replica3(wc, mounts=1)
     d = os.path.join(m1.path, "d")
     os.mkdir(d)
@@ -652,20 +651,72 @@ def test_failed_mkdir_is_reported_and_its_files_not_sent(wc):
     fsync_dir(d)
     for b in bricks:
         os.mkdir(os.path.join(b, "d", "clash"))
-    pids = brick_pids(wc, "wv")
+    return bricks, m1, d
+
+
+def while_bricks_stopped(c, fn):
+    """Runs fn with every brick of wv stopped."""
+    pids = brick_pids(c, "wv")
     for p in pids:
-        wc.stop_signal(p)
+        c.stop_signal(p)
     try:
+        fn()
+    finally:
+        for p in pids:
+            c.cont(p)
+
+
+def test_failed_mkdir_is_reported_and_its_files_not_sent(wc):
+    """A MKDIR written back that the bricks refuse (the name was taken
+    behind the client's back) is logged, returned by the next fsync of the
+    parent, and what was written into the directory is not sent into
+    somebody else's directory."""
+    bricks, m1, d = clash_setup(wc)
+
+    def client():
         os.mkdir(os.path.join(d, "clash"))
         os.mkdir(os.path.join(d, "clash", "inner"))
         with open(os.path.join(d, "clash", "inner", "f"), "wb") as fh:
             fh.write(b"client's")
-    finally:
-        for p in pids:
-            wc.cont(p)
+
+    while_bricks_stopped(wc, client)
     with pytest.raises(OSError):
         fsync_dir(d)
     for b in bricks:
         assert os.listdir(os.path.join(b, "d", "clash")) == [], b
     log = m1.tail(1 << 20)
     assert "write-back of directory /d/clash failed" in log
+
+
+def test_files_of_a_failed_mkdir_are_not_sent_open_or_closing(wc):
+    """Files of a directory whose written-back MKDIR fails that were still
+    open, or closed and waiting for the MKDIR's answer to be sent, are not
+    sent by their path either: it names somebody else's directory."""
+    bricks, m1, d = clash_setup(wc)
+    opened = []
+
+    def client():
+        os.mkdir(os.path.join(d, "clash"))
+        opened.append(open(os.path.join(d, "clash", "open"), "wb", buffering=0))
+        opened[0].write(b"client's, open")
+        with open(os.path.join(d, "clash", "closed"), "wb") as fh:
+            fh.write(b"client's, closed")
+        time.sleep(0.3)  # the closed one is on its way, waiting for the MKDIR
+
+    while_bricks_stopped(wc, client)
+    still_open = opened[0]
+    with pytest.raises(OSError):
+        fsync_dir(d)
+    # the open file cannot reach the bricks any more, and says so
+    with pytest.raises(OSError) as e:
+        still_open.write(b" and more")
+        os.fsync(still_open.fileno())
+    assert e.value.errno == errno.EIO
+    try:
+        still_open.close()
+    except OSError as e:
+        assert e.errno == errno.EIO
+    time.sleep(0.3)
+    for b in bricks:
+        assert os.listdir(os.path.join(b, "d", "clash")) == [], b
+    assert "write-back of directory /d/clash failed" in m1.tail(1 << 20)
