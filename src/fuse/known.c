@@ -139,6 +139,7 @@ static void xattrs_clear(struct cf_known *k, struct knode *x)
     k->total -= names_free(x->absent);
     x->absent = NULL;
     x->flags &= ~(unsigned)K_NOXATTRS;
+    x->acl = 0; /* a default ACL may have come or gone: ask again */
 }
 
 static void node_free(struct cf_known *k, struct knode *x)

@@ -81,6 +81,8 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
         return;
     cf_known_forget_attr(f->cf, ino); /* an ACL changes the mode */
     cf_known_forget_xattrs(f->cf, ino);
+    if (!strcmp(name, "system.posix_acl_default"))
+        cf_known_set_dir_acl(f->cf, ino, 2); /* creates in it go to the bricks from now on */
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);

@@ -720,3 +720,22 @@ def test_files_of_a_failed_mkdir_are_not_sent_open_or_closing(wc):
     for b in bricks:
         assert os.listdir(os.path.join(b, "d", "clash")) == [], b
     assert "write-back of directory /d/clash failed" in m1.tail(1 << 20)
+
+
+def test_default_acl_set_on_a_written_back_directory_is_inherited(wc):
+    """A default ACL set on a directory this mount made (and knew to have
+    none) shapes the files made in it afterwards, as seen by this mount,
+    another one and the bricks."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    os.mkdir(os.path.join(d, "acl"))
+    subprocess.run(["setfacl", "-d", "-m", "u:1001:rw", os.path.join(d, "acl")], check=True)
+    for n in ("a", "b"):
+        with open(os.path.join(d, "acl", n), "wb") as fh:
+            fh.write(b"inherits")
+    for root in (m1.path, m2.path, *bricks):
+        for n in ("a", "b"):
+            out = subprocess.run(["getfacl", "-n", os.path.join(root, "d", "acl", n)],
+                                 capture_output=True, text=True, check=True).stdout
+            assert "user:1001:rw-" in out, (root, n, out)
