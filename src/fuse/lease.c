@@ -48,6 +48,7 @@ struct cf_leases {
     pthread_rwlock_t reply_lock;
     uint64_t seq; /* recalls seen */
     int enabled;
+    int no_expire; /* the kernel cannot expire entries (before 6.2) */
     double cache_timeout;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -56,12 +57,14 @@ struct cf_leases {
     pthread_t tids[RECALL_THREADS_MAX];
     struct {
         uint64_t seq;
-        char *path; /* NULL: everything (a lost connection, a local drop) */
+        char *path;  /* NULL: everything (a lost connection) */
+        int subtree; /* and everything below path (a local drop) */
     } recent[RECENT];
 };
 
-/* Counts a recall of path (NULL: of everything); under no lock. */
-static void note_recall(struct cf_leases *L, const char *path)
+/* Counts a recall of path (NULL: of everything; subtree: and of what is
+ * below it); under no lock. */
+static void note_recall(struct cf_leases *L, const char *path, int subtree)
 {
     char *copy = path ? strdup(path) : NULL;
     pthread_mutex_lock(&L->lock);
@@ -70,6 +73,7 @@ static void note_recall(struct cf_leases *L, const char *path)
     free(L->recent[i].path);
     L->recent[i].seq = seq;
     L->recent[i].path = copy;
+    L->recent[i].subtree = subtree;
     pthread_mutex_unlock(&L->lock);
 }
 
@@ -130,6 +134,15 @@ int cf_lease_held_path(const struct fop *f, const char *path)
     return granted(f) && cf_lease_kept(f->cf, f->lease_seq, path);
 }
 
+/* Whether path is dropped or below it. */
+static int covers(const char *dropped, const char *path)
+{
+    size_t n = strlen(dropped);
+    if (n == 1 && dropped[0] == '/')
+        return 1;
+    return !strncmp(dropped, path, n) && (path[n] == 0 || path[n] == '/');
+}
+
 int cf_lease_kept(struct cf *cf, uint64_t mark, const char *path)
 {
     struct cf_leases *L = cf->leases;
@@ -141,7 +154,9 @@ int cf_lease_kept(struct cf *cf, uint64_t mark, const char *path)
     int held = now - base <= RECENT;
     for (uint64_t s = base + 1; held && s <= now; s++) {
         size_t i = (size_t)(s % RECENT);
-        held = L->recent[i].seq == s && L->recent[i].path && strcmp(L->recent[i].path, path);
+        held = L->recent[i].seq == s && L->recent[i].path &&
+               (L->recent[i].subtree ? !covers(L->recent[i].path, path)
+                                     : strcmp(L->recent[i].path, path) != 0);
     }
     pthread_mutex_unlock(&L->lock);
     return held;
@@ -178,9 +193,22 @@ double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a)
 
 /* ---- recalls ---- */
 
+/* The kernel's entry name of parent. Expired rather than dropped where the
+ * kernel can: the next use asks this mount again (which still knows a
+ * directory it holds), and dentries cached below it survive when it turns
+ * out unchanged; dropping a directory's dentry drops every one below it,
+ * which then all go to the bricks again. */
 static void inval_entry(struct cf_leases *L, uint64_t parent, const char *name)
 {
-    int rc = fuse_lowlevel_notify_inval_entry(L->se, parent, name, strlen(name));
+    int rc = -ENOSYS;
+    if (!__atomic_load_n(&L->no_expire, __ATOMIC_RELAXED) &&
+        (rc = fuse_lowlevel_notify_expire_entry(L->se, parent, name, strlen(name),
+                                                FUSE_LL_EXPIRE_ONLY)) == -ENOSYS) {
+        __atomic_store_n(&L->no_expire, 1, __ATOMIC_RELAXED);
+        log_info("the kernel cannot expire entries: recalls drop them");
+    }
+    if (rc == -ENOSYS)
+        rc = fuse_lowlevel_notify_inval_entry(L->se, parent, name, strlen(name));
     if (rc < 0 && rc != -ENOENT)
         log_debug("invalidating entry %s of node %llu: %s", name, (unsigned long long)parent,
                   strerror(-rc));
@@ -344,7 +372,9 @@ void cf_lease_drop_node(struct cf *cf, uint64_t node)
     if (!L)
         return;
     cf_known_forget(cf, node);
-    note_recall(L, NULL);
+    /* Grants in flight for it or below it are void; others stand. */
+    char path[PATH_MAX];
+    note_recall(L, cl_itable_path(cf->it, node, NULL, path, sizeof(path)) == 0 ? path : NULL, 1);
     struct job *j = calloc(1, sizeof(*j));
     if (!j)
         return;
@@ -359,7 +389,7 @@ void cf_lease_drop_node(struct cf *cf, uint64_t node)
 static void recall_cb(void *ctx, struct cl_layer *from, const char *path, const char *name)
 {
     struct cf_leases *L = ctx;
-    note_recall(L, path);
+    note_recall(L, path, 0);
     struct job *j = calloc(1, sizeof(*j));
     if (!j || (path && !(j->path = strdup(path)))) {
         free(j);

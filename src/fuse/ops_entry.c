@@ -6,6 +6,37 @@
 #include "../lib/log.h"
 #include "bridge.h"
 
+/* A child of a directory this mount holds exclusively whose attributes it
+ * knows (a directory it made, or one whose own lease keeps them): answered
+ * here. The kernel asks again for a directory whose entry it dropped (a
+ * recall of a directory above it prunes the dentries below). */
+static int known_entry(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    uint64_t node = cf_known_excl(cf, parent) ? cl_itable_child(cf->it, parent, name) : 0;
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof(e));
+    gfid_t g;
+    if (!node || cl_itable_gfid(cf->it, node, &g) < 0)
+        return 0;
+    cf_reply_begin(cf); /* a recall's invalidations come after this reply */
+    int err;
+    uint64_t got = cf_known_excl(cf, parent) && cf_known_attr(cf, node, &e.attr)
+                       ? cl_itable_link(cf->it, parent, name, &g, &err)
+                       : 0;
+    if (got && got != node)
+        cl_itable_forget(cf->it, got, 1);
+    int ok = got && got == node;
+    if (ok) {
+        e.ino = node;
+        e.attr_timeout = e.entry_timeout = cf_lease_cache_timeout(cf);
+        if (fuse_reply_entry(req, &e) != 0)
+            cl_itable_forget(cf->it, node, 1);
+    }
+    cf_reply_end(cf);
+    return ok;
+}
+
 void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     /* A directory this mount made and still holds a lease on lists every
@@ -15,6 +46,8 @@ void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENOENT);
         return;
     }
+    if (strlen(name) <= NAME_MAX && known_entry(req, parent, name))
+        return;
     struct fop *f = fop_new(req, RPC_OP_LOOKUP, fop_done_entry_cb);
     if (!f)
         return;
