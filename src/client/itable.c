@@ -17,6 +17,7 @@ struct ino {
     uint64_t *fhs; /* open file handles, for attribute calls once unlinked */
     size_t n_fh, cap_fh;
     int locked; /* a SETLK went out for it (cl_itable_mark_locked) */
+    int kind;   /* 0 unknown, 1 not a directory, 2 a directory */
     struct ino *next_id, *next_gfid, *next_name;
 };
 
@@ -370,6 +371,24 @@ int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g)
         *g = i->gfid;
     pthread_mutex_unlock(&t->lock);
     return i ? 0 : -ENOENT;
+}
+
+void cl_itable_set_dir(struct cl_itable *t, uint64_t nodeid, int is_dir)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    if (i)
+        i->kind = is_dir ? 2 : 1;
+    pthread_mutex_unlock(&t->lock);
+}
+
+int cl_itable_is_dir(struct cl_itable *t, uint64_t nodeid)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    int kind = i ? i->kind : 0;
+    pthread_mutex_unlock(&t->lock);
+    return kind - 1;
 }
 
 uint64_t cl_itable_parent(struct cl_itable *t, uint64_t nodeid)

@@ -31,6 +31,11 @@ void cl_itable_free(struct cl_itable *t);
  * (hard link, or a rename by another client) takes the new name. */
 uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent, const char *name, const gfid_t *g,
                         int *err);
+/* What nodeid is, as the entry replies that named it said: set_dir records
+ * it (is_dir 1 or 0); is_dir answers 1 for a directory, 0 for anything
+ * else, -1 when unknown. */
+void cl_itable_set_dir(struct cl_itable *t, uint64_t nodeid, int is_dir);
+int cl_itable_is_dir(struct cl_itable *t, uint64_t nodeid);
 /* Subtracts n lookups. Returns 1 when none is left (or nodeid is unknown). */
 int cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);
 /* Counts one lookup the kernel does not make: the inode keeps its node id

@@ -369,6 +369,12 @@ void cf_wbrm_free(struct cf *cf);
  * complete and exclusively leased (and, for rmdir, the directory is too,
  * and empty); the request goes to the bricks from a queue. */
 int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_dir);
+/* Answers the rename of a file (not a directory) already on the bricks
+ * here (returns 1) when both directories are complete and exclusively
+ * leased and newname is free; the RENAME goes to the bricks from the same
+ * queue, in order. */
+int cf_wbrm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                   const char *newname, unsigned int flags);
 /* Until every queued removal is answered by the bricks. */
 int cf_wbrm_settle(struct cf *cf);
 /* Settles the queue when a removal in it concerns a request on path (the

@@ -343,6 +343,8 @@ void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
      * them): whatever was written behind under it goes first. */
     if (cf_wbh_busy(fuse_req_userdata(req)))
         cf_wbh_settle_all(fuse_req_userdata(req));
+    if (cf_wbrm_rename(req, parent, name, newparent, newname, flags))
+        return;
     struct fop *f = fop_new(req, RPC_OP_RENAME, rename_cb);
     if (!f)
         return;

@@ -248,6 +248,7 @@ int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         free(d);
         return 0;
     }
+    cl_itable_set_dir(cf->it, d->it.node, 1);
     const struct fuse_ctx *c = fuse_req_ctx(req);
     d->it.parent = parent;
     memcpy(d->name, name, nl + 1);

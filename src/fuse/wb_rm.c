@@ -1,4 +1,4 @@
-/* Write-back of removals (docs/consistency.md, "Write-back").
+/* Write-back of removals and renames (docs/consistency.md, "Write-back").
  *
  * In a directory this mount made and holds an exclusive lease on, unlink
  * and rmdir are answered here: the name leaves this mount's tables at
@@ -17,6 +17,13 @@
  * until the queue is empty, so the bricks never see this mount's
  * operations on one object out of order and nobody else ever sees the
  * removals half done.
+ *
+ * A rename of a file (not a directory) already on the bricks, between
+ * directories this mount holds so, to a name free here, is answered the
+ * same way and queued as a RENAME. It is a fence: it goes out once
+ * everything before it is answered, and nothing after it goes out before
+ * its answer. Requests by either path, and a create of the old name, wait
+ * for the queue as for a removal.
  *
  * Errors are logged, make the mount forget what it cached about the
  * directory, and are returned by the next create or fsync of a directory
@@ -41,7 +48,16 @@ struct rm {
     uint64_t parent, node;
     char name[NAME_MAX + 1];
     char path[PATH_MAX];
+    /* RENAME: the new place */
+    uint64_t parent2;
+    char name2[NAME_MAX + 1];
+    char path2[PATH_MAX];
 };
+
+static int is_rename(const struct rm *r)
+{
+    return r->op.args.op == RPC_OP_RENAME;
+}
 
 struct cf_wbrm {
     struct cf *cf;
@@ -52,6 +68,7 @@ struct cf_wbrm {
     struct rm *flying; /* sent, not yet answered (for name checks) */
     size_t pending;    /* queued + in flight */
     size_t inflight;
+    int fenced; /* a RENAME in flight: nothing else goes out */
     pthread_t worker;
     int started, stop;
 };
@@ -79,24 +96,38 @@ static void unlink_flying(struct cf_wbrm *q, struct rm *r)
         }
 }
 
+/* This mount showed the change done: forget what it cached about dir. */
+static void forget_dir(struct cf *cf, uint64_t dir, int st)
+{
+    cf_wb_note_error(cf, dir, st);
+    cf_known_forget(cf, dir);
+    cf_lease_drop_node(cf, dir);
+}
+
 static void done_cb(struct cl_op *op)
 {
     struct rm *r = op->ctx;
     struct cf_wbrm *q = r->q;
     struct cf *cf = q->cf;
     int st = op->status;
-    if (st < 0) {
+    if (st < 0 && is_rename(r)) {
+        log_error("write-back of the rename of %s to %s failed: %s; the bricks keep the old name",
+                  r->path, r->path2, strerror(-st));
+        forget_dir(cf, r->parent, st);
+        forget_dir(cf, r->parent2, st);
+    } else if (st < 0) {
         log_error("write-back of the removal of %s failed: %s; it is still on the bricks", r->path,
                   strerror(-st));
-        cf_wb_note_error(cf, r->parent, st);
-        /* This mount showed the name gone: forget what it cached there. */
-        cf_known_forget(cf, r->parent);
-        cf_lease_drop_node(cf, r->parent);
+        forget_dir(cf, r->parent, st);
+    } else if (is_rename(r)) {
+        cf_lease_drop_node(cf, r->node); /* the brick dropped the file's lease */
     }
     cl_op_release(op);
     pthread_mutex_lock(&q->lock);
     unlink_flying(q, r);
     q->inflight--;
+    if (is_rename(r))
+        q->fenced = 0;
     if (--q->pending == 0)
         pthread_cond_broadcast(&q->idle);
     pthread_cond_signal(&q->cond);
@@ -110,8 +141,8 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&q->lock);
     for (;;) {
         struct rm *r = q->head;
-        int barrier = r && r->op.args.op == RPC_OP_RMDIR && q->inflight > 0;
-        if (!r || q->inflight >= RM_WINDOW || barrier) {
+        int barrier = r && (r->op.args.op == RPC_OP_RMDIR || is_rename(r)) && q->inflight > 0;
+        if (!r || q->inflight >= RM_WINDOW || barrier || q->fenced) {
             if (q->stop && !r)
                 break;
             pthread_cond_wait(&q->cond, &q->lock);
@@ -122,12 +153,15 @@ static void *worker_main(void *arg)
         r->next = q->flying;
         q->flying = r;
         q->inflight++;
+        q->fenced = is_rename(r);
         pthread_mutex_unlock(&q->lock);
         /* The directory's MKDIR and the file's MAKE_FILE, if still in
          * flight, go first; not at all into a directory whose MKDIR failed
          * (the path may name somebody else's). */
         int gone = cf_wbm_gone(q->cf, r->parent);
-        if (!gone && r->op.args.op == RPC_OP_UNLINK)
+        if (!gone && is_rename(r))
+            gone = cf_wbm_gone(q->cf, r->parent2);
+        if (!gone && r->op.args.op != RPC_OP_RMDIR)
             (void)cf_wb_settle(q->cf, r->node);
         if (gone)
             cl_op_complete(&r->op, gone, NULL);
@@ -189,7 +223,9 @@ static int any_queued(struct cf_wbrm *q, const char *path, uint64_t parent, cons
     pthread_mutex_lock(&q->lock);
     for (int pass = 0; pass < 2 && !found; pass++)
         for (struct rm *r = pass ? q->flying : q->head; r && !found; r = r->next)
-            found = path ? concerns(r->path, path) : r->parent == parent && !strcmp(r->name, name);
+            found = path ? concerns(r->path, path) || (is_rename(r) && concerns(r->path2, path))
+                         : (r->parent == parent && !strcmp(r->name, name)) ||
+                               (is_rename(r) && r->parent2 == parent && !strcmp(r->name2, name));
     pthread_mutex_unlock(&q->lock);
     return found;
 }
@@ -218,6 +254,35 @@ static void parent_changed(struct cf *cf, uint64_t parent, int was_dir)
     cf_known_set_attr(cf, parent, &pst);
 }
 
+/* A new queue entry, when the queue has room (starting the worker). */
+static struct rm *rm_new(struct cf_wbrm *q)
+{
+    pthread_mutex_lock(&q->lock);
+    if (!q->started && pthread_create(&q->worker, NULL, worker_main, q) == 0)
+        q->started = 1;
+    int room = q->started && q->pending < cf_wb_max_files(q->cf);
+    pthread_mutex_unlock(&q->lock);
+    struct rm *r = room ? calloc(1, sizeof(*r)) : NULL;
+    if (r)
+        r->q = q;
+    return r;
+}
+
+/* Queues r, on behalf of the caller of req, and answers req. */
+static void rm_push(struct cf_wbrm *q, struct rm *r, fuse_req_t req)
+{
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+    RPC_SET(&r->op.args, uid, RPC_T_UID, c->uid);
+    RPC_SET(&r->op.args, gid, RPC_T_GID, c->gid);
+    pthread_mutex_lock(&q->lock);
+    *q->tail = r;
+    q->tail = &r->next;
+    q->pending++;
+    pthread_cond_signal(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+    fuse_reply_err(req, 0);
+}
+
 int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_dir)
 {
     struct cf *cf = fuse_req_userdata(req);
@@ -237,14 +302,7 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
     /* Only an empty directory this mount made and still holds alone. */
     if (is_dir && !(cf_known_excl(cf, node) && cf_known_dir_empty(cf, node)))
         return 0;
-    pthread_mutex_lock(&q->lock);
-    if (!q->started && pthread_create(&q->worker, NULL, worker_main, q) == 0)
-        q->started = 1;
-    int room = q->started && q->pending < cf_wb_max_files(cf);
-    pthread_mutex_unlock(&q->lock);
-    if (!room)
-        return 0;
-    struct rm *r = calloc(1, sizeof(*r));
+    struct rm *r = rm_new(q);
     if (!r)
         return 0;
     if (cl_itable_path(cf->it, parent, name, r->path, sizeof(r->path)) < 0) {
@@ -271,21 +329,60 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
         fuse_reply_err(req, 0);
         return 1;
     }
-    r->q = q;
     r->parent = parent;
     r->node = node;
     memcpy(r->name, name, nl + 1);
     cl_op_init(&r->op, is_dir ? RPC_OP_RMDIR : RPC_OP_UNLINK, done_cb, r);
     rpc_set_str(&r->op.args, RPC_T_PATH, &r->op.args.path, r->path);
-    const struct fuse_ctx *c = fuse_req_ctx(req);
-    RPC_SET(&r->op.args, uid, RPC_T_UID, c->uid);
-    RPC_SET(&r->op.args, gid, RPC_T_GID, c->gid);
-    pthread_mutex_lock(&q->lock);
-    *q->tail = r;
-    q->tail = &r->next;
-    q->pending++;
-    pthread_cond_signal(&q->cond);
-    pthread_mutex_unlock(&q->lock);
-    fuse_reply_err(req, 0);
+    rm_push(q, r, req);
+    return 1;
+}
+
+int cf_wbrm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                   const char *newname, unsigned int flags)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wbrm *q = cf->wbrm;
+    size_t nl = strlen(name), nl2 = strlen(newname);
+    if (!q || !cf_wb_enabled(cf) || (flags & ~(unsigned)RENAME_NOREPLACE) || nl > NAME_MAX ||
+        nl2 > NAME_MAX || (parent == newparent && !strcmp(name, newname)) ||
+        !cf_known_excl(cf, parent) || !cf_known_excl(cf, newparent) ||
+        cf_known_absent(cf, parent, name) || !cf_known_absent(cf, newparent, newname))
+        return 0;
+    uint64_t node = cl_itable_child(cf->it, parent, name);
+    /* A directory takes what is pending below it along: left to the
+     * bricks (cf_rename settles everything first). */
+    if (!node || cl_itable_is_dir(cf->it, node) != 0)
+        return 0;
+    /* The directories' attributes written back first: the rename moves
+     * their times. */
+    if (cf_wbd_settle(cf, parent) < 0 || cf_wbd_settle(cf, newparent) < 0)
+        return 0;
+    struct rm *r = rm_new(q);
+    if (!r)
+        return 0;
+    if (cl_itable_path(cf->it, parent, name, r->path, sizeof(r->path)) < 0 ||
+        cl_itable_path(cf->it, newparent, newname, r->path2, sizeof(r->path2)) < 0) {
+        free(r);
+        return 0;
+    }
+    cl_itable_rename(cf->it, parent, name, newparent, newname, 0);
+    cf_known_remove(cf, parent, name);
+    cf_known_add(cf, newparent, newname);
+    parent_changed(cf, parent, 0);
+    if (newparent != parent)
+        parent_changed(cf, newparent, 0);
+    r->parent = parent;
+    r->node = node;
+    memcpy(r->name, name, nl + 1);
+    r->parent2 = newparent;
+    memcpy(r->name2, newname, nl2 + 1);
+    cl_op_init(&r->op, RPC_OP_RENAME, done_cb, r);
+    struct rpc_msg *a = &r->op.args;
+    rpc_set_str(a, RPC_T_PATH, &a->path, r->path);
+    rpc_set_str(a, RPC_T_PATH2, &a->path2, r->path2);
+    if (flags)
+        RPC_SET(a, flags, RPC_T_FLAGS, flags);
+    rm_push(q, r, req);
     return 1;
 }

@@ -739,3 +739,78 @@ def test_default_acl_set_on_a_written_back_directory_is_inherited(wc):
             out = subprocess.run(["getfacl", "-n", os.path.join(root, "d", "acl", n)],
                                  capture_output=True, text=True, check=True).stdout
             assert "user:1001:rw-" in out, (root, n, out)
+
+
+def renames_in_child(d, pairs):
+    """A child that holds d open, and on a line on stdin renames each
+    (old, new) pair (relative to d), printing "done"."""
+    code = f"""
+import os, sys
+fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
+print("ready", flush=True)
+sys.stdin.readline()
+for old, new in {pairs!r}:
+    os.rename(old, new, src_dir_fd=fd, dst_dir_fd=fd)
+print("done", flush=True)
+"""
+    return start_child(code)
+
+
+def test_renames_are_answered_here_and_reach_every_brick(wc):
+    """A rename of a file already on the bricks, within a written-back
+    directory or between two, to a free name, is answered without the
+    bricks; the bricks get them in order, and another client sees them."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.makedirs(os.path.join(d, "e"))
+    for n in ("a", "b", "c"):
+        with open(os.path.join(d, n), "wb") as fh:
+            fh.write(n.encode() * 100)
+    fsync_dir(d)  # on the bricks
+    ids = {n: os.getxattr(os.path.join(bricks[0], "d", n), "trusted.cairn.gfid")
+           for n in ("a", "b", "c")}
+    # a chain the bricks must apply in order: c takes b's old name after b
+    # moved away, and a moves twice
+    child = renames_in_child(d, [("a", "a1"), ("b", "e/b1"), ("c", "b"), ("a1", "e/a2")])
+    assert go_while_bricks_stopped(wc, child), "renames in written-back directories waited for the bricks"
+    assert sorted(os.listdir(d)) == ["b", "e"]
+    assert sorted(os.listdir(os.path.join(d, "e"))) == ["a2", "b1"]
+    # the old name is free here at once: a new file takes it
+    with open(os.path.join(d, "a"), "wb") as fh:
+        fh.write(b"new a")
+    want = {"a": b"new a", "b": b"c" * 100, "e/b1": b"b" * 100, "e/a2": b"a" * 100}
+    for root in [os.path.join(m2.path, "d")] + [os.path.join(b, "d") for b in bricks]:
+        assert sorted(os.listdir(root)) == ["a", "b", "e"], root
+        assert sorted(os.listdir(os.path.join(root, "e"))) == ["a2", "b1"], root
+        for rel, data in want.items():
+            with open(os.path.join(root, rel), "rb") as fh:
+                assert fh.read() == data, (root, rel)
+    for b in bricks:
+        for rel, was in (("b", "c"), ("e/b1", "b"), ("e/a2", "a")):
+            assert os.getxattr(os.path.join(b, "d", rel), "trusted.cairn.gfid") == ids[was], (b, rel)
+
+
+def test_rename_then_removal_and_failed_rename(wc):
+    """A removal after a written-back rename removes the new name on the
+    bricks; a rename the bricks refuse is logged and reported, and the
+    mount shows the bricks' names again."""
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    for n in ("x", "y"):
+        with open(os.path.join(d, n), "wb") as fh:
+            fh.write(n.encode())
+    fsync_dir(d)
+    os.rename(os.path.join(d, "x"), os.path.join(d, "x2"))
+    os.unlink(os.path.join(d, "x2"))
+    fsync_dir(d)
+    for b in bricks:
+        assert sorted(os.listdir(os.path.join(b, "d"))) == ["y"], b
+    # the bricks lose y behind the mount's back: the rename fails there
+    for b in bricks:
+        os.unlink(os.path.join(b, "d", "y"))
+    os.rename(os.path.join(d, "y"), os.path.join(d, "y2"))
+    with pytest.raises(OSError):
+        fsync_dir(d)
+    assert "write-back of the rename of /d/y to /d/y2 failed" in m1.tail(1 << 20)
+    assert os.listdir(d) == []

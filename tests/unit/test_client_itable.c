@@ -72,10 +72,32 @@ static void test_hold(void)
     cl_itable_free(t);
 }
 
+/* What a node is follows it through renames; unknown until told. */
+static void test_kind(void)
+{
+    struct cl_itable *t = cl_itable_new();
+    gfid_t gd = mkgfid(90), gf = mkgfid(91);
+    int err;
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &gd, &err);
+    uint64_t f = cl_itable_link(t, d, "f", &gf, &err);
+    CHECK_EQ(cl_itable_is_dir(t, d), -1);
+    cl_itable_set_dir(t, d, 1);
+    cl_itable_set_dir(t, f, 0);
+    CHECK_EQ(cl_itable_is_dir(t, d), 1);
+    CHECK_EQ(cl_itable_is_dir(t, f), 0);
+    cl_itable_rename(t, d, "f", CL_ROOT_ID, "g", 0);
+    CHECK_EQ(cl_itable_is_dir(t, cl_itable_child(t, CL_ROOT_ID, "g")), 0);
+    CHECK_EQ(cl_itable_is_dir(t, 424242), -1);
+    cl_itable_set_dir(t, 424242, 1); /* unknown nodes are left alone */
+    CHECK_EQ(cl_itable_is_dir(t, 424242), -1);
+    cl_itable_free(t);
+}
+
 int main(void)
 {
     test_open_handles();
     test_hold();
+    test_kind();
     struct cl_itable *t = cl_itable_new();
     CHECK(t != NULL);
     int err;
