@@ -243,7 +243,7 @@ void cl_itable_free(struct cl_itable *t)
 }
 
 uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent_id, const char *name, const gfid_t *g,
-                        int *err)
+                        int is_dir, int *err)
 {
     *err = 0;
     pthread_mutex_lock(&t->lock);
@@ -272,6 +272,7 @@ uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent_id, const char *nam
         }
     }
     i->nlookup++;
+    i->kind = is_dir ? 2 : 1;
     if (i != t->root && !(i->parent == parent && strcmp(i->name, name) == 0) &&
         !is_ancestor(i, parent)) {
         /* Whatever else carried this name is not there any more. */
@@ -371,15 +372,6 @@ int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g)
         *g = i->gfid;
     pthread_mutex_unlock(&t->lock);
     return i ? 0 : -ENOENT;
-}
-
-void cl_itable_set_dir(struct cl_itable *t, uint64_t nodeid, int is_dir)
-{
-    pthread_mutex_lock(&t->lock);
-    struct ino *i = find_id(t, nodeid);
-    if (i)
-        i->kind = is_dir ? 2 : 1;
-    pthread_mutex_unlock(&t->lock);
 }
 
 int cl_itable_is_dir(struct cl_itable *t, uint64_t nodeid)

@@ -25,16 +25,14 @@ struct cl_itable;
 struct cl_itable *cl_itable_new(void);
 void cl_itable_free(struct cl_itable *t);
 
-/* Records that name in directory parent is the object gfid, and counts one
- * lookup of it. Returns its node id (existing or new), or 0 with -ENOMEM /
- * -ENOENT (unknown parent) in *err. A gfid already known under another name
- * (hard link, or a rename by another client) takes the new name. */
+/* Records that name in directory parent is the object gfid (a directory
+ * when is_dir), and counts one lookup of it. Returns its node id (existing or new), or 0 with
+ * -ENOMEM / -ENOENT (unknown parent) in *err. A gfid already known under another name (hard link,
+ * or a rename by another client) takes the new name. */
 uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent, const char *name, const gfid_t *g,
-                        int *err);
-/* What nodeid is, as the entry replies that named it said: set_dir records
- * it (is_dir 1 or 0); is_dir answers 1 for a directory, 0 for anything
- * else, -1 when unknown. */
-void cl_itable_set_dir(struct cl_itable *t, uint64_t nodeid, int is_dir);
+                        int is_dir, int *err);
+/* What nodeid is, as the last cl_itable_link of it said: 1 a directory, 0
+ * anything else, -1 unknown. */
 int cl_itable_is_dir(struct cl_itable *t, uint64_t nodeid);
 /* Subtracts n lookups. Returns 1 when none is left (or nodeid is unknown). */
 int cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);

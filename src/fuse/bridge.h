@@ -337,6 +337,10 @@ int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
 int cf_wb_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 /* Opens a closed file not yet sent (it stays written back). */
 int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* A rename answered here: the names move in this mount's tables and the
+ * directories' cached times move on. */
+void cf_wb_moved(struct cf *cf, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname);
 /* Renames a file not yet sent to a name absent everywhere (both
  * directories written back): no request at all. */
 int cf_wb_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,

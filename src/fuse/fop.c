@@ -184,10 +184,10 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
         return -EPROTO;
     memset(e, 0, sizeof(*e));
     int err;
-    e->ino = cl_itable_link(f->cf->it, f->parent, f->name, &m->attr.gfid, &err);
+    e->ino =
+        cl_itable_link(f->cf->it, f->parent, f->name, &m->attr.gfid, S_ISDIR(m->attr.mode), &err);
     if (!e->ino)
         return err;
-    cl_itable_set_dir(f->cf->it, e->ino, S_ISDIR(m->attr.mode));
     rpc_attr_to_stat(&m->attr, &e->attr);
     e->attr_timeout = cf_lease_attr_timeout(f, &m->attr);
     e->entry_timeout = cf_lease_entry_timeout(f);

@@ -177,12 +177,11 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         e.attr.st_mode = S_IFDIR;
     } else if (rpc_has(d, RPC_T_ATTR)) {
         int err;
-        e.ino = cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, &err);
+        e.ino =
+            cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, S_ISDIR(d->attr.mode), &err);
         rpc_attr_to_stat(&d->attr, &e.attr);
         e.attr_timeout = cf_lease_attr_timeout(f, &d->attr);
         e.entry_timeout = cf_lease_entry_timeout(f);
-        if (e.ino)
-            cl_itable_set_dir(f->cf->it, e.ino, S_ISDIR(d->attr.mode));
         if (!e.ino) {
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
         } else if (cf_lease_held(f)) {

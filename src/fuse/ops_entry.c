@@ -22,7 +22,7 @@ static int known_entry(fuse_req_t req, fuse_ino_t parent, const char *name)
     cf_reply_begin(cf); /* a recall's invalidations come after this reply */
     int err;
     uint64_t got = cf_known_excl(cf, parent) && cf_known_attr(cf, node, &e.attr)
-                       ? cl_itable_link(cf->it, parent, name, &g, &err)
+                       ? cl_itable_link(cf->it, parent, name, &g, S_ISDIR(e.attr.st_mode), &err)
                        : 0;
     if (got && got != node)
         cl_itable_forget(cf->it, got, 1);

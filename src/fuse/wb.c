@@ -772,13 +772,12 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         return 0;
     }
     f->parent_held = 1;
-    f->node = cl_itable_link(cf->it, parent, name, &f->gfid, &err);
+    f->node = cl_itable_link(cf->it, parent, name, &f->gfid, 0, &err);
     if (!f->node) {
         cl_itable_forget(cf->it, parent, 1);
         free(f);
         return 0;
     }
-    cl_itable_set_dir(cf->it, f->node, 0);
     f->create_mode = mode;
     f->umask = c->umask;
     f->st.st_mode = S_IFREG | (mode & 07777 & ~c->umask);
@@ -1132,6 +1131,17 @@ static void dir_touched(struct cf *cf, uint64_t dir)
     cf_known_set_attr(cf, dir, &st);
 }
 
+void cf_wb_moved(struct cf *cf, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname)
+{
+    cl_itable_rename(cf->it, parent, name, newparent, newname, 0);
+    cf_known_remove(cf, parent, name);
+    cf_known_add(cf, newparent, newname);
+    dir_touched(cf, parent);
+    if (newparent != parent)
+        dir_touched(cf, newparent);
+}
+
 int cf_wb_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                  const char *newname, unsigned int flags)
 {
@@ -1161,12 +1171,7 @@ int cf_wb_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t
     memcpy(f->name, newname, nl + 1);
     now_ts(&f->st.st_ctim);
     pthread_mutex_unlock(&w->lock);
-    cl_itable_rename(cf->it, parent, name, newparent, newname, 0);
-    cf_known_remove(cf, parent, name);
-    cf_known_add(cf, newparent, newname);
-    dir_touched(cf, parent);
-    if (newparent != parent)
-        dir_touched(cf, newparent);
+    cf_wb_moved(cf, parent, name, newparent, newname);
     fuse_reply_err(req, 0);
     return 1;
 }

@@ -238,7 +238,7 @@ int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     pthread_mutex_unlock(&w->q.lock);
     int err;
     gfid_generate(&d->gfid);
-    if (!room || !(d->it.node = cl_itable_link(cf->it, parent, name, &d->gfid, &err))) {
+    if (!room || !(d->it.node = cl_itable_link(cf->it, parent, name, &d->gfid, 1, &err))) {
         free(d);
         return 0;
     }
@@ -248,7 +248,6 @@ int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         free(d);
         return 0;
     }
-    cl_itable_set_dir(cf->it, d->it.node, 1);
     const struct fuse_ctx *c = fuse_req_ctx(req);
     d->it.parent = parent;
     memcpy(d->name, name, nl + 1);

@@ -68,7 +68,6 @@ struct cf_wbrm {
     struct rm *flying; /* sent, not yet answered (for name checks) */
     size_t pending;    /* queued + in flight */
     size_t inflight;
-    int fenced; /* a RENAME in flight: nothing else goes out */
     pthread_t worker;
     int started, stop;
 };
@@ -126,8 +125,6 @@ static void done_cb(struct cl_op *op)
     pthread_mutex_lock(&q->lock);
     unlink_flying(q, r);
     q->inflight--;
-    if (is_rename(r))
-        q->fenced = 0;
     if (--q->pending == 0)
         pthread_cond_broadcast(&q->idle);
     pthread_cond_signal(&q->cond);
@@ -141,8 +138,11 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&q->lock);
     for (;;) {
         struct rm *r = q->head;
+        /* An RMDIR or RENAME waits for everything before it; while a
+         * RENAME is in flight (then alone), nothing else goes. */
         int barrier = r && (r->op.args.op == RPC_OP_RMDIR || is_rename(r)) && q->inflight > 0;
-        if (!r || q->inflight >= RM_WINDOW || barrier || q->fenced) {
+        int fenced = q->flying && is_rename(q->flying);
+        if (!r || q->inflight >= RM_WINDOW || barrier || fenced) {
             if (q->stop && !r)
                 break;
             pthread_cond_wait(&q->cond, &q->lock);
@@ -153,7 +153,6 @@ static void *worker_main(void *arg)
         r->next = q->flying;
         q->flying = r;
         q->inflight++;
-        q->fenced = is_rename(r);
         pthread_mutex_unlock(&q->lock);
         /* The directory's MKDIR and the file's MAKE_FILE, if still in
          * flight, go first; not at all into a directory whose MKDIR failed
@@ -366,12 +365,7 @@ int cf_wbrm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
         free(r);
         return 0;
     }
-    cl_itable_rename(cf->it, parent, name, newparent, newname, 0);
-    cf_known_remove(cf, parent, name);
-    cf_known_add(cf, newparent, newname);
-    parent_changed(cf, parent, 0);
-    if (newparent != parent)
-        parent_changed(cf, newparent, 0);
+    cf_wb_moved(cf, parent, name, newparent, newname);
     r->parent = parent;
     r->node = node;
     memcpy(r->name, name, nl + 1);

@@ -188,15 +188,13 @@ static int overlaps(const struct wbh_ext *e, uint64_t off, size_t len)
     return 0;
 }
 
-/* Moves what is due from pend to fly and appends it to *out (force: all of
- * it). Under W->lock. */
+/* Moves what is due from pend to fly and chains it, in order, on *out
+ * (empty; force: all of it). Under W->lock. */
 static void kick(struct cf_wbh *W, struct wbh_file *f, int force, struct wbh_ext **out)
 {
     int idle = f->n_fly == 0;
     if (!force && !idle && f->pend_bytes < W->aggregate)
         return; /* to go out with what comes meanwhile, once the bricks answer */
-    while (*out)
-        out = &(*out)->out;
     while (f->pend) {
         struct wbh_ext *e = f->pend;
         if (!e->next && !force && e->len < W->aggregate && !(W->trickle && idle))
@@ -222,8 +220,9 @@ static void send_done_cb(struct cl_op *op);
 
 /* Cuts from the chain at e the extents that go in e's WRITE (same handle,
  * within the limits), joins their data when there are several, and returns
- * the rest of the chain. Without memory for joining, e goes alone. */
-static struct wbh_ext *take_write(struct wbh_ext *e, uint32_t *n_out)
+ * the rest of the chain; *n_out and *len_out: their count and bytes.
+ * Without memory for joining, e goes alone. */
+static struct wbh_ext *take_write(struct wbh_ext *e, uint32_t *n_out, size_t *len_out)
 {
     uint32_t n = 1;
     size_t len = e->len;
@@ -237,6 +236,7 @@ static struct wbh_ext *take_write(struct wbh_ext *e, uint32_t *n_out)
     uint8_t *j = n > 1 ? malloc(len + (size_t)n * RPC_EXTENT_LEN) : NULL;
     if (!j) {
         n = 1;
+        len = e->len;
         last = e;
     }
     struct wbh_ext *rest = last->out;
@@ -252,6 +252,7 @@ static struct wbh_ext *take_write(struct wbh_ext *e, uint32_t *n_out)
         }
     }
     *n_out = n;
+    *len_out = len;
     return rest;
 }
 
@@ -259,7 +260,8 @@ static void submit(struct wbh_ext *e)
 {
     while (e) {
         uint32_t n;
-        struct wbh_ext *next = take_write(e, &n);
+        size_t len;
+        struct wbh_ext *next = take_write(e, &n, &len);
         cl_op_init(&e->op, RPC_OP_WRITE, send_done_cb, e);
         struct rpc_msg *a = &e->op.args;
         RPC_SET(a, fh, RPC_T_FH, e->fh);
@@ -267,9 +269,7 @@ static void submit(struct wbh_ext *e)
             RPC_SET(a, offset, RPC_T_OFFSET, e->off);
             rpc_set_bytes(a, RPC_T_DATA, &a->data, e->data, e->len);
         } else {
-            size_t head = (size_t)n * RPC_EXTENT_LEN, len = 0;
-            for (struct wbh_ext *x = e; x; x = x->out)
-                len += x->len;
+            size_t head = (size_t)n * RPC_EXTENT_LEN;
             rpc_set_bytes(a, RPC_T_EXTENTS, &a->extents, e->joined, head);
             rpc_set_bytes(a, RPC_T_DATA, &a->data, (const uint8_t *)e->joined + head, len);
         }
@@ -294,9 +294,7 @@ static void send_done_cb(struct cl_op *op)
     struct cf *cf = first->cf;
     struct cf_wbh *W = cf->wbh;
     struct wbh_file *f = first->wf;
-    size_t len = 0;
-    for (struct wbh_ext *e = first; e; e = e->out)
-        len += e->len;
+    size_t len = op->args.data.len; /* every extent of the WRITE */
     int err = fop_errno(op->status);
     if (!err && (!rpc_has(&op->reply->msg, RPC_T_SIZE) || op->reply->msg.size != len))
         err = ENOSPC; /* a short write: the brick is full */

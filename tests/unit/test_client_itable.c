@@ -30,7 +30,7 @@ static void test_open_handles(void)
     int err;
     uint64_t fh = 0;
     gfid_generate(&g);
-    uint64_t id = cl_itable_link(t, CL_ROOT_ID, "f", &g, &err);
+    uint64_t id = cl_itable_link(t, CL_ROOT_ID, "f", &g, 0, &err);
     CHECK_EQ(cl_itable_any_fh(t, id, &fh), -ENOENT);
     CHECK_EQ(cl_itable_open_fh(t, id, 7), 0);
     CHECK_EQ(cl_itable_open_fh(t, id, 9), 0);
@@ -58,12 +58,12 @@ static void test_hold(void)
     struct cl_itable *t = cl_itable_new();
     gfid_t g = mkgfid(77);
     int err;
-    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &g, &err);
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &g, 0, &err);
     CHECK_EQ(cl_itable_hold(t, d), 0);
     cl_itable_forget(t, d, 1); /* the kernel's lookup */
     CHECK_EQ(cl_itable_resolve(t, "/d"), d);
     CHECK_STR(path_of(t, d, "x"), "/d/x");
-    CHECK_EQ(cl_itable_link(t, CL_ROOT_ID, "d", &g, &err), d);
+    CHECK_EQ(cl_itable_link(t, CL_ROOT_ID, "d", &g, 0, &err), d);
     cl_itable_forget(t, d, 1);
     cl_itable_forget(t, d, 1); /* the hold */
     CHECK_EQ(cl_itable_resolve(t, "/d"), 0);
@@ -72,23 +72,18 @@ static void test_hold(void)
     cl_itable_free(t);
 }
 
-/* What a node is follows it through renames; unknown until told. */
+/* What a node is follows it through renames; unknown nodes are unknown. */
 static void test_kind(void)
 {
     struct cl_itable *t = cl_itable_new();
     gfid_t gd = mkgfid(90), gf = mkgfid(91);
     int err;
-    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &gd, &err);
-    uint64_t f = cl_itable_link(t, d, "f", &gf, &err);
-    CHECK_EQ(cl_itable_is_dir(t, d), -1);
-    cl_itable_set_dir(t, d, 1);
-    cl_itable_set_dir(t, f, 0);
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &gd, 1, &err);
+    uint64_t f = cl_itable_link(t, d, "f", &gf, 0, &err);
     CHECK_EQ(cl_itable_is_dir(t, d), 1);
     CHECK_EQ(cl_itable_is_dir(t, f), 0);
     cl_itable_rename(t, d, "f", CL_ROOT_ID, "g", 0);
     CHECK_EQ(cl_itable_is_dir(t, cl_itable_child(t, CL_ROOT_ID, "g")), 0);
-    CHECK_EQ(cl_itable_is_dir(t, 424242), -1);
-    cl_itable_set_dir(t, 424242, 1); /* unknown nodes are left alone */
     CHECK_EQ(cl_itable_is_dir(t, 424242), -1);
     cl_itable_free(t);
 }
@@ -106,9 +101,9 @@ int main(void)
 
     /* lookup counting: same gfid twice -> same id, freed after both forgets */
     gfid_t ga = mkgfid(1), gb = mkgfid(2), gc = mkgfid(3), gd = mkgfid(4);
-    uint64_t a = cl_itable_link(t, CL_ROOT_ID, "a", &ga, &err);
+    uint64_t a = cl_itable_link(t, CL_ROOT_ID, "a", &ga, 0, &err);
     CHECK(a > CL_ROOT_ID);
-    CHECK_EQ(cl_itable_link(t, CL_ROOT_ID, "a", &ga, &err), a);
+    CHECK_EQ(cl_itable_link(t, CL_ROOT_ID, "a", &ga, 0, &err), a);
     CHECK_EQ(cl_itable_count(t), 2);
     cl_itable_forget(t, a, 1);
     CHECK_STR(path_of(t, a, NULL), "/a");
@@ -117,9 +112,9 @@ int main(void)
     CHECK_EQ(cl_itable_path(t, a, NULL, (char[8]){0}, 8), -ENOENT);
 
     /* a subtree: /d/e/f; a child keeps its forgotten parent alive */
-    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &ga, &err);
-    uint64_t e = cl_itable_link(t, d, "e", &gb, &err);
-    uint64_t f = cl_itable_link(t, e, "f", &gc, &err);
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &ga, 0, &err);
+    uint64_t e = cl_itable_link(t, d, "e", &gb, 0, &err);
+    uint64_t f = cl_itable_link(t, e, "f", &gc, 0, &err);
     CHECK_STR(path_of(t, f, NULL), "/d/e/f");
     CHECK_STR(path_of(t, f, "g"), "/d/e/f/g");
     cl_itable_forget(t, d, 1);
@@ -130,7 +125,7 @@ int main(void)
     /* rename of a directory moves the subtree */
     cl_itable_rename(t, CL_ROOT_ID, "d", CL_ROOT_ID, "D", 0);
     CHECK_STR(path_of(t, f, NULL), "/D/e/f");
-    uint64_t x = cl_itable_link(t, CL_ROOT_ID, "x", &gd, &err);
+    uint64_t x = cl_itable_link(t, CL_ROOT_ID, "x", &gd, 0, &err);
     cl_itable_rename(t, d, "e", x, "E", 0);
     CHECK_STR(path_of(t, f, NULL), "/x/E/f");
     /* d lost its only child and was forgotten: freed */
@@ -139,8 +134,8 @@ int main(void)
 
     /* rename over an existing name detaches the target */
     gfid_t g5 = mkgfid(5), g6 = mkgfid(6);
-    uint64_t p = cl_itable_link(t, CL_ROOT_ID, "p", &g5, &err);
-    uint64_t q = cl_itable_link(t, CL_ROOT_ID, "q", &g6, &err);
+    uint64_t p = cl_itable_link(t, CL_ROOT_ID, "p", &g5, 0, &err);
+    uint64_t q = cl_itable_link(t, CL_ROOT_ID, "q", &g6, 0, &err);
     cl_itable_rename(t, CL_ROOT_ID, "p", CL_ROOT_ID, "q", 0);
     CHECK_STR(path_of(t, p, NULL), "/q");
     CHECK_EQ(cl_itable_path(t, q, NULL, (char[64]){0}, 64), -ENOENT);
@@ -150,7 +145,7 @@ int main(void)
 
     /* exchange swaps */
     gfid_t g7 = mkgfid(7);
-    uint64_t r = cl_itable_link(t, x, "r", &g7, &err);
+    uint64_t r = cl_itable_link(t, x, "r", &g7, 0, &err);
     cl_itable_rename(t, CL_ROOT_ID, "q", x, "r", 1);
     CHECK_STR(path_of(t, p, NULL), "/x/r");
     CHECK_STR(path_of(t, r, NULL), "/q");
@@ -158,8 +153,8 @@ int main(void)
     /* hard links: one node id, the latest name wins; unlink of the other
      * name keeps it */
     gfid_t g8 = mkgfid(8);
-    uint64_t h1 = cl_itable_link(t, CL_ROOT_ID, "h1", &g8, &err);
-    uint64_t h2 = cl_itable_link(t, x, "h2", &g8, &err);
+    uint64_t h1 = cl_itable_link(t, CL_ROOT_ID, "h1", &g8, 0, &err);
+    uint64_t h2 = cl_itable_link(t, x, "h2", &g8, 0, &err);
     CHECK_EQ(h1, h2);
     CHECK_STR(path_of(t, h1, NULL), "/x/h2");
     cl_itable_unlink(t, CL_ROOT_ID, "h1"); /* not its current name: no change */
@@ -174,15 +169,15 @@ int main(void)
 
     /* a name reused by another object */
     gfid_t g9 = mkgfid(9);
-    uint64_t n1 = cl_itable_link(t, CL_ROOT_ID, "n", &g9, &err);
+    uint64_t n1 = cl_itable_link(t, CL_ROOT_ID, "n", &g9, 0, &err);
     gfid_t g10 = mkgfid(10);
-    uint64_t n2 = cl_itable_link(t, CL_ROOT_ID, "n", &g10, &err);
+    uint64_t n2 = cl_itable_link(t, CL_ROOT_ID, "n", &g10, 0, &err);
     CHECK(n1 != n2);
     CHECK_EQ(cl_itable_child(t, CL_ROOT_ID, "n"), n2);
     CHECK_EQ(cl_itable_path(t, n1, NULL, (char[64]){0}, 64), -ENOENT);
 
     /* unknown parent, too long a path */
-    CHECK_EQ(cl_itable_link(t, 999999, "z", &g9, &err), 0);
+    CHECK_EQ(cl_itable_link(t, 999999, "z", &g9, 0, &err), 0);
     CHECK_EQ(err, -ENOENT);
     char small[4];
     CHECK_EQ(cl_itable_path(t, f, NULL, small, sizeof(small)), -ENAMETOOLONG);
@@ -194,7 +189,7 @@ int main(void)
         gfid_t g = mkgfid(1000 + i);
         g.b[1] = 1;
         snprintf(nm, sizeof(nm), "f%d", i);
-        ids[i] = cl_itable_link(t, x, nm, &g, &err);
+        ids[i] = cl_itable_link(t, x, nm, &g, 0, &err);
     }
     int ok = 1;
     for (int i = 0; i < 5000; i++) {
