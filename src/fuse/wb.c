@@ -909,6 +909,13 @@ int cf_wb_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
         f->st.st_gid = attr->st_gid;
         f->valid |= RPC_SET_GID;
     }
+    /* A chown drops set-user-ID, and set-group-ID when group-executable,
+     * whoever makes it: the kernel leaves that to the file system
+     * (HANDLE_KILLPRIV_V2), and the bricks' own kernel does it there. */
+    if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && cf_killpriv_bits(f->st.st_mode)) {
+        f->st.st_mode = S_IFREG | rpc_kill_suidgid_mode(f->st.st_mode);
+        f->valid |= RPC_SET_MODE;
+    }
     if (to_set & FUSE_SET_ATTR_ATIME_NOW)
         f->st.st_atim = now;
     else if (to_set & FUSE_SET_ATTR_ATIME)

@@ -814,3 +814,25 @@ def test_rename_then_removal_and_failed_rename(wc):
         fsync_dir(d)
     assert "write-back of the rename of /d/y to /d/y2 failed" in m1.tail(1 << 20)
     assert os.listdir(d) == []
+
+
+def test_chown_of_a_written_back_file_drops_set_id_bits(wc):
+    """chown of a file not yet sent drops set-user-ID, and set-group-ID
+    when group-executable, as the bricks' kernel does for one sent."""
+    bricks, (m1,) = replica3(wc, mounts=1)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    want = {"suid": (0o4755, 0o755), "sgid_x": (0o2755, 0o755), "sgid": (0o2744, 0o2744)}
+    for n, (mode, _) in want.items():
+        p = os.path.join(d, n)
+        with open(p, "wb") as fh:
+            fh.write(b"#!")
+        os.chmod(p, mode)
+        os.chown(p, 1001, 1001)
+    for n, (_, after) in want.items():
+        assert stat.S_IMODE(os.stat(os.path.join(d, n)).st_mode) == after, n
+    fsync_dir(d)
+    for b in bricks:
+        for n, (_, after) in want.items():
+            st = os.stat(os.path.join(b, "d", n))
+            assert (stat.S_IMODE(st.st_mode), st.st_uid) == (after, 1001), (b, n)
