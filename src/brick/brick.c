@@ -242,6 +242,14 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
         snprintf(err, errlen, "cannot start the directory warming thread: %s", strerror(-rc));
         goto fail;
     }
+    if ((rc = brick_trash_init(b)) < 0) {
+        brick_warm_fini(b);
+        brick_leases_fini(b);
+        brick_locks_fini(b);
+        snprintf(err, errlen, "cannot start the trash purge (%s/%s/trash): %s", path, BRICK_PRIVATE,
+                 strerror(-rc));
+        goto fail;
+    }
     *out = b;
     return 0;
 fail:
@@ -263,6 +271,7 @@ void brick_close(struct brick *b)
 {
     if (!b)
         return;
+    brick_trash_fini(b);
     brick_warm_fini(b);
     brick_leases_fini(b);
     brick_locks_fini(b);

@@ -40,6 +40,7 @@ struct brick_leases;
 struct lease_wait;
 struct brick_dent;
 struct brick_warm;
+struct brick_trash;
 
 /* MAKE_FILE spreads its temporary files over this many directories in
  * .cairn/tmp (see open_tmp in brick.c). */
@@ -55,6 +56,7 @@ struct brick {
     struct brick_dircache *dircache; /* open parent directories (dircache.c) */
     struct brick_leases *leases;     /* lease.c */
     struct brick_warm *warm;         /* warm.c; NULL: not warming */
+    struct brick_trash *trash;       /* trash.c; NULL: trees are not removed at once */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
@@ -209,6 +211,23 @@ void brick_warm_subdir(struct brick *b, int dirfd, const char *name);
 /* Tests: waits until the queue is walked; returns how many directories
  * have been walked so far. */
 uint64_t brick_warm_settle(struct brick *b);
+
+/* ---- removing a tree at once (trash.c) ---- */
+
+/* Creates .cairn/trash and starts the purge thread, which first empties
+ * what an earlier run left there. */
+int brick_trash_init(struct brick *b);
+void brick_trash_fini(struct brick *b);
+/* RMDIR with a tree (DATA): when every entry below dirfd/name is listed in
+ * tree (rpc_tree_check's format), moves the directory into the trash for
+ * the purge thread. Returns 0, -EPROTO (a malformed tree), -ENOTEMPTY (an
+ * entry not listed, named in why) or another -errno; nothing changes
+ * unless 0. */
+int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct rpc_bytes *tree,
+                     char *why, size_t wl);
+/* Tests: waits until the trash is purged; returns the entries removed so
+ * far. */
+uint64_t brick_trash_settle(struct brick *b);
 
 /* ---- leases (lease.c, docs/consistency.md) ---- */
 

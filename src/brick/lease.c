@@ -656,14 +656,15 @@ static void touch(struct brick_leases *L, struct brick_req *r, const char *p, si
         conflict(L, r, l, name, name_len, 0, rs, now);
 }
 
-/* Path p and everything under it (a rename moves them all). */
+/* Path p and everything under it: a rename moves them all (force: the
+ * requester's leases go too), a tree's removal removes them. */
 static void touch_tree(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
-                       struct recalls *rs, uint64_t now)
+                       int force, struct recalls *rs, uint64_t now)
 {
     for (size_t k = 0; k < L->nb; k++)
         for (struct lease *l = L->b[k]; l; l = l->next)
             if (!strncmp(l->path, p, len) && (l->path[len] == 0 || l->path[len] == '/'))
-                conflict(L, r, l, "", 0, 1, rs, now);
+                conflict(L, r, l, "", 0, force, rs, now);
 }
 
 static void touch_entry(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
@@ -787,6 +788,8 @@ void brick_lease_post(struct brick_req *r, int rc)
         case RPC_OP_RMDIR:
             if (has1)
                 touch_entry(L, r, p, len, &rs, now);
+            if (has1 && r->opcode == RPC_OP_RMDIR && rpc_has(in, RPC_T_DATA))
+                touch_tree(L, r, p, len, 0, &rs, now); /* a tree went with it */
             break;
         case RPC_OP_LINK:
             if (has1)
@@ -797,11 +800,11 @@ void brick_lease_post(struct brick_req *r, int rc)
         case RPC_OP_RENAME:
             if (has1) {
                 touch_entry(L, r, p, len, &rs, now);
-                touch_tree(L, r, p, len, &rs, now);
+                touch_tree(L, r, p, len, 1, &rs, now);
             }
             if (has2) {
                 touch_entry(L, r, p2, len2, &rs, now);
-                touch_tree(L, r, p2, len2, &rs, now);
+                touch_tree(L, r, p2, len2, 1, &rs, now);
             }
             break;
         default:

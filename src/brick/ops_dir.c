@@ -25,14 +25,6 @@
 #define WARM_PER_REPLY 64
 #define DENTS_BUF 32768
 
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
 int brick_op_opendir(struct brick_req *r)
 {
     struct brick_loc loc;

@@ -405,10 +405,15 @@ int brick_op_link(struct brick_req *r)
 static int remove_name(struct brick_req *r, int flags)
 {
     struct brick_loc loc;
+    int tree = rpc_has(r->in, RPC_T_DATA);
+    if (tree && !(flags & AT_REMOVEDIR))
+        return -EINVAL;
     int rc = brick_resolve(r->b, &r->in->path, BRICK_LOC_EXISTING, &loc);
     if (rc == 0 && loc.is_root)
         rc = flags ? -EBUSY : -EISDIR;
-    if (rc == 0)
+    if (rc == 0 && tree)
+        rc = brick_trash_tree(r->b, loc.dirfd, loc.name, &r->in->data, r->text, sizeof(r->text));
+    else if (rc == 0)
         rc = VFS->unlinkat(loc.dirfd, loc.name, flags);
     if (rc == 0 && (flags & AT_REMOVEDIR))
         brick_dircache_invalidate(r->b, loc.path);

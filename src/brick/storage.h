@@ -17,6 +17,15 @@
 #include <sys/types.h>
 #include <time.h>
 
+/* A record of getdents64. */
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
 struct brick_vfs {
     /* openat2(rootfd, path, flags, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
      * RESOLVE_NO_MAGICLINKS): returns an fd or -errno. */
@@ -45,7 +54,7 @@ struct brick_vfs {
     int (*fallocate)(int fd, int mode, off_t off, off_t len);
     int (*ftruncate)(int fd, off_t len);
     off_t (*lseek)(int fd, off_t off, int whence);
-    long (*getdents)(int fd, void *buf, size_t len);
+    long (*getdents)(int fd, void *buf, size_t len); /* struct linux_dirent64 records */
     int (*fstatfs)(int fd, struct statfs *st);
     /* Extended attributes of the object dirfd/name without following a final
      * symlink (name "." is dirfd itself). */

@@ -31,14 +31,6 @@
  * (one brick per process in practice). */
 static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
 
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
 /* Opens BRICK/.cairn/index, creating it when create is set. */
 static int index_open(struct brick *b, int create)
 {
@@ -190,6 +182,9 @@ static void fd_path(struct brick *b, int fd, char *out, size_t len)
     size_t rl = strlen(root);
     if (strncmp(abs, root, rl) != 0 || (abs[rl] != '/' && abs[rl] != 0) ||
         strstr(abs, " (deleted)"))
+        return;
+    /* In the trash (a tree removed at once, trash.c): gone, as unlinked. */
+    if (!strncmp(abs + rl, "/" BRICK_PRIVATE "/", strlen(BRICK_PRIVATE) + 2))
         return;
     snprintf(out, len, "%s", abs[rl] ? abs + rl : "/");
 }

@@ -386,6 +386,9 @@ int cf_wbrm_settle(struct cf *cf);
 int cf_wbrm_settle_path(struct cf *cf, const char *path);
 /* 1 when a removal of parent/name is queued or in flight. */
 int cf_wbrm_queued(struct cf *cf, uint64_t parent, const char *name);
+/* Settles the queue when a removal or rename of an entry of dir is in it
+ * (dir 0: always). */
+int cf_wbrm_settle_dir(struct cf *cf, uint64_t dir);
 
 /* ---- wb_dir.c: write-back of directory attributes (docs/consistency.md) ---- */
 int cf_wbd_init(struct cf *cf);

@@ -655,8 +655,9 @@ static int settle_in(struct cf_wb *w, uint64_t dir)
             rc = r;
     }
     pthread_mutex_unlock(&w->lock);
-    /* and the removals queued after them (all: they are kept in order) */
-    cf_wbrm_settle(w->cf);
+    /* and the removals in dir queued after them (all of the queue: it is
+     * kept in order) */
+    cf_wbrm_settle_dir(w->cf, dir);
     return rc;
 }
 

@@ -25,6 +25,14 @@
  * its answer. Requests by either path, and a create of the old name, wait
  * for the queue as for a removal.
  *
+ * Whole trees. An RMDIR queued while removals of the directory's entries
+ * still wait in the queue takes them along: its DATA lists them (and what
+ * the RMDIRs it took listed), and the brick checks that nothing else is
+ * there and moves the directory into its trash in one request (trash.c).
+ * So that `rm -rf` finds its removals still queued, a removal waits
+ * RM_LINGER_MS before it is sent, unless somebody waits for the queue or
+ * it is half full. Not past a rename queued or in flight.
+ *
  * Errors are logged, make the mount forget what it cached about the
  * directory, and are returned by the next create or fsync of a directory
  * in that directory (as for written-back files). Bounded by
@@ -39,7 +47,9 @@
 #include "../lib/log.h"
 #include "bridge.h"
 
-#define RM_WINDOW 64 /* requests in flight */
+#define RM_WINDOW 64             /* requests in flight */
+#define RM_LINGER_MS 50          /* a removal's wait for its directory's RMDIR */
+#define RM_TREE_BYTES (1u << 20) /* an RMDIR's list of entries, at most */
 
 struct rm {
     struct cl_op op;
@@ -52,7 +62,22 @@ struct rm {
     uint64_t parent2;
     char name2[NAME_MAX + 1];
     char path2[PATH_MAX];
+    /* RMDIR: the entries taken along (rpc_tree_check's format), their
+     * depth and longest entry, and the files among them to settle first */
+    char *tree;
+    size_t tree_len, tree_longest;
+    uint32_t tree_n, tree_depth;
+    uint64_t *files;
+    size_t n_files;
+    uint64_t queued_ms;
 };
+
+static void rm_free(struct rm *r)
+{
+    free(r->tree);
+    free(r->files);
+    free(r);
+}
 
 static int is_rename(const struct rm *r)
 {
@@ -68,6 +93,7 @@ struct cf_wbrm {
     struct rm *flying; /* sent, not yet answered (for name checks) */
     size_t pending;    /* queued + in flight */
     size_t inflight;
+    int waiters; /* in cf_wbrm_settle: send without lingering */
     pthread_t worker;
     int started, stop;
 };
@@ -129,7 +155,21 @@ static void done_cb(struct cl_op *op)
         pthread_cond_broadcast(&q->idle);
     pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
-    free(r);
+    rm_free(r);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Whether r may go now rather than wait for its directory's RMDIR. */
+static int ripe(const struct cf_wbrm *q, const struct rm *r, uint64_t now)
+{
+    return q->waiters || q->stop || r->queued_ms + RM_LINGER_MS <= now ||
+           q->pending * 2 >= cf_wb_max_files(q->cf);
 }
 
 static void *worker_main(void *arg)
@@ -148,6 +188,17 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&q->cond, &q->lock);
             continue;
         }
+        uint64_t now = now_ms();
+        if (!ripe(q, r, now)) {
+            uint64_t at = r->queued_ms + RM_LINGER_MS;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (at - now) * 1000000;
+            ts.tv_sec += (time_t)(ns / 1000000000);
+            ts.tv_nsec = (long)(ns % 1000000000);
+            pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+            continue;
+        }
         if (!(q->head = r->next))
             q->tail = &q->head;
         r->next = q->flying;
@@ -162,6 +213,8 @@ static void *worker_main(void *arg)
             gone = cf_wbm_gone(q->cf, r->parent2);
         if (!gone && r->op.args.op != RPC_OP_RMDIR)
             (void)cf_wb_settle(q->cf, r->node);
+        for (size_t i = 0; !gone && i < r->n_files; i++)
+            (void)cf_wb_settle(q->cf, r->files[i]);
         if (gone)
             cl_op_complete(&r->op, gone, NULL);
         else
@@ -197,8 +250,11 @@ int cf_wbrm_settle(struct cf *cf)
     if (!q || !__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE))
         return 0;
     pthread_mutex_lock(&q->lock);
+    q->waiters++;
+    pthread_cond_signal(&q->cond);
     while (q->pending > 0)
         pthread_cond_wait(&q->idle, &q->lock);
+    q->waiters--;
     pthread_mutex_unlock(&q->lock);
     return 0;
 }
@@ -213,7 +269,8 @@ static int concerns(const char *removed, const char *path)
     return !strncmp(removed, path, n) && (removed[n] == 0 || removed[n] == '/');
 }
 
-/* Whether a removal queued or in flight matches (path, or parent and name). */
+/* Whether a removal queued or in flight matches (path, or parent and
+ * name, or with name NULL any entry of parent). */
 static int any_queued(struct cf_wbrm *q, const char *path, uint64_t parent, const char *name)
 {
     if (!q || !__atomic_load_n(&q->pending, __ATOMIC_ACQUIRE))
@@ -223,8 +280,9 @@ static int any_queued(struct cf_wbrm *q, const char *path, uint64_t parent, cons
     for (int pass = 0; pass < 2 && !found; pass++)
         for (struct rm *r = pass ? q->flying : q->head; r && !found; r = r->next)
             found = path ? concerns(r->path, path) || (is_rename(r) && concerns(r->path2, path))
-                         : (r->parent == parent && !strcmp(r->name, name)) ||
-                               (is_rename(r) && r->parent2 == parent && !strcmp(r->name2, name));
+                         : (r->parent == parent && (!name || !strcmp(r->name, name))) ||
+                               (is_rename(r) && r->parent2 == parent &&
+                                (!name || !strcmp(r->name2, name)));
     pthread_mutex_unlock(&q->lock);
     return found;
 }
@@ -237,6 +295,11 @@ int cf_wbrm_settle_path(struct cf *cf, const char *path)
 int cf_wbrm_queued(struct cf *cf, uint64_t parent, const char *name)
 {
     return any_queued(cf->wbrm, NULL, parent, name);
+}
+
+int cf_wbrm_settle_dir(struct cf *cf, uint64_t dir)
+{
+    return !dir || any_queued(cf->wbrm, NULL, dir, NULL) ? cf_wbrm_settle(cf) : 0;
 }
 
 /* The directory's attributes after a removal in it (as the brick will make
@@ -267,13 +330,82 @@ static struct rm *rm_new(struct cf_wbrm *q)
     return r;
 }
 
+/* Adds c's entry, and the entries c took along, to r's tree; 0 when
+ * they do not fit. */
+static int take(struct rm *r, const struct rm *c)
+{
+    size_t nl = strlen(c->name);
+    size_t need = nl + 1 + c->tree_len + c->tree_n * (nl + 1);
+    if (r->tree_len + need > RM_TREE_BYTES || r->tree_n + 1 + c->tree_n > RPC_TREE_MAX ||
+        c->tree_depth + 1 > RPC_TREE_DEPTH || nl + 1 + c->tree_longest >= 4096)
+        return 0;
+    char *t = realloc(r->tree, r->tree_len + need);
+    uint64_t *f = realloc(r->files, (r->n_files + c->n_files + 1) * sizeof(*f));
+    if (t)
+        r->tree = t;
+    if (f)
+        r->files = f;
+    if (!t || !f)
+        return 0;
+    memcpy(t + r->tree_len, c->name, nl + 1);
+    r->tree_len += nl + 1;
+    for (size_t o = 0; o < c->tree_len;) {
+        const char *e = c->tree + o;
+        size_t el = strlen(e);
+        char *d = t + r->tree_len;
+        memcpy(d, c->name, nl);
+        d[nl] = '/';
+        memcpy(d + nl + 1, e, el + 1);
+        r->tree_len += nl + 1 + el + 1;
+        o += el + 1;
+    }
+    r->tree_n += 1 + c->tree_n;
+    if (c->tree_depth + 1 > r->tree_depth)
+        r->tree_depth = c->tree_depth + 1;
+    size_t longest = c->tree_n ? nl + 1 + c->tree_longest : nl;
+    if (longest > r->tree_longest)
+        r->tree_longest = longest;
+    if (c->op.args.op == RPC_OP_UNLINK)
+        r->files[r->n_files++] = c->node;
+    memcpy(r->files + r->n_files, c->files, c->n_files * sizeof(*f));
+    r->n_files += c->n_files;
+    return 1;
+}
+
+/* Takes the removals of dir's entries still queued into r, dir's RMDIR.
+ * Called with q->lock held. */
+static void absorb(struct cf_wbrm *q, struct rm *r, uint64_t dir)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (struct rm *x = pass ? q->flying : q->head; x; x = x->next)
+            if (is_rename(x))
+                return;
+    struct rm **pp = &q->head;
+    while (*pp) {
+        struct rm *c = *pp;
+        if (c->parent != dir || !take(r, c)) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        q->pending--;
+        rm_free(c);
+    }
+    q->tail = pp;
+    if (r->tree_len)
+        rpc_set_bytes(&r->op.args, RPC_T_DATA, &r->op.args.data, r->tree, r->tree_len);
+}
+
 /* Queues r, on behalf of the caller of req, and answers req. */
 static void rm_push(struct cf_wbrm *q, struct rm *r, fuse_req_t req)
 {
     const struct fuse_ctx *c = fuse_req_ctx(req);
     RPC_SET(&r->op.args, uid, RPC_T_UID, c->uid);
     RPC_SET(&r->op.args, gid, RPC_T_GID, c->gid);
+    r->queued_ms = now_ms();
     pthread_mutex_lock(&q->lock);
+    if (r->op.args.op == RPC_OP_RMDIR)
+        absorb(q, r, r->node);
     *q->tail = r;
     q->tail = &r->next;
     q->pending++;

@@ -365,6 +365,46 @@ int rpc_extents_check(const struct rpc_msg *m, const char **why)
     return w ? -EPROTO : (int)n;
 }
 
+/* Whether the component p[0..n) is acceptable in a tree entry. */
+static const char *tree_component(const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return "empty component in a tree entry";
+    if (n > 255)
+        return "tree entry component longer than 255";
+    if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+        return "'.' or '..' in a tree entry";
+    return NULL;
+}
+
+int rpc_tree_check(const struct rpc_bytes *tree, const char **why)
+{
+    const char *w = NULL;
+    uint32_t n = 0, comp = 0, entry = 0, depth = 0;
+    if (tree->len == 0 || tree->p[tree->len - 1] != 0)
+        w = "tree empty or not NUL-terminated";
+    for (uint32_t i = 0; !w && i < tree->len; i++) {
+        uint8_t c = tree->p[i];
+        if (c != '/' && c != 0)
+            continue;
+        w = tree_component(tree->p + comp, i - comp);
+        comp = i + 1;
+        if (!w && ++depth > RPC_TREE_DEPTH)
+            w = "tree entry deeper than RPC_TREE_DEPTH";
+        if (c != 0)
+            continue;
+        depth = 0;
+        if (!w && i - entry >= 4096)
+            w = "tree entry too long";
+        else if (!w && ++n > RPC_TREE_MAX)
+            w = "too many tree entries";
+        entry = i + 1;
+    }
+    if (why)
+        *why = w;
+    return w ? -EPROTO : (int)n;
+}
+
 void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)
 {
     struct rpc_msg *mm = (struct rpc_msg *)m; /* slot lookups only read */

@@ -202,6 +202,14 @@ static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
 #define RPC_EXTENT_LEN 12
 #define RPC_EXTENTS_MAX 1024
 
+/* An RMDIR's DATA, when present: the tree the removal takes along. Each
+ * entry is a path relative to PATH followed by a NUL ("f", "sub", "sub/g"),
+ * in any order. The brick removes the directory with everything below it
+ * only when every entry it finds there is listed; otherwise ENOTEMPTY and
+ * nothing changes (docs/protocol.md, RMDIR). */
+#define RPC_TREE_MAX 65536
+#define RPC_TREE_DEPTH 64 /* components of an entry, at most */
+
 /* Attributes of one object as they travel: 16-byte gfid then 13 u64 values. */
 #define RPC_ATTR_LEN (16 + 13 * 8)
 struct rpc_attr {
@@ -268,6 +276,14 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
  * INT64_MAX, lengths adding up to DATA's. Returns the number of extents, or
  * -EPROTO with *why (may be NULL) naming the problem. Pure. */
 int rpc_extents_check(const struct rpc_msg *m, const char **why);
+
+/* Checks an RMDIR's tree (DATA): 1 to RPC_TREE_MAX entries, each ending in
+ * a NUL, made of 1 to RPC_TREE_DEPTH components of 1 to 255 bytes separated
+ * by single '/', none of them "." or "..", each entry shorter than 4096
+ * bytes. Returns the
+ * number of entries, or -EPROTO with *why (may be NULL) naming the problem.
+ * Pure. */
+int rpc_tree_check(const struct rpc_bytes *tree, const char **why);
 
 /* Extent i of a checked EXTENTS field. */
 static inline void rpc_extent_get(const struct rpc_bytes *x, uint32_t i, uint64_t *off,

@@ -37,6 +37,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n > RPC_EXTENTS_MAX || (n > 0 && sum != m.data.len))
             abort();
     }
+    if (rpc_has(&m, RPC_T_DATA)) {
+        /* an RMDIR's tree: a list that passes the check is whole entries of
+         * proper components */
+        int n = rpc_tree_check(&m.data, NULL);
+        if (n > RPC_TREE_MAX)
+            abort();
+        for (uint32_t o = 0; n > 0 && o < m.data.len;) {
+            const char *e = (const char *)m.data.p + o;
+            size_t l = strnlen(e, m.data.len - o);
+            if (l == 0 || o + l >= m.data.len || e[0] == '/' || e[l - 1] == '/' ||
+                strstr(e, "//") || strstr(e, "/../") || !strcmp(e, "..") || !strncmp(e, "../", 3) ||
+                (l >= 3 && !strcmp(e + l - 3, "/..")))
+                abort();
+            o += (uint32_t)l + 1;
+        }
+    }
     /* repeated fields other than GROUP are not re-encoded by rpc_msg_encode */
     m.present &= ~((1ull << RPC_T_DIRENT) | (1ull << RPC_T_ARG) | (1ull << RPC_T_SUB) |
                    (1ull << RPC_T_BRICK) | (1ull << RPC_T_OPTION) | (1ull << RPC_T_OPSTAT));

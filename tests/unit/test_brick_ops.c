@@ -479,6 +479,73 @@ static void test_write_extents(struct tb *t)
     tb_fh_op(t, RPC_OP_RELEASE, fh);
 }
 
+/* An RMDIR with a tree: removed at once when everything below is listed,
+ * refused with nothing changed otherwise; the trash is purged. */
+static int rmdir_tree(struct tb *t, const char *path, const char *tree, size_t len)
+{
+    struct rpc_msg m = tb_msg(path);
+    rpc_set_bytes(&m, RPC_T_DATA, &m.data, tree, len);
+    return tb_do(t, RPC_OP_RMDIR, &m);
+}
+
+static int trash_entries(struct tb *t)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A '%s')\"", tb_path(t, "/.cairn/trash"));
+    return system(cmd) != 0;
+}
+
+static void test_rmdir_tree(struct tb *t)
+{
+    uint64_t fh;
+    CHECK_EQ(tb_mkdir(t, "/tr", 0755), 0);
+    CHECK_EQ(tb_mkdir(t, "/tr/sub", 0755), 0);
+    CHECK_EQ(tb_create(t, "/tr/f", 0644, &fh, NULL), 0);
+    CHECK_EQ(tb_write(t, fh, 0, "data", 4), 4);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    CHECK_EQ(tb_create(t, "/tr/sub/g", 0644, &fh, NULL), 0);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    /* an entry not listed: refused, everything stays */
+    static const char part[] = "f\0sub\0";
+    CHECK_EQ(rmdir_tree(t, "/tr", part, sizeof(part) - 1), -ENOTEMPTY);
+    CHECK_EQ(tb_lookup(t, "/tr/sub/g", NULL), 0);
+    CHECK_EQ(tb_lookup(t, "/tr/f", NULL), 0);
+    /* malformed lists: refused before anything is looked at */
+    static const struct {
+        const char *p;
+        size_t len;
+    } bad[] = {{"f", 1}, {"f\0..\0", 5}, {"sub//g\0", 7}, {"/f\0", 3}, {"sub/\0", 5}, {"\0", 1}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK_EQ(rmdir_tree(t, "/tr", bad[i].p, bad[i].len), -EPROTO);
+    CHECK_EQ(tb_lookup(t, "/tr/f", NULL), 0);
+    /* a tree only goes with RMDIR */
+    struct rpc_msg m = tb_msg("/tr/f");
+    rpc_set_bytes(&m, RPC_T_DATA, &m.data, "x", 2);
+    CHECK_EQ(tb_do(t, RPC_OP_UNLINK, &m), -EINVAL);
+    /* all listed (in any order, with an entry already gone): removed */
+    static const char all[] = "sub/g\0f\0gone\0sub\0";
+    CHECK_EQ(rmdir_tree(t, "/tr", all, sizeof(all) - 1), 0);
+    CHECK_EQ(tb_lookup(t, "/tr", NULL), -ENOENT);
+    CHECK(brick_trash_settle(t->b) >= 4);
+    CHECK(!trash_entries(t));
+    CHECK_EQ(rmdir_tree(t, "/tr", all, sizeof(all) - 1), -ENOENT);
+    CHECK_EQ(rmdir_tree(t, "/", all, sizeof(all) - 1), -EBUSY);
+}
+
+/* What a stop left in the trash is purged when the brick opens again. */
+static void test_trash_leftovers(struct tb *t)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s/x/y' && touch '%s/x/y/z' '%s/w'",
+             tb_path(t, "/.cairn/trash"), tb_path(t, "/.cairn/trash"), tb_path(t, "/.cairn/trash"));
+    CHECK_EQ(system(cmd), 0);
+    CHECK(trash_entries(t));
+    tb_close(t, 0);
+    CHECK_EQ(tb_open_at(t, t->dir, "testvol", NULL), 0);
+    CHECK_EQ(brick_trash_settle(t->b), 4);
+    CHECK(!trash_entries(t));
+}
+
 int main(void)
 {
     log_init("test", LOG_WARN);
@@ -495,6 +562,8 @@ int main(void)
     test_xattrs(&t, "/x2");
     test_compound(&t);
     test_write_extents(&t);
+    test_rmdir_tree(&t);
+    test_trash_leftovers(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_ops");
 }

@@ -191,6 +191,41 @@ static void test_msg_rejects(void)
     rpc_buf_free(&b);
 }
 
+/* RMDIR trees: well-formed lists are counted, anything else refused. */
+static int tree(const char *p, size_t len)
+{
+    struct rpc_bytes b = {(const uint8_t *)p, (uint32_t)len};
+    return rpc_tree_check(&b, NULL);
+}
+
+static void test_tree_check(void)
+{
+    CHECK_EQ(tree("a\0b/c\0b\0", 8), 3);
+    CHECK_EQ(tree("..a\0.b/c.\0", 10), 2);
+    CHECK_EQ(tree("", 0), -EPROTO);
+    CHECK_EQ(tree("a", 1), -EPROTO);      /* no NUL at the end */
+    CHECK_EQ(tree("\0", 1), -EPROTO);     /* an empty entry */
+    CHECK_EQ(tree("a//b\0", 5), -EPROTO); /* an empty component */
+    CHECK_EQ(tree("/a\0", 3), -EPROTO);   /* absolute */
+    CHECK_EQ(tree("a/\0", 3), -EPROTO);   /* a trailing slash */
+    CHECK_EQ(tree("a/../b\0", 7), -EPROTO);
+    CHECK_EQ(tree(".\0", 2), -EPROTO);
+    char deep[2 * RPC_TREE_DEPTH + 2];
+    for (int i = 0; i < RPC_TREE_DEPTH; i++)
+        memcpy(deep + 2 * i, "d/", 2);
+    deep[2 * RPC_TREE_DEPTH - 1] = 0; /* RPC_TREE_DEPTH components */
+    CHECK_EQ(tree(deep, 2 * RPC_TREE_DEPTH), 1);
+    deep[2 * RPC_TREE_DEPTH - 1] = '/';
+    deep[2 * RPC_TREE_DEPTH] = 'e';
+    deep[2 * RPC_TREE_DEPTH + 1] = 0;
+    CHECK_EQ(tree(deep, 2 * RPC_TREE_DEPTH + 2), -EPROTO);
+    char longname[300];
+    memset(longname, 'n', 256);
+    longname[256] = 0;
+    CHECK_EQ(tree(longname, 257), -EPROTO);
+    CHECK_EQ(tree(longname + 1, 256), 1);
+}
+
 static void test_frame_parse(void)
 {
     struct rpc_buf body;
@@ -226,6 +261,7 @@ int main(void)
     test_header();
     test_msg_roundtrip();
     test_msg_rejects();
+    test_tree_check();
     test_frame_parse();
     return check_summary("test_rpc_wire");
 }

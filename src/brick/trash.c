@@ -1,0 +1,332 @@
+/* Removing a whole tree in one request, and giving its space back later.
+ *
+ * A client that wrote back the removal of every entry below a directory
+ * and then of the directory itself (`rm -rf` under its exclusive leases,
+ * docs/consistency.md) sends one RMDIR whose DATA lists those entries. The
+ * brick checks that everything below the directory is listed, then renames
+ * the directory into .cairn/trash: one rename instead of an unlink per
+ * entry, so the client's removal is done as soon as the namespace is.
+ *
+ * A purge thread per brick, at the lowest CPU and I/O priority, removes
+ * what the trash holds; at start it empties what a stop or crash left
+ * there. Until it has, the space stays in use (df shows it) and open
+ * handles on the removed files keep working, as after an unlink. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+#include "storage.h"
+
+#define VFS (b->vfs)
+#define PURGE_DEPTH 256 /* deeper than this (only a crash's leftovers): left */
+
+struct brick_trash {
+    int fd; /* .cairn/trash */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int work, stopping, busy;
+    pthread_t thread;
+    uint64_t trees, purged; /* trees moved in, entries removed */
+};
+
+/* ---- the listed entries: an open-addressing set of slices of DATA ---- */
+
+struct names {
+    const char **p;
+    uint32_t *len;
+    size_t mask;
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+
+static size_t slot_of(const struct names *s, const char *p, size_t n)
+{
+    size_t i = (size_t)hash_bytes(p, n) & s->mask;
+    while (s->p[i] && (s->len[i] != n || memcmp(s->p[i], p, n)))
+        i = (i + 1) & s->mask;
+    return i;
+}
+
+static int names_init(struct names *s, const struct rpc_bytes *tree, int n)
+{
+    size_t cap = 16;
+    while (cap < (size_t)n * 2)
+        cap *= 2;
+    s->mask = cap - 1;
+    s->p = calloc(cap, sizeof(*s->p));
+    s->len = calloc(cap, sizeof(*s->len));
+    if (!s->p || !s->len) {
+        free(s->p);
+        free(s->len);
+        return -ENOMEM;
+    }
+    for (uint32_t o = 0; o < tree->len;) {
+        const char *e = (const char *)tree->p + o;
+        size_t l = strlen(e);
+        size_t i = slot_of(s, e, l);
+        s->p[i] = e;
+        s->len[i] = (uint32_t)l;
+        o += (uint32_t)l + 1;
+    }
+    return 0;
+}
+
+static void names_free(struct names *s)
+{
+    free(s->p);
+    free(s->len);
+}
+
+static int names_has(const struct names *s, const char *p, size_t n)
+{
+    return s->p[slot_of(s, p, n)] != NULL;
+}
+
+/* ---- the check: everything below the directory is listed ---- */
+
+#define DENTS_BUF 8192
+
+/* Whether every entry of directory fd, whose path relative to the removed
+ * directory is rel[0..rl) (empty at the top), and below it is in s.
+ * Returns 0, -ENOTEMPTY (why names the first entry not listed) or -errno.
+ * Listed entries have at most RPC_TREE_DEPTH components, so an entry found
+ * deeper fails the lookup before the walk goes further. */
+static int check_dir(struct brick *b, int fd, char *rel, size_t rl, const struct names *s,
+                     char *why, size_t wl)
+{
+    char *buf = malloc(DENTS_BUF);
+    if (!buf)
+        return -ENOMEM;
+    int rc = 0;
+    for (long n; rc == 0 && (n = VFS->getdents(fd, buf, DENTS_BUF)) != 0;) {
+        if (n < 0) {
+            rc = (int)n;
+            break;
+        }
+        for (long o = 0; rc == 0 && o < n;) {
+            const struct linux_dirent64 *d = (const void *)(buf + o);
+            o += d->d_reclen;
+            const char *nm = d->d_name;
+            if (nm[0] == '.' && (!nm[1] || (nm[1] == '.' && !nm[2])))
+                continue;
+            size_t nl = strlen(nm), l2 = rl + (rl ? 1 : 0) + nl;
+            if (l2 >= PATH_MAX) {
+                rc = -ENAMETOOLONG;
+                break;
+            }
+            if (rl)
+                rel[rl] = '/';
+            memcpy(rel + l2 - nl, nm, nl + 1);
+            if (!names_has(s, rel, l2)) {
+                snprintf(why, wl, "%s is not among the entries the removal lists", rel);
+                rc = -ENOTEMPTY;
+                break;
+            }
+            int is_dir = d->d_type == DT_DIR;
+            struct stat st;
+            if (d->d_type == DT_UNKNOWN && VFS->fstatat(fd, nm, &st) == 0)
+                is_dir = S_ISDIR(st.st_mode);
+            if (is_dir) {
+                int sub = VFS->openat(fd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+                rc = sub < 0 ? sub : check_dir(b, sub, rel, l2, s, why, wl);
+                if (sub >= 0)
+                    VFS->close(sub);
+            }
+            rel[rl] = 0;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct rpc_bytes *tree,
+                     char *why, size_t wl)
+{
+    struct brick_trash *T = b->trash;
+    const char *w = NULL;
+    int n = rpc_tree_check(tree, &w);
+    if (n < 0) {
+        snprintf(why, wl, "bad tree: %s", w);
+        return -EPROTO;
+    }
+    struct names s;
+    int rc = names_init(&s, tree, n);
+    if (rc < 0)
+        return rc;
+    int fd = VFS->openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    char *rel = malloc(PATH_MAX);
+    if (fd < 0 || !rel) {
+        rc = fd < 0 ? fd : -ENOMEM;
+    } else {
+        rel[0] = 0;
+        rc = check_dir(b, fd, rel, 0, &s, why, wl);
+    }
+    if (fd >= 0)
+        VFS->close(fd);
+    free(rel);
+    names_free(&s);
+    if (rc < 0)
+        return rc;
+    gfid_t g;
+    char tname[GFID_STRLEN];
+    gfid_generate(&g);
+    gfid_format(&g, tname);
+    if ((rc = VFS->renameat2(dirfd, name, T->fd, tname, RENAME_NOREPLACE)) < 0)
+        return rc;
+    pthread_mutex_lock(&T->lock);
+    T->trees++;
+    T->work = 1;
+    pthread_cond_signal(&T->cond);
+    pthread_mutex_unlock(&T->lock);
+    return 0;
+}
+
+/* ---- the purge ---- */
+
+static int stopping(struct brick_trash *T)
+{
+    return __atomic_load_n(&T->stopping, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int depth);
+
+/* Removes every entry of directory fd (an open file of its own, closed
+ * here), at depth; returns the entries removed. */
+static uint64_t purge_below(struct brick_trash *T, int fd, int depth)
+{
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    uint64_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) && !stopping(T);) {
+        const char *nm = e->d_name;
+        if (nm[0] == '.' && (!nm[1] || (nm[1] == '.' && !nm[2])))
+            continue;
+        n += purge(T, fd, nm, depth);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Removes name in directory dirfd with everything below it; returns the
+ * entries removed. Plain system calls: this is housekeeping, not a
+ * request, and a test's armed storage fault is not consumed here. */
+static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int depth)
+{
+    if (unlinkat(dirfd, name, 0) == 0)
+        return 1;
+    if ((errno != EISDIR && errno != EPERM) || depth >= PURGE_DEPTH || stopping(T))
+        return 0;
+    uint64_t n =
+        purge_below(T, openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW), depth + 1);
+    if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0)
+        n++;
+    return n;
+}
+
+static void *purge_main(void *arg)
+{
+    struct brick_trash *T = arg;
+    /* Behind the requests for the CPU (nice 19). Not the idle I/O class:
+     * mq-deadline holds such reads back for seconds behind any other I/O. */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    pthread_mutex_lock(&T->lock);
+    for (;;) {
+        while (!T->work && !T->stopping)
+            pthread_cond_wait(&T->cond, &T->lock);
+        if (T->stopping)
+            break;
+        T->work = 0;
+        T->busy = 1;
+        pthread_mutex_unlock(&T->lock);
+        /* a new open file each pass: a dup would share (and keep) the
+         * last pass's offset */
+        uint64_t n = purge_below(T, openat(T->fd, ".", O_RDONLY | O_DIRECTORY), 0);
+        pthread_mutex_lock(&T->lock);
+        T->purged += n;
+        T->busy = 0;
+        pthread_cond_broadcast(&T->cond);
+        if (n)
+            log_debug("trash: %llu entries removed", (unsigned long long)n);
+    }
+    pthread_mutex_unlock(&T->lock);
+    return NULL;
+}
+
+int brick_trash_init(struct brick *b)
+{
+    int rc = b->vfs->mkdirat(b->root_fd, BRICK_PRIVATE "/trash", 0700);
+    if (rc < 0 && rc != -EEXIST)
+        return rc;
+    struct brick_trash *T = calloc(1, sizeof(*T));
+    if (!T)
+        return -ENOMEM;
+    T->fd =
+        b->vfs->openat(b->root_fd, BRICK_PRIVATE "/trash", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (T->fd < 0) {
+        rc = T->fd;
+        free(T);
+        return rc;
+    }
+    pthread_mutex_init(&T->lock, NULL);
+    pthread_cond_init(&T->cond, NULL);
+    T->work = 1; /* what an earlier run left */
+    if ((rc = pthread_create(&T->thread, NULL, purge_main, T)) != 0) {
+        b->vfs->close(T->fd);
+        pthread_cond_destroy(&T->cond);
+        pthread_mutex_destroy(&T->lock);
+        free(T);
+        return -rc;
+    }
+    b->trash = T;
+    return 0;
+}
+
+void brick_trash_fini(struct brick *b)
+{
+    struct brick_trash *T = b->trash;
+    if (!T)
+        return;
+    pthread_mutex_lock(&T->lock);
+    __atomic_store_n(&T->stopping, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&T->cond);
+    pthread_mutex_unlock(&T->lock);
+    pthread_join(T->thread, NULL);
+    b->vfs->close(T->fd);
+    pthread_cond_destroy(&T->cond);
+    pthread_mutex_destroy(&T->lock);
+    free(T);
+    b->trash = NULL;
+}
+
+uint64_t brick_trash_settle(struct brick *b)
+{
+    struct brick_trash *T = b->trash;
+    if (!T)
+        return 0;
+    pthread_mutex_lock(&T->lock);
+    while (T->work || T->busy)
+        pthread_cond_wait(&T->cond, &T->lock);
+    uint64_t n = T->purged;
+    pthread_mutex_unlock(&T->lock);
+    return n;
+}

@@ -1,0 +1,157 @@
+"""Removal of whole trees (docs/consistency.md, "Write-back"; brick side in
+src/brick/trash.c).
+
+`rm -rf` of a tree the mount wrote back reaches the bricks as a few RMDIRs
+that list what goes with them, not as an UNLINK per file; a brick removes a
+tree only when it holds nothing the list does not name, and gives the space
+back in the background.
+
+Addresses: 127.0.0.40."""
+
+import errno
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cairn_cluster import Cluster  # noqa: E402
+
+
+@pytest.fixture
+def tc():
+    c = Cluster(host="127.0.0.40", prefix="tree-")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def replica3(c):
+    bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
+    for b in bricks:
+        os.makedirs(b)
+    c.volumes["tv"] = bricks
+    c.cli("volume", "create", "tv", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
+    c.cli("volume", "start", "tv")
+    ms = [c.mount("tv", os.path.join(c.root, f"m{i}")) for i in range(2)]
+    return bricks, ms
+
+
+def make_tree(top):
+    """Four directories of 50 files and one deeper file; returns the files."""
+    files = []
+    for a in range(4):
+        os.makedirs(os.path.join(top, f"a{a}"))
+        for i in range(50):
+            files.append(os.path.join(f"a{a}", f"f{i}"))
+    os.makedirs(os.path.join(top, "a0", "deep", "er"))
+    files.append(os.path.join("a0", "deep", "er", "g"))
+    for f in files:
+        with open(os.path.join(top, f), "wb") as fh:
+            fh.write(f.encode() * 20)
+    return files
+
+
+def sync_mount(m):
+    subprocess.run(["sync", "-f", m.path], check=True)
+
+
+def brick_calls(c):
+    """{brick path: {FOP: calls}} from `volume profile tv info`."""
+    out = c.cli("volume", "profile", "tv", "info").stdout
+    res, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^Brick: \S+?:(\S+)$", line)
+        if m:
+            cur = res.setdefault(m.group(1), {})
+            continue
+        m = re.match(r"^\s+[\d.]+\s+[\d.]+ us\s+[\d.]+ us\s+(\d+)\s+(\w+)$", line)
+        if m and cur is not None and m.group(2) not in cur:
+            cur[m.group(2)] = int(m.group(1))
+    return res
+
+
+def trash_empty(b, wait=20):
+    t = os.path.join(b, ".cairn", "trash")
+    end = time.time() + wait
+    while os.listdir(t) and time.time() < end:
+        time.sleep(0.05)
+    return not os.listdir(t)
+
+
+def tree_on_bricks(tc):
+    """A replica 3 volume with two mounts and make_tree's tree at d, on the
+    bricks."""
+    bricks, (m1, m2) = replica3(tc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    files = make_tree(d)
+    sync_mount(m1)
+    return bricks, m1, m2, d, files
+
+
+def test_rm_rf_reaches_the_bricks_as_whole_trees(tc):
+    bricks, m1, m2, d, files = tree_on_bricks(tc)
+    tc.cli("volume", "profile", "tv", "start")
+    shutil.rmtree(d)
+    sync_mount(m1)
+    calls = brick_calls(tc)
+    for b in bricks:
+        assert not os.path.exists(os.path.join(b, "d")), b
+        # one request per tree, not one per file (a removal the queue sent
+        # before its directory's RMDIR came still goes alone)
+        assert calls[b].get("UNLINK", 0) < len(files) // 2, calls[b]
+        assert 1 <= calls[b].get("RMDIR", 0) <= 7, calls[b]
+        assert trash_empty(b), os.listdir(os.path.join(b, ".cairn", "trash"))
+    assert not os.path.exists(os.path.join(m2.path, "d"))
+    # the name is free again, on every brick
+    os.makedirs(os.path.join(m1.path, "d", "a0"))
+    with open(os.path.join(m1.path, "d", "a0", "f0"), "wb") as fh:
+        fh.write(b"again")
+    sync_mount(m1)
+    for b in bricks:
+        with open(os.path.join(b, "d", "a0", "f0"), "rb") as fh:
+            assert fh.read() == b"again", b
+
+
+def test_tree_holding_an_entry_not_listed_is_left_whole(tc):
+    bricks, m1, m2, d, files = tree_on_bricks(tc)
+    # a file the mount never saw, on every brick (as an administrator or a
+    # client without leases would leave it)
+    for b in bricks:
+        with open(os.path.join(b, "d", "a1", "stranger"), "wb") as fh:
+            fh.write(b"keep me")
+    # removed by name, as the mount knows the tree (a listing would ask
+    # the bricks for a1, which the mount knows complete, and show it)
+    for f in files:
+        os.unlink(os.path.join(d, f))
+    for sub in ("a0/deep/er", "a0/deep", "a0", "a1", "a2", "a3"):
+        os.rmdir(os.path.join(d, sub))
+    # The refusal comes back: at d's own rmdir when a1's RMDIR was refused
+    # before it (the mount then asks the bricks), else at the next fsync of
+    # the directory above.
+    with pytest.raises(OSError) as e:
+        os.rmdir(d)
+        fd = os.open(m1.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    assert e.value.errno == errno.ENOTEMPTY
+    # no brick removed the directory holding it, nor the stranger (files
+    # of a1 the queue sent on their own before a1's RMDIR may be gone)
+    for b in bricks:
+        with open(os.path.join(b, "d", "a1", "stranger"), "rb") as fh:
+            assert fh.read() == b"keep me", b
+    # both mounts see what is left, the stranger too
+    for m in (m2, m1):
+        left = os.listdir(os.path.join(m.path, "d", "a1"))
+        assert "stranger" in left and set(left) <= {f"f{i}" for i in range(50)} | {"stranger"}
+    assert len(files) == 201
