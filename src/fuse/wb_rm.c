@@ -367,7 +367,8 @@ static int take(struct rm *r, const struct rm *c)
         r->tree_longest = longest;
     if (c->op.args.op == RPC_OP_UNLINK)
         r->files[r->n_files++] = c->node;
-    memcpy(r->files + r->n_files, c->files, c->n_files * sizeof(*f));
+    if (c->n_files)
+        memcpy(r->files + r->n_files, c->files, c->n_files * sizeof(*f));
     r->n_files += c->n_files;
     return 1;
 }
@@ -406,10 +407,15 @@ static void rm_push(struct cf_wbrm *q, struct rm *r, fuse_req_t req)
     pthread_mutex_lock(&q->lock);
     if (r->op.args.op == RPC_OP_RMDIR)
         absorb(q, r, r->node);
+    /* The worker sleeps until the head is ripe: only a new head, or one
+     * that makes the queue half full, needs it now (a wake-up per removal
+     * would cost a context switch on the requester's CPU). */
+    int wake = !q->head;
     *q->tail = r;
     q->tail = &r->next;
     q->pending++;
-    pthread_cond_signal(&q->cond);
+    if (wake || ripe(q, q->head, r->queued_ms))
+        pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
     fuse_reply_err(req, 0);
 }
