@@ -39,6 +39,7 @@ def replica3(c):
         os.makedirs(b)
     c.volumes["tv"] = bricks
     c.cli("volume", "create", "tv", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
+    c.cli("volume", "set", "tv", "network.ping-timeout", "2")
     c.cli("volume", "start", "tv")
     ms = [c.mount("tv", os.path.join(c.root, f"m{i}")) for i in range(2)]
     return bricks, ms
@@ -155,3 +156,23 @@ def test_tree_holding_an_entry_not_listed_is_left_whole(tc):
         left = os.listdir(os.path.join(m.path, "d", "a1"))
         assert "stranger" in left and set(left) <= {f"f{i}" for i in range(50)} | {"stranger"}
     assert len(files) == 201
+
+
+def test_tree_removed_while_a_brick_was_stopped_goes_there_by_heal(tc):
+    bricks, m1, m2, d, files = tree_on_bricks(tc)
+    pid = tc.brick_status("tv")[2][3]
+    tc.stop_signal(pid)
+    try:
+        shutil.rmtree(d)  # answered by the mount
+        sync_mount(m1)  # on the two running bricks; the third one timed out
+    finally:
+        tc.cont(pid)
+    for b in bricks[:2]:
+        assert not os.path.exists(os.path.join(b, "d")), b
+    assert os.path.isdir(os.path.join(bricks[2], "d", "a1"))  # stale
+    end = time.time() + 60
+    while os.path.exists(os.path.join(bricks[2], "d")) and time.time() < end:
+        tc.cli("volume", "heal", "tv", check=False)
+        time.sleep(0.5)
+    assert not os.path.exists(os.path.join(bricks[2], "d")), os.listdir(bricks[2])
+    assert not os.path.exists(os.path.join(m2.path, "d"))
