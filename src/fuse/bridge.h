@@ -398,6 +398,12 @@ void cf_wbd_free(struct cf *cf);
  * the SETATTR goes to the bricks from a queue, after the directory's
  * written-back files. */
 int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set);
+/* The ACL calls `cp -a` makes on each directory, answered (and 1 returned)
+ * for a directory held as above: setting an access ACL that only says what
+ * a mode says (queued as that chmod), and removing (value NULL) a default
+ * ACL it is known not to have (ENODATA). */
+int cf_wbd_acl(fuse_req_t req, fuse_ino_t ino, const char *name, const void *value, size_t size,
+               int flags);
 /* Until the pending SETATTR of node / of dir and of the directories in it
  * / of every directory is answered; the error of one that failed
  * meanwhile, or 0. */

@@ -74,7 +74,8 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 {
     if (stats_setxattr(req, ino, name, value, size) || selinux_refused(req, name))
         return;
-    if (cf_wb_setxattr(req, ino, name, value, size, flags))
+    if (cf_wb_setxattr(req, ino, name, value, size, flags) ||
+        cf_wbd_acl(req, ino, name, value, size, flags))
         return;
     struct fop *f = fop_new(req, RPC_OP_SETXATTR, fop_done_err_cb);
     if (!f)
@@ -199,7 +200,7 @@ void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     if (selinux_refused(req, name))
         return;
-    if (cf_wb_removexattr(req, ino, name))
+    if (cf_wb_removexattr(req, ino, name) || cf_wbd_acl(req, ino, name, NULL, 0, 0))
         return;
     struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);
     if (!f)

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "aclmode.h"
 #include "bridge.h"
 #include "wbq.h"
 
@@ -147,9 +148,11 @@ int cf_wbd_settle_all(struct cf *cf)
     return cf->wbd ? wbq_wait(&cf->wbd->q, 0, WBQ_ANY) : 0;
 }
 
-int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
+/* Queues the change, or returns 0 (then it goes to the bricks as usual);
+ * *st gets the attributes the bricks will make of it. */
+static int defer(struct cf *cf, fuse_ino_t ino, const struct stat *attr, int to_set,
+                 struct stat *out)
 {
-    struct cf *cf = fuse_req_userdata(req);
     struct cf_wbd *w = cf->wbd;
     struct stat st;
     if (!w || !cf_wb_enabled(cf) || !to_set || (to_set & ~DEFERRABLE) ||
@@ -186,6 +189,48 @@ int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
     apply(&st, attr, to_set);
     clock_gettime(CLOCK_REALTIME, &st.st_ctim);
     cf_known_set_attr(cf, ino, &st);
+    *out = st;
+    return 1;
+}
+
+int cf_wbd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct stat st;
+    if (!defer(cf, ino, attr, to_set, &st))
+        return 0;
     fuse_reply_attr(req, &st, cf_lease_cache_timeout(cf));
+    return 1;
+}
+
+int cf_wbd_acl(fuse_req_t req, fuse_ino_t ino, const char *name, const void *value, size_t size,
+               int flags)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct stat st;
+    if (!cf->wbd || !cf_wb_enabled(cf) || !cf_known_excl(cf, ino) || !cf_known_attr(cf, ino, &st) ||
+        !S_ISDIR(st.st_mode))
+        return 0;
+    if (!value) {
+        /* removing a default ACL the directory does not have */
+        if (strcmp(name, "system.posix_acl_default") || cf_known_dir_acl(cf, ino) != 1)
+            return 0;
+        fuse_reply_err(req, ENODATA);
+        return 1;
+    }
+    /* An access ACL of owner, group and other entries only is what the
+     * mode says: a file system keeps no ACL for it, just the mode (and
+     * drops an ACL it had: so only for a directory known to have no
+     * extended attributes). */
+    int mode = strcmp(name, "system.posix_acl_access") || flags || size != 4 + 3 * 8 ||
+                       !cf_known_xattr_free(cf, ino)
+                   ? -1
+                   : cf_acl_mode(value, size);
+    if (mode < 0)
+        return 0;
+    struct stat attr = {.st_mode = (st.st_mode & ~(mode_t)0777) | (mode_t)mode};
+    if (!defer(cf, ino, &attr, FUSE_SET_ATTR_MODE, &st))
+        return 0;
+    fuse_reply_err(req, 0);
     return 1;
 }

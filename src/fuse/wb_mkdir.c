@@ -277,6 +277,7 @@ int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     st.st_atim = st.st_ctim = st.st_mtim;
     cf_known_dir_made(cf, d->it.node, 1);
     cf_known_set_dir_acl(cf, d->it.node, 1); /* the parent has no default ACL */
+    cf_known_noxattrs(cf, d->it.node);       /* ... so nothing is inherited */
     cf_known_set_attr(cf, d->it.node, &st);
     cf_known_leased(cf, d->it.node);
     cf_known_add(cf, parent, name);

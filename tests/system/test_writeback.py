@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -500,6 +501,60 @@ def test_directory_attributes_are_answered_here_and_reach_every_brick(wc):
         assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o2751, 1234, 5678), where
         assert st.st_mtime_ns == ns[1], where
         assert sorted(os.listdir(where)) == sorted(f"s{i}" for i in range(40)), where
+
+
+NOID = 0xFFFFFFFF  # the id of owner, group, mask and other entries
+
+
+def acl_bytes(entries):
+    """A system.posix_acl_access value: (tag, perm, id) entries."""
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i) for t, p, i in entries)
+
+
+def test_directory_acl_calls_of_cp_a_are_answered_here(wc):
+    """cp -a sets each directory's access ACL (one saying only what a mode
+    says) and removes its default ACL: answered without the bricks for a
+    directory this mount made, as a chmod and "no such attribute"; they
+    reach the bricks as the mode, with no ACL stored. An ACL naming a user
+    still goes to the bricks and is kept there."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.makedirs(os.path.join(d, "sub"))
+    os.makedirs(os.path.join(d, "ext"))
+    for i in range(20):
+        with open(os.path.join(d, "sub", f"s{i}"), "wb") as fh:
+            fh.write(content(i))
+    minimal = acl_bytes([(0x01, 7, NOID), (0x04, 5, NOID), (0x20, 0, NOID)])  # 0750
+    code = f"""
+import os, sys
+fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
+os.stat("sub", dir_fd=fd)
+print("ready", flush=True)
+sys.stdin.readline()
+sub = "/proc/self/fd/%d/sub" % fd  # from d: a lookup of d itself would ask the bricks
+os.setxattr(sub, "system.posix_acl_access", {minimal!r})
+try:
+    os.removexattr(sub, "system.posix_acl_default")
+    print("removed", flush=True)
+except OSError as e:
+    print("done" if e.errno == 61 else "errno %d" % e.errno, flush=True)
+"""
+    assert go_while_bricks_stopped(wc, start_child(code)), \
+        "the ACL calls on a written-back directory waited for the bricks"
+    assert stat.S_IMODE(os.stat(os.path.join(d, "sub")).st_mode) == 0o750
+    named = acl_bytes([(0x01, 7, NOID), (0x02, 5, 1001), (0x04, 5, NOID), (0x10, 5, NOID),
+                       (0x20, 0, NOID)])
+    os.setxattr(os.path.join(d, "ext"), "system.posix_acl_access", named)
+    fsync_dir(d)
+    for b in bricks:
+        p = os.path.join(b, "d", "sub")
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o750, b
+        assert "system.posix_acl_access" not in os.listxattr(p), b
+        assert sorted(os.listdir(p)) == sorted(f"s{i}" for i in range(20)), b
+        out = subprocess.run(["getfacl", "-n", os.path.join(b, "d", "ext")],
+                             capture_output=True, text=True).stdout
+        assert "user:1001:r-x" in out, (b, out)
+    assert stat.S_IMODE(os.stat(os.path.join(m2.path, "d", "sub")).st_mode) == 0o750
 
 
 def test_directory_attributes_seen_by_another_client_at_once(wc):
