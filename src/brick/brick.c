@@ -242,14 +242,11 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
         snprintf(err, errlen, "cannot start the directory warming thread: %s", strerror(-rc));
         goto fail;
     }
-    if ((rc = brick_trash_init(b)) < 0) {
-        brick_warm_fini(b);
-        brick_leases_fini(b);
-        brick_locks_fini(b);
-        snprintf(err, errlen, "cannot start the trash purge (%s/%s/trash): %s", path, BRICK_PRIVATE,
+    /* Without it (a full disk that cannot take the directory), trees are
+     * removed while their RMDIR waits. */
+    if ((rc = brick_trash_init(b)) < 0)
+        log_warn("%s: no %s/trash (%s): trees are removed in place", path, BRICK_PRIVATE,
                  strerror(-rc));
-        goto fail;
-    }
     *out = b;
     return 0;
 fail:

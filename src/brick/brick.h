@@ -220,9 +220,9 @@ int brick_trash_init(struct brick *b);
 void brick_trash_fini(struct brick *b);
 /* RMDIR with a tree (DATA): when every entry below dirfd/name is listed in
  * tree (rpc_tree_check's format), moves the directory into the trash for
- * the purge thread. Returns 0, -EPROTO (a malformed tree), -ENOTEMPTY (an
- * entry not listed, named in why) or another -errno; nothing changes
- * unless 0. */
+ * the purge thread (without a trash, removes it all before returning). Returns 0, -EPROTO (a
+ * malformed tree), -ENOTEMPTY (an entry not listed, named in why) or another -errno; nothing
+ * changes unless 0. */
 int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct rpc_bytes *tree,
                      char *why, size_t wl);
 /* Tests: waits until the trash is purged; returns the entries removed so

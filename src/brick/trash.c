@@ -39,6 +39,8 @@ struct brick_trash {
     uint64_t trees, purged; /* trees moved in, entries removed */
 };
 
+static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int depth);
+
 /* ---- the listed entries: an open-addressing set of slices of DATA ---- */
 
 struct names {
@@ -183,6 +185,11 @@ int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct 
     names_free(&s);
     if (rc < 0)
         return rc;
+    if (!T) {
+        /* No trash (it could not be made): removed here and now. */
+        (void)purge(NULL, dirfd, name, 0);
+        return VFS->fstatat(dirfd, name, &(struct stat){0}) == -ENOENT ? 0 : -EIO;
+    }
     gfid_t g;
     char tname[GFID_STRLEN];
     gfid_generate(&g);
@@ -201,10 +208,8 @@ int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct 
 
 static int stopping(struct brick_trash *T)
 {
-    return __atomic_load_n(&T->stopping, __ATOMIC_ACQUIRE);
+    return T && __atomic_load_n(&T->stopping, __ATOMIC_ACQUIRE);
 }
-
-static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int depth);
 
 /* Removes every entry of directory fd (an open file of its own, closed
  * here), at depth; returns the entries removed. */

@@ -544,6 +544,16 @@ static void test_trash_leftovers(struct tb *t)
     CHECK_EQ(tb_open_at(t, t->dir, "testvol", NULL), 0);
     CHECK_EQ(brick_trash_settle(t->b), 4);
     CHECK(!trash_entries(t));
+    /* without a trash, a tree is removed before the reply */
+    brick_trash_fini(t->b);
+    uint64_t fh;
+    CHECK_EQ(tb_mkdir(t, "/nt", 0755), 0);
+    CHECK_EQ(tb_mkdir(t, "/nt/s", 0755), 0);
+    CHECK_EQ(tb_create(t, "/nt/s/f", 0644, &fh, NULL), 0);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    static const char nt[] = "s\0s/f\0";
+    CHECK_EQ(rmdir_tree(t, "/nt", nt, sizeof(nt) - 1), 0);
+    CHECK_EQ(tb_lookup(t, "/nt", NULL), -ENOENT);
 }
 
 int main(void)
