@@ -56,7 +56,7 @@ struct brick {
     struct brick_dircache *dircache; /* open parent directories (dircache.c) */
     struct brick_leases *leases;     /* lease.c */
     struct brick_warm *warm;         /* warm.c; NULL: not warming */
-    struct brick_trash *trash;       /* trash.c; NULL: trees are not removed at once */
+    struct brick_trash *trash;       /* trash.c; NULL: trees are removed in place */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
@@ -220,9 +220,9 @@ int brick_trash_init(struct brick *b);
 void brick_trash_fini(struct brick *b);
 /* RMDIR with a tree (DATA): when every entry below dirfd/name is listed in
  * tree (rpc_tree_check's format), moves the directory into the trash for
- * the purge thread (without a trash, removes it all before returning). Returns 0, -EPROTO (a
- * malformed tree), -ENOTEMPTY (an entry not listed, named in why) or another -errno; nothing
- * changes unless 0. */
+ * the purge thread (without a trash, removes it all before returning).
+ * Returns 0, -EPROTO (a malformed tree), -ENOTEMPTY (an entry not listed,
+ * named in why) or another -errno; nothing changes unless 0. */
 int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct rpc_bytes *tree,
                      char *why, size_t wl);
 /* Tests: waits until the trash is purged; returns the entries removed so

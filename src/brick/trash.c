@@ -7,9 +7,10 @@
  * the directory into .cairn/trash: one rename instead of an unlink per
  * entry, so the client's removal is done as soon as the namespace is.
  *
- * A purge thread per brick, at the lowest CPU and I/O priority, removes
- * what the trash holds; at start it empties what a stop or crash left
- * there. Until it has, the space stays in use (df shows it) and open
+ * A purge thread per brick, at the lowest CPU priority, removes what the
+ * trash holds; at start it empties what a stop or crash left there. A
+ * brick without a trash (it could not be made) removes the tree in place
+ * before it answers. Until it has, the space stays in use (df shows it) and open
  * handles on the removed files keep working, as after an unlink. */
 #include <dirent.h>
 #include <errno.h>
@@ -36,7 +37,7 @@ struct brick_trash {
     pthread_cond_t cond;
     int work, stopping, busy;
     pthread_t thread;
-    uint64_t trees, purged; /* trees moved in, entries removed */
+    uint64_t purged; /* entries removed so far */
 };
 
 static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int depth);
@@ -186,7 +187,6 @@ int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct 
     if (rc < 0)
         return rc;
     if (!T) {
-        /* No trash (it could not be made): removed here and now. */
         (void)purge(NULL, dirfd, name, 0);
         return VFS->fstatat(dirfd, name, &(struct stat){0}) == -ENOENT ? 0 : -EIO;
     }
@@ -197,7 +197,6 @@ int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct 
     if ((rc = VFS->renameat2(dirfd, name, T->fd, tname, RENAME_NOREPLACE)) < 0)
         return rc;
     pthread_mutex_lock(&T->lock);
-    T->trees++;
     T->work = 1;
     pthread_cond_signal(&T->cond);
     pthread_mutex_unlock(&T->lock);

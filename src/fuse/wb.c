@@ -119,7 +119,6 @@ int cf_wb_is_fh(uint64_t fh)
 static void send_locked(struct cf_wb *w, struct wb_file *f);
 static struct wb_file *first_in(struct cf_wb *w, uint64_t dir, int closed);
 static void release_parent(struct cf_wb *w, struct wb_file *f);
-static uint64_t mono_ms(void);
 
 /* Sends closed files once they have waited WB_SEND_DELAY_MS (at once
  * while more than WB_CLOSED_MAX wait). */
@@ -133,14 +132,9 @@ static void *sender_main(void *arg)
             pthread_cond_wait(&w->fcond, &w->lock);
             continue;
         }
-        uint64_t due = f->closed_ms + WB_SEND_DELAY_MS, now = mono_ms();
-        if (w->n_closed <= WB_CLOSED_MAX && now < due) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + (due - now) * 1000000ull;
-            ts.tv_sec += (time_t)(ns / 1000000000ull);
-            ts.tv_nsec = (long)(ns % 1000000000ull);
-            pthread_cond_timedwait(&w->fcond, &w->lock, &ts);
+        uint64_t due = f->closed_ms + WB_SEND_DELAY_MS;
+        if (w->n_closed <= WB_CLOSED_MAX && cf_mono_ms() < due) {
+            cf_wait_until_ms(&w->fcond, &w->lock, due);
             continue;
         }
         send_locked(w, f);
@@ -158,11 +152,7 @@ int cf_wb_init(struct cf *cf)
     w->next_id = 1;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->fcond, &ca);
-    pthread_condattr_destroy(&ca);
+    cf_cond_init_mono(&w->fcond);
     cf->wb = w;
     int rc = cf_wbrm_init(cf);
     if (rc == 0)
@@ -244,17 +234,33 @@ static void now_ts(struct timespec *ts)
     clock_gettime(CLOCK_REALTIME, ts);
 }
 
-static uint64_t mono_ms(void)
+uint64_t cf_mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+void cf_cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+void cf_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, uint64_t due_ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(due_ms / 1000),
+                          .tv_nsec = (long)(due_ms % 1000) * 1000000};
+    pthread_cond_timedwait(c, m, &ts);
+}
+
 /* The queue of closed files waiting to be sent; under w->lock. */
 static void closed_push(struct cf_wb *w, struct wb_file *f)
 {
-    f->closed_ms = mono_ms();
+    f->closed_ms = cf_mono_ms();
     f->cnext = NULL;
     f->cprev = w->closed_tail;
     if (w->closed_tail)

@@ -149,7 +149,7 @@ int cf_wbd_settle_all(struct cf *cf)
 }
 
 /* Queues the change, or returns 0 (then it goes to the bricks as usual);
- * *st gets the attributes the bricks will make of it. */
+ * *out gets the attributes the bricks will make of it. */
 static int defer(struct cf *cf, fuse_ino_t ino, const struct stat *attr, int to_set,
                  struct stat *out)
 {
@@ -207,13 +207,11 @@ int cf_wbd_acl(fuse_req_t req, fuse_ino_t ino, const char *name, const void *val
                int flags)
 {
     struct cf *cf = fuse_req_userdata(req);
-    struct stat st;
-    if (!cf->wbd || !cf_wb_enabled(cf) || !cf_known_excl(cf, ino) || !cf_known_attr(cf, ino, &st) ||
-        !S_ISDIR(st.st_mode))
-        return 0;
     if (!value) {
-        /* removing a default ACL the directory does not have */
-        if (strcmp(name, "system.posix_acl_default") || cf_known_dir_acl(cf, ino) != 1)
+        /* removing a default ACL a directory held so does not have (the
+         * state is known for directories only) */
+        if (strcmp(name, "system.posix_acl_default") || !cf->wbd || !cf_wb_enabled(cf) ||
+            !cf_known_excl(cf, ino) || cf_known_dir_acl(cf, ino) != 1)
             return 0;
         fuse_reply_err(req, ENODATA);
         return 1;
@@ -221,9 +219,10 @@ int cf_wbd_acl(fuse_req_t req, fuse_ino_t ino, const char *name, const void *val
     /* An access ACL of owner, group and other entries only is what the
      * mode says: a file system keeps no ACL for it, just the mode (and
      * drops an ACL it had: so only for a directory known to have no
-     * extended attributes). */
+     * extended attributes). defer() checks the rest. */
+    struct stat st;
     int mode = strcmp(name, "system.posix_acl_access") || flags || size != 4 + 3 * 8 ||
-                       !cf_known_xattr_free(cf, ino)
+                       !cf_known_xattr_free(cf, ino) || !cf_known_attr(cf, ino, &st)
                    ? -1
                    : cf_acl_mode(value, size);
     if (mode < 0)

@@ -106,7 +106,7 @@ int cf_wbrm_init(struct cf *cf)
     q->cf = cf;
     q->tail = &q->head;
     pthread_mutex_init(&q->lock, NULL);
-    pthread_cond_init(&q->cond, NULL);
+    cf_cond_init_mono(&q->cond);
     pthread_cond_init(&q->idle, NULL);
     cf->wbrm = q;
     return 0;
@@ -158,13 +158,6 @@ static void done_cb(struct cl_op *op)
     rm_free(r);
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Whether r may go now rather than wait for its directory's RMDIR. */
 static int ripe(const struct cf_wbrm *q, const struct rm *r, uint64_t now)
 {
@@ -188,15 +181,8 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&q->cond, &q->lock);
             continue;
         }
-        uint64_t now = now_ms();
-        if (!ripe(q, r, now)) {
-            uint64_t at = r->queued_ms + RM_LINGER_MS;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + (at - now) * 1000000;
-            ts.tv_sec += (time_t)(ns / 1000000000);
-            ts.tv_nsec = (long)(ns % 1000000000);
-            pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+        if (!ripe(q, r, cf_mono_ms())) {
+            cf_wait_until_ms(&q->cond, &q->lock, r->queued_ms + RM_LINGER_MS);
             continue;
         }
         if (!(q->head = r->next))
@@ -337,7 +323,7 @@ static int take(struct rm *r, const struct rm *c)
     size_t nl = strlen(c->name);
     size_t need = nl + 1 + c->tree_len + c->tree_n * (nl + 1);
     if (r->tree_len + need > RM_TREE_BYTES || r->tree_n + 1 + c->tree_n > RPC_TREE_MAX ||
-        c->tree_depth + 1 > RPC_TREE_DEPTH || nl + 1 + c->tree_longest >= 4096)
+        c->tree_depth + 1 > RPC_TREE_DEPTH || nl + 1 + c->tree_longest >= RPC_TREE_ENTRY_MAX)
         return 0;
     char *t = realloc(r->tree, r->tree_len + need);
     uint64_t *f = realloc(r->files, (r->n_files + c->n_files + 1) * sizeof(*f));
@@ -403,7 +389,7 @@ static void rm_push(struct cf_wbrm *q, struct rm *r, fuse_req_t req)
     const struct fuse_ctx *c = fuse_req_ctx(req);
     RPC_SET(&r->op.args, uid, RPC_T_UID, c->uid);
     RPC_SET(&r->op.args, gid, RPC_T_GID, c->gid);
-    r->queued_ms = now_ms();
+    r->queued_ms = cf_mono_ms();
     pthread_mutex_lock(&q->lock);
     if (r->op.args.op == RPC_OP_RMDIR)
         absorb(q, r, r->node);

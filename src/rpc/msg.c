@@ -394,7 +394,7 @@ int rpc_tree_check(const struct rpc_bytes *tree, const char **why)
         if (c != 0)
             continue;
         depth = 0;
-        if (!w && i - entry >= 4096)
+        if (!w && i - entry >= RPC_TREE_ENTRY_MAX)
             w = "tree entry too long";
         else if (!w && ++n > RPC_TREE_MAX)
             w = "too many tree entries";

@@ -208,7 +208,8 @@ static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
  * only when every entry it finds there is listed; otherwise ENOTEMPTY and
  * nothing changes (docs/protocol.md, RMDIR). */
 #define RPC_TREE_MAX 65536
-#define RPC_TREE_DEPTH 64 /* components of an entry, at most */
+#define RPC_TREE_DEPTH 64       /* components of an entry, at most */
+#define RPC_TREE_ENTRY_MAX 4096 /* bytes of an entry, less than */
 
 /* Attributes of one object as they travel: 16-byte gfid then 13 u64 values. */
 #define RPC_ATTR_LEN (16 + 13 * 8)
@@ -279,10 +280,9 @@ int rpc_extents_check(const struct rpc_msg *m, const char **why);
 
 /* Checks an RMDIR's tree (DATA): 1 to RPC_TREE_MAX entries, each ending in
  * a NUL, made of 1 to RPC_TREE_DEPTH components of 1 to 255 bytes separated
- * by single '/', none of them "." or "..", each entry shorter than 4096
- * bytes. Returns the
- * number of entries, or -EPROTO with *why (may be NULL) naming the problem.
- * Pure. */
+ * by single '/', none of them "." or "..", each shorter than
+ * RPC_TREE_ENTRY_MAX. Returns the number of entries, or -EPROTO with *why
+ * (may be NULL) naming the problem. Pure. */
 int rpc_tree_check(const struct rpc_bytes *tree, const char **why);
 
 /* Extent i of a checked EXTENTS field. */
