@@ -242,6 +242,11 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
         snprintf(err, errlen, "cannot start the directory warming thread: %s", strerror(-rc));
         goto fail;
     }
+    /* Without it, every new file gets a new inode. Before the trash: the
+     * purge keeps spares from its first pass. */
+    if ((rc = brick_spare_init(b)) < 0)
+        log_warn("%s: no %s/spare (%s): no inodes kept for reuse", path, BRICK_PRIVATE,
+                 strerror(-rc));
     /* Without it (a full disk that cannot take the directory), trees are
      * removed while their RMDIR waits. */
     if ((rc = brick_trash_init(b)) < 0)
@@ -269,6 +274,7 @@ void brick_close(struct brick *b)
     if (!b)
         return;
     brick_trash_fini(b);
+    brick_spare_fini(b);
     brick_warm_fini(b);
     brick_leases_fini(b);
     brick_locks_fini(b);

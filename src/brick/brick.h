@@ -41,6 +41,7 @@ struct lease_wait;
 struct brick_dent;
 struct brick_warm;
 struct brick_trash;
+struct brick_spare;
 
 /* MAKE_FILE spreads its temporary files over this many directories in
  * .cairn/tmp (see open_tmp in brick.c). */
@@ -57,6 +58,7 @@ struct brick {
     struct brick_leases *leases;     /* lease.c */
     struct brick_warm *warm;         /* warm.c; NULL: not warming */
     struct brick_trash *trash;       /* trash.c; NULL: trees are removed in place */
+    struct brick_spare *spare;       /* spare.c; NULL: new files get new inodes */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
@@ -229,6 +231,26 @@ int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct 
  * far. */
 uint64_t brick_trash_settle(struct brick *b);
 
+/* ---- spare inodes (spare.c) ---- */
+
+/* Makes or reads .cairn/spare: emptied files the purge kept. */
+int brick_spare_init(struct brick *b);
+void brick_spare_fini(struct brick *b);
+/* The open set: a regular file opened through a handle, and closed. */
+int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino);
+void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino);
+/* Renames a spare to name in dirfd, empties it and opens it with flags
+ * (less O_CREAT, O_EXCL, O_TRUNC), with mode and the current time: a new
+ * empty file, owned by whoever owned the spare. Returns the fd, or -errno
+ * (-ENOENT: no spare) and then nothing is left at name. */
+int brick_spare_take(struct brick *b, int dirfd, const char *name, int flags, mode_t mode);
+/* The purge: once per pass, then for each regular file of the trash.
+ * keep returns 1 when the file became a spare (renamed away from dirfd). */
+void brick_spare_pass(struct brick *b);
+int brick_spare_keep(struct brick *b, int dirfd, const char *name);
+/* Tests and the log: files kept and taken so far, spares held now. */
+void brick_spare_counts(struct brick *b, uint64_t *kept, uint64_t *taken, uint64_t *held);
+
 /* ---- leases (lease.c, docs/consistency.md) ---- */
 
 int brick_leases_init(struct brick *b);
@@ -342,6 +364,7 @@ struct brick_fh {
     pthread_mutex_t dir_lock; /* serialises lseek+getdents on directories */
     int changed;              /* a change came through it (version.c); atomic */
     int has_gfid;             /* gfid: the file's id, read when it was opened */
+    int in_open_set;          /* counted by dev/ino in spare.c's open set */
     gfid_t gfid;
 };
 

@@ -53,6 +53,7 @@ static int reply_open_known(struct brick_req *r, int fd, int flags, const struct
     fh->ino = st.st_ino;
     fh->gfid = a.gfid;
     fh->has_gfid = 1;
+    fh->in_open_set = brick_spare_opened(r->b, st.st_dev, st.st_ino) == 0;
     if ((rc = brick_fh_add(r->bc, fh, &id)) < 0) {
         brick_fh_put(r->bc, fh);
         return rc;
@@ -144,6 +145,14 @@ static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd
     return 0;
 }
 
+/* A new file named name in .cairn/tmp's dirfd: a spare inode when the
+ * brick has one (spare.c), else a new inode. */
+static int open_new(struct brick *b, int dirfd, const char *name, int flags, mode_t mode)
+{
+    int fd = brick_spare_take(b, dirfd, name, flags, mode);
+    return fd >= 0 ? fd : b->vfs->openat(dirfd, name, flags | O_CREAT | O_EXCL, mode);
+}
+
 /* CREATE of a new file: opened under a temporary name in .cairn/tmp, given
  * its id and owner, then renamed to loc with RENAME_NOREPLACE, so that no
  * lookup meets it without its id. Returns the open fd (st: its attributes
@@ -154,7 +163,7 @@ static int create_staged(struct brick_req *r, const struct brick_loc *loc, const
 {
     char tmp[GFID_STRLEN];
     int tdir = brick_tmp_dir(r->b, g, tmp);
-    int fd = VFS->openat(tdir, tmp, flags | O_CREAT | O_EXCL, mode);
+    int fd = open_new(r->b, tdir, tmp, flags, mode);
     if (fd < 0)
         return fd;
     int rc = init_created(r, loc, fd, g, mode, st);
@@ -498,7 +507,7 @@ int brick_op_make_file(struct brick_req *r)
     int tdir = brick_tmp_dir(r->b, &g, tmp);
     int fd = named ? VFS->openat(loc.dirfd, loc.name,
                                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode)
-                   : VFS->openat(tdir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+                   : open_new(r->b, tdir, tmp, O_RDWR | O_NOFOLLOW, mode);
     if (fd < 0) {
         rc = fd;
         goto out;

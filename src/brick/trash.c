@@ -8,7 +8,8 @@
  * entry, so the client's removal is done as soon as the namespace is.
  *
  * A purge thread per brick, at the lowest CPU priority, removes what the
- * trash holds; at start it empties what a stop or crash left there. A
+ * trash holds (regular files may become spare inodes instead: spare.c);
+ * at start it empties what a stop or crash left there. A
  * brick without a trash (it could not be made) removes the tree in place
  * before it answers. Until it has, the space stays in use (df shows it) and open
  * handles on the removed files keep working, as after an unlink. */
@@ -33,6 +34,7 @@
 
 struct brick_trash {
     int fd; /* .cairn/trash */
+    struct brick *b;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int work, stopping, busy;
@@ -40,7 +42,7 @@ struct brick_trash {
     uint64_t purged; /* entries removed so far */
 };
 
-static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int depth);
+static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int type, int depth);
 
 /* ---- the listed entries: an open-addressing set of slices of DATA ---- */
 
@@ -187,7 +189,7 @@ int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct 
     if (rc < 0)
         return rc;
     if (!T) {
-        (void)purge(NULL, dirfd, name, 0);
+        (void)purge(NULL, dirfd, name, DT_DIR, 0);
         return VFS->fstatat(dirfd, name, &(struct stat){0}) == -ENOENT ? 0 : -EIO;
     }
     gfid_t g;
@@ -225,17 +227,20 @@ static uint64_t purge_below(struct brick_trash *T, int fd, int depth)
         const char *nm = e->d_name;
         if (nm[0] == '.' && (!nm[1] || (nm[1] == '.' && !nm[2])))
             continue;
-        n += purge(T, fd, nm, depth);
+        n += purge(T, fd, nm, e->d_type, depth);
     }
     closedir(d);
     return n;
 }
 
-/* Removes name in directory dirfd with everything below it; returns the
- * entries removed. Plain system calls: this is housekeeping, not a
- * request, and a test's armed storage fault is not consumed here. */
-static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int depth)
+/* Removes name (of dirent type type) in directory dirfd with everything
+ * below it; returns the entries removed. A regular file may become a spare
+ * inode instead (spare.c). Plain system calls: this is housekeeping, not
+ * a request, and a test's armed storage fault is not consumed here. */
+static uint64_t purge(struct brick_trash *T, int dirfd, const char *name, int type, int depth)
 {
+    if (T && type == DT_REG && brick_spare_keep(T->b, dirfd, name))
+        return 1;
     if (unlinkat(dirfd, name, 0) == 0)
         return 1;
     if ((errno != EISDIR && errno != EPERM) || depth >= PURGE_DEPTH || stopping(T))
@@ -264,6 +269,7 @@ static void *purge_main(void *arg)
         pthread_mutex_unlock(&T->lock);
         /* a new open file each pass: a dup would share (and keep) the
          * last pass's offset */
+        brick_spare_pass(T->b);
         uint64_t n = purge_below(T, openat(T->fd, ".", O_RDONLY | O_DIRECTORY), 0);
         pthread_mutex_lock(&T->lock);
         T->purged += n;
@@ -291,6 +297,7 @@ int brick_trash_init(struct brick *b)
         free(T);
         return rc;
     }
+    T->b = b;
     pthread_mutex_init(&T->lock, NULL);
     pthread_cond_init(&T->cond, NULL);
     T->work = 1; /* what an earlier run left */

@@ -2,8 +2,12 @@
  * return it (and give one to objects put on the brick by hand), ownership
  * and modes follow the request, rename flags, hard links, open-unlinked
  * files, setattr, xattrs with Cairn's own names hidden, compound requests. */
+#include <dirent.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <time.h>
 
 #include "test_brick_util.h"
 
@@ -532,7 +536,139 @@ static void test_rmdir_tree(struct tb *t)
     CHECK_EQ(rmdir_tree(t, "/", all, sizeof(all) - 1), -EBUSY);
 }
 
-/* What a stop left in the trash is purged when the brick opens again. */
+/* Applies fn to every spare inode the brick holds on disk; returns how
+ * many there were. */
+static int each_spare(struct tb *t, void (*fn)(int fd, void *arg), void *arg)
+{
+    DIR *d = opendir(tb_path(t, "/.cairn/spare"));
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDWR | O_NOFOLLOW);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            fn(fd, arg);
+            close(fd);
+        }
+        n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void spoil_spare(int fd, void *arg)
+{
+    (void)arg;
+    CHECK_EQ(pwrite(fd, "old", 3, 0), 3);
+    CHECK_EQ(fsetxattr(fd, "user.old", "v", 1, 0), 0);
+}
+
+static void flag_spare(int fd, void *arg)
+{
+    int fl = 0;
+    *(int *)arg += ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0 &&
+                   ioctl(fd, FS_IOC_SETFLAGS, &(int){fl | FS_NODUMP_FL}) == 0;
+}
+
+static void note_ino(int fd, void *arg)
+{
+    struct stat st;
+    CHECK_EQ(fstat(fd, &st), 0);
+    ino_t *v = arg;
+    while (*v)
+        v++;
+    *v = st.st_ino;
+}
+
+/* A removed tree's regular files become spare inodes (spare.c): a new file
+ * takes one, empty and without the old attributes; a file still open
+ * through a handle keeps its inode and data. */
+static void test_spare_inodes(struct tb *t)
+{
+    uint64_t fh, ofh, kept0, taken0, held0, kept, taken, held;
+    CHECK_EQ(tb_mkdir(t, "/sp", 0755), 0);
+    CHECK_EQ(tb_create(t, "/sp/a", 0600, &fh, NULL), 0);
+    CHECK_EQ(tb_write(t, fh, 0, "secret", 6), 6);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    CHECK_EQ(setxattr(tb_path(t, "/sp/a"), "user.old", "v", 1, 0), 0);
+    struct stat sa, sn;
+    CHECK_EQ(stat(tb_path(t, "/sp/a"), &sa), 0);
+    CHECK_EQ(tb_create(t, "/sp/open", 0644, &ofh, NULL), 0);
+    CHECK_EQ(tb_write(t, ofh, 0, "kept", 4), 4);
+    brick_trash_settle(t->b);
+    brick_spare_counts(t->b, &kept0, &taken0, &held0);
+    static const char list[] = "a\0open\0";
+    CHECK_EQ(rmdir_tree(t, "/sp", list, sizeof(list) - 1), 0);
+    brick_trash_settle(t->b);
+    brick_spare_counts(t->b, &kept, &taken, &held);
+    CHECK_EQ(kept - kept0, 1); /* a, not the open file */
+    CHECK_EQ(held - held0, 1);
+    char buf[8];
+    CHECK_EQ(tb_read(t, ofh, 0, buf, sizeof(buf)), 4);
+    CHECK(!memcmp(buf, "kept", 4));
+    tb_fh_op(t, RPC_OP_RELEASE, ofh);
+
+    /* a new file: a's inode, empty, with neither its data nor its
+     * attribute, with the mode asked for, the new id and the time now */
+    time_t t0 = time(NULL);
+    gfid_t g;
+    struct rpc_attr at;
+    CHECK_EQ(tb_create(t, "/new", 0640, &fh, &g), 0);
+    CHECK_EQ(tb_read(t, fh, 0, buf, sizeof(buf)), 0);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    CHECK_EQ(stat(tb_path(t, "/new"), &sn), 0);
+    CHECK_EQ(sn.st_ino, sa.st_ino);
+    CHECK_EQ(sn.st_size, 0);
+    CHECK_EQ(sn.st_mode & 07777, 0640);
+    CHECK(sn.st_mtime >= t0 && sn.st_ctime >= t0);
+    CHECK_EQ(getxattr(tb_path(t, "/new"), "user.old", buf, sizeof(buf)), -1);
+    CHECK_EQ(errno, ENODATA);
+    CHECK_EQ(tb_lookup(t, "/new", &at), 0);
+    CHECK(gfid_equal(&at.gfid, &g));
+    brick_spare_counts(t->b, &kept, &taken, &held);
+    CHECK_EQ(taken - taken0, 1);
+    CHECK_EQ(held, held0);
+
+    /* spares something changed after the purge (a crash, someone on the
+     * brick) are emptied when taken */
+    CHECK_EQ(tb_mkdir(t, "/sp2", 0755), 0);
+    CHECK_EQ(tb_create(t, "/sp2/b", 0644, &fh, NULL), 0);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    static const char list2[] = "b\0";
+    CHECK_EQ(rmdir_tree(t, "/sp2", list2, sizeof(list2) - 1), 0);
+    brick_trash_settle(t->b);
+    CHECK(each_spare(t, spoil_spare, NULL) > 0);
+    CHECK_EQ(tb_create(t, "/new2", 0644, &fh, NULL), 0);
+    CHECK_EQ(tb_read(t, fh, 0, buf, sizeof(buf)), 0);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    CHECK_EQ(getxattr(tb_path(t, "/new2"), "user.old", buf, sizeof(buf)), -1);
+
+    /* one with an inode flag a new file would not have is not taken: the
+     * brick drops it and makes a new inode */
+    ino_t inos[64] = {0};
+    int flagged = 0, n = each_spare(t, note_ino, inos);
+    CHECK(n < 64);
+    each_spare(t, flag_spare, &flagged);
+    if (flagged == n) { /* the file system has the flag */
+        for (int i = 0; i < n; i++) {
+            char p[32];
+            snprintf(p, sizeof(p), "/flag%d", i);
+            CHECK_EQ(tb_create(t, p, 0644, &fh, NULL), 0);
+            tb_fh_op(t, RPC_OP_RELEASE, fh);
+            CHECK_EQ(stat(tb_path(t, p), &sn), 0);
+            for (int j = 0; j < n; j++)
+                CHECK(sn.st_ino != inos[j]);
+        }
+        brick_spare_counts(t->b, &kept, &taken, &held);
+        CHECK_EQ(held, 0);
+        CHECK_EQ(each_spare(t, note_ino, inos), 0);
+    }
+}
+
+/* What a stop left in the trash is purged when the brick opens again;
+ * spares stay spares. */
 static void test_trash_leftovers(struct tb *t)
 {
     char cmd[600];
@@ -540,10 +676,15 @@ static void test_trash_leftovers(struct tb *t)
              tb_path(t, "/.cairn/trash"), tb_path(t, "/.cairn/trash"), tb_path(t, "/.cairn/trash"));
     CHECK_EQ(system(cmd), 0);
     CHECK(trash_entries(t));
+    uint64_t kept, taken, held, held0;
+    brick_spare_counts(t->b, &kept, &taken, &held0);
     tb_close(t, 0);
     CHECK_EQ(tb_open_at(t, t->dir, "testvol", NULL), 0);
     CHECK_EQ(brick_trash_settle(t->b), 4);
     CHECK(!trash_entries(t));
+    /* the spares held before, and the two files left in the trash */
+    brick_spare_counts(t->b, &kept, &taken, &held);
+    CHECK_EQ(held, held0 + 2);
     /* without a trash, a tree is removed before the reply */
     brick_trash_fini(t->b);
     uint64_t fh;
@@ -573,6 +714,7 @@ int main(void)
     test_compound(&t);
     test_write_extents(&t);
     test_rmdir_tree(&t);
+    test_spare_inodes(&t);
     test_trash_leftovers(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_ops");

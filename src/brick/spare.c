@@ -1,0 +1,334 @@
+/* Spare inodes: regular files of removed trees, kept for the next new
+ * files.
+ *
+ * Why: ext4 without a journal (the file system of this project's machines)
+ * allocates a new inode by scanning its block group and skipping, one by
+ * one, every inode freed in the last minute or so (several minutes while
+ * the inode table block is dirty). A `cp -a` or `tar x` right after an
+ * `rm -rf` spent about two thirds of each brick's CPU in that scan (perf:
+ * recently_deleted under __ext4_new_inode), and with three bricks on one
+ * file system every freed inode is scanned three times over.
+ *
+ * So the trash's purge (trash.c) does not unlink a regular file with one
+ * link that no handle has open: it truncates it and renames it into
+ * .cairn/spare. MAKE_FILE and CREATE (ops_data.c) take one from there
+ * instead of creating an inode, remove its extended attributes, and give
+ * it the new file's mode and times; the rest (id, owner, data, name) is
+ * done as for a new inode. The purge truncates, not the taker: ext4
+ * flushes a file truncated to zero when it is next closed (its guard for
+ * rewrite-by-truncate), which made every new file a synchronous write. At most SPARE_MAX are kept,
+ * and per purge pass no more than a quarter of the file system's free inodes, so spares never
+ * starve directories or symlinks. The spares survive a restart (the
+ * directory is read when the brick opens).
+ *
+ * The open set: the purge must not keep a file some handle still has
+ * open (POSIX keeps an unlinked file's data for whoever has it open), so
+ * every regular file opened through a handle is counted here by inode. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "brick.h"
+#include "storage.h"
+
+#define VFS (b->vfs)
+#define SPARE_MAX 65536
+#define OPEN_BUCKETS 1024
+#define XLIST_MAX 4096 /* a spare with a longer attribute list is not taken */
+/* inode flags a file system sets on a plain new file (ext4: extents) */
+#define PLAIN_FLAGS (FS_EXTENT_FL | FS_HUGE_FILE_FL)
+
+struct open_ino {
+    struct open_ino *next;
+    dev_t dev;
+    ino_t ino;
+    unsigned count;
+};
+
+struct brick_spare {
+    int fd; /* .cairn/spare */
+    pthread_mutex_t lock;
+    uint64_t *ids; /* the spares' names, a stack */
+    size_t n, cap;
+    uint64_t next_id;
+    size_t room;          /* how many more this purge pass may keep */
+    uint64_t taken, kept; /* counters, for the log and tests */
+    struct open_ino *open[OPEN_BUCKETS];
+};
+
+static void spare_name(uint64_t id, char out[24])
+{
+    snprintf(out, 24, "%llu", (unsigned long long)id);
+}
+
+static int push_locked(struct brick_spare *S, uint64_t id)
+{
+    if (S->n == S->cap) {
+        size_t cap = S->cap ? S->cap * 2 : 256;
+        uint64_t *p = realloc(S->ids, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        S->ids = p;
+        S->cap = cap;
+    }
+    S->ids[S->n++] = id;
+    return 0;
+}
+
+int brick_spare_init(struct brick *b)
+{
+    int rc = VFS->mkdirat(b->root_fd, BRICK_PRIVATE "/spare", 0700);
+    if (rc < 0 && rc != -EEXIST)
+        return rc;
+    struct brick_spare *S = calloc(1, sizeof(*S));
+    if (!S)
+        return -ENOMEM;
+    S->fd = VFS->openat(b->root_fd, BRICK_PRIVATE "/spare", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (S->fd < 0) {
+        rc = S->fd;
+        free(S);
+        return rc;
+    }
+    pthread_mutex_init(&S->lock, NULL);
+    /* what an earlier run kept: only names it gave, anything else goes */
+    int dfd = dup(S->fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d && dfd >= 0)
+        close(dfd);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        char *end;
+        unsigned long long id = strtoull(e->d_name, &end, 10);
+        if (*end || e->d_name[0] < '0' || e->d_name[0] > '9' || S->n >= SPARE_MAX ||
+            push_locked(S, id) < 0) {
+            (void)unlinkat(S->fd, e->d_name, 0);
+            continue;
+        }
+        if (id >= S->next_id)
+            S->next_id = id + 1;
+    }
+    if (d)
+        closedir(d);
+    b->spare = S;
+    return 0;
+}
+
+void brick_spare_fini(struct brick *b)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return;
+    for (int i = 0; i < OPEN_BUCKETS; i++)
+        for (struct open_ino *o = S->open[i], *nx; o; o = nx) {
+            nx = o->next;
+            free(o);
+        }
+    VFS->close(S->fd);
+    pthread_mutex_destroy(&S->lock);
+    free(S->ids);
+    free(S);
+    b->spare = NULL;
+}
+
+/* ---- the open set ---- */
+
+static struct open_ino **open_slot(struct brick_spare *S, dev_t dev, ino_t ino)
+{
+    uint64_t h = ((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)dev;
+    struct open_ino **p = &S->open[(h >> 40) % OPEN_BUCKETS];
+    while (*p && ((*p)->dev != dev || (*p)->ino != ino))
+        p = &(*p)->next;
+    return p;
+}
+
+int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return 0;
+    pthread_mutex_lock(&S->lock);
+    struct open_ino **p = open_slot(S, dev, ino);
+    if (!*p && (*p = calloc(1, sizeof(**p)))) {
+        (*p)->dev = dev;
+        (*p)->ino = ino;
+    }
+    int rc = *p ? 0 : -ENOMEM;
+    if (*p)
+        (*p)->count++;
+    pthread_mutex_unlock(&S->lock);
+    return rc;
+}
+
+void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return;
+    pthread_mutex_lock(&S->lock);
+    struct open_ino **p = open_slot(S, dev, ino);
+    struct open_ino *o = *p;
+    if (o && --o->count == 0) {
+        *p = o->next;
+        free(o);
+    }
+    pthread_mutex_unlock(&S->lock);
+}
+
+/* ---- emptying ---- */
+
+/* Empties the file open read-write as fd: no data, no extended attribute.
+ * Refuses (-ESTALE) anything but a regular file with one link and no
+ * inode flag a new file would not have (immutable, append-only,
+ * no-copy-on-write, ...). 0 or -errno. The taker's step; the data is
+ * normally gone already (the purge truncates). Plain system calls:
+ * housekeeping, where a test's armed storage fault is not consumed. */
+static int empty_file(int fd, struct stat *st)
+{
+    int fl = 0;
+    if (fstat(fd, st) < 0)
+        return -errno;
+    if (!S_ISREG(st->st_mode) || st->st_nlink != 1 ||
+        (ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0 && (fl & ~PLAIN_FLAGS)))
+        return -ESTALE;
+    if (st->st_size && ftruncate(fd, 0) < 0)
+        return -errno;
+    char list[XLIST_MAX];
+    ssize_t n = flistxattr(fd, list, sizeof(list));
+    if (n < 0)
+        return -errno;
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(list + i) + 1)
+        if (fremovexattr(fd, list + i) < 0)
+            return -errno;
+    return 0;
+}
+
+/* ---- taking one ---- */
+
+int brick_spare_take(struct brick *b, int dirfd, const char *name, int flags, mode_t mode)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return -ENOENT;
+    pthread_mutex_lock(&S->lock);
+    int have = S->n > 0;
+    uint64_t id = have ? S->ids[--S->n] : 0;
+    pthread_mutex_unlock(&S->lock);
+    if (!have)
+        return -ENOENT;
+    char sn[24];
+    spare_name(id, sn);
+    int rc = VFS->renameat2(S->fd, sn, dirfd, name, RENAME_NOREPLACE);
+    if (rc < 0) {
+        if (rc == -EEXIST) { /* name taken: the spare stays */
+            pthread_mutex_lock(&S->lock);
+            (void)push_locked(S, id);
+            pthread_mutex_unlock(&S->lock);
+        }
+        return rc;
+    }
+    /* checked read-write (a crash may have undone part of the purge's
+     * work), then opened as asked if that is something else */
+    int base = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+    int want = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
+    int fd = VFS->openat(dirfd, name, O_RDWR | base, 0);
+    struct stat st;
+    if (fd >= 0 && ((rc = empty_file(fd, &st)) < 0 || (rc = VFS->fchmod(fd, mode & 07777)) < 0 ||
+                    (rc = VFS->futimens(fd, NULL)) < 0)) {
+        VFS->close(fd);
+        fd = rc;
+    }
+    if (fd >= 0 && (want | base) != (O_RDWR | base)) {
+        int fd2 = VFS->openat(dirfd, name, want, 0);
+        VFS->close(fd);
+        fd = fd2;
+    }
+    if (fd < 0) {
+        VFS->unlinkat(dirfd, name, 0);
+        return fd;
+    }
+    __atomic_add_fetch(&S->taken, 1, __ATOMIC_RELAXED);
+    return fd;
+}
+
+/* ---- keeping one (the purge) ---- */
+
+void brick_spare_pass(struct brick *b)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return;
+    struct statfs sf;
+    size_t room = fstatfs(S->fd, &sf) == 0 ? (size_t)(sf.f_ffree / 4) : 0;
+    pthread_mutex_lock(&S->lock);
+    S->room = room;
+    pthread_mutex_unlock(&S->lock);
+}
+
+int brick_spare_keep(struct brick *b, int dirfd, const char *name)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return 0;
+    pthread_mutex_lock(&S->lock);
+    int full = S->n >= SPARE_MAX || S->room == 0;
+    pthread_mutex_unlock(&S->lock);
+    if (full)
+        return 0;
+    int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+    if (ok) {
+        pthread_mutex_lock(&S->lock);
+        ok = !*open_slot(S, st.st_dev, st.st_ino);
+        pthread_mutex_unlock(&S->lock);
+    }
+    uint64_t id = 0;
+    if (ok && (ok = !st.st_size || ftruncate(fd, 0) == 0)) {
+        pthread_mutex_lock(&S->lock);
+        id = S->next_id++;
+        pthread_mutex_unlock(&S->lock);
+    }
+    char sn[24];
+    spare_name(id, sn);
+    ok = ok && renameat2(dirfd, name, S->fd, sn, RENAME_NOREPLACE) == 0;
+    close(fd);
+    if (!ok)
+        return 0;
+    pthread_mutex_lock(&S->lock);
+    int pushed = push_locked(S, id) == 0;
+    if (pushed) {
+        S->room--;
+        S->kept++;
+    }
+    pthread_mutex_unlock(&S->lock);
+    if (!pushed)
+        (void)unlinkat(S->fd, sn, 0);
+    return 1;
+}
+
+void brick_spare_counts(struct brick *b, uint64_t *kept, uint64_t *taken, uint64_t *held)
+{
+    struct brick_spare *S = b->spare;
+    *kept = *taken = *held = 0;
+    if (!S)
+        return;
+    pthread_mutex_lock(&S->lock);
+    *kept = S->kept;
+    *held = S->n;
+    pthread_mutex_unlock(&S->lock);
+    *taken = __atomic_load_n(&S->taken, __ATOMIC_RELAXED);
+}
