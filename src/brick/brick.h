@@ -239,11 +239,11 @@ void brick_spare_fini(struct brick *b);
 /* The open set: a regular file opened through a handle, and closed. */
 int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino);
 void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino);
-/* Renames a spare to name in dirfd, empties it and opens it with flags
- * (less O_CREAT, O_EXCL, O_TRUNC), with mode and the current time: a new
- * empty file, owned by whoever owned the spare. Returns the fd, or -errno
- * (-ENOENT: no spare) and then nothing is left at name. */
-int brick_spare_take(struct brick *b, int dirfd, const char *name, int flags, mode_t mode);
+/* Takes a spare, empties it and opens it with flags (less O_CREAT,
+ * O_EXCL, O_TRUNC), with mode and the current time: a new empty file,
+ * owned by whoever owned the spare, to be renamed from *dirfd and name
+ * (len bytes) once built. Returns the fd, or -errno (-ENOENT: no spare). */
+int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int flags, mode_t mode);
 /* The purge: once per pass, then for each regular file of the trash.
  * keep returns 1 when the file became a spare (renamed away from dirfd). */
 void brick_spare_pass(struct brick *b);

@@ -145,12 +145,17 @@ static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd
     return 0;
 }
 
-/* A new file named name in .cairn/tmp's dirfd: a spare inode when the
- * brick has one (spare.c), else a new inode. */
-static int open_new(struct brick *b, int dirfd, const char *name, int flags, mode_t mode)
+/* A new file with id g, to be built before it is named: a spare inode,
+ * where it lies, when the brick has one (spare.c), else a new inode in
+ * .cairn/tmp. *dirfd and name get where it is. */
+static int open_new(struct brick *b, const gfid_t *g, int *dirfd, char name[GFID_STRLEN], int flags,
+                    mode_t mode)
 {
-    int fd = brick_spare_take(b, dirfd, name, flags, mode);
-    return fd >= 0 ? fd : b->vfs->openat(dirfd, name, flags | O_CREAT | O_EXCL, mode);
+    int fd = brick_spare_take(b, dirfd, name, GFID_STRLEN, flags, mode);
+    if (fd >= 0)
+        return fd;
+    *dirfd = brick_tmp_dir(b, g, name);
+    return b->vfs->openat(*dirfd, name, flags | O_CREAT | O_EXCL, mode);
 }
 
 /* CREATE of a new file: opened under a temporary name in .cairn/tmp, given
@@ -162,8 +167,8 @@ static int create_staged(struct brick_req *r, const struct brick_loc *loc, const
                          int flags, mode_t mode, struct stat *st)
 {
     char tmp[GFID_STRLEN];
-    int tdir = brick_tmp_dir(r->b, g, tmp);
-    int fd = open_new(r->b, tdir, tmp, flags, mode);
+    int tdir;
+    int fd = open_new(r->b, g, &tdir, tmp, flags, mode);
     if (fd < 0)
         return fd;
     int rc = init_created(r, loc, fd, g, mode, st);
@@ -495,19 +500,20 @@ int brick_op_make_file(struct brick_req *r)
         rc = -EISDIR;
         goto out;
     }
-    /* Built under a temporary name in .cairn/tmp and renamed into place
-     * once complete, so that not even a brick crash leaves a half-made
-     * file (the brick empties .cairn/tmp when it starts). A parent with a
+    /* Built under a temporary name in .cairn/tmp (or as a spare inode in
+     * .cairn/spare) and renamed into place once complete, so that not even
+     * a brick crash leaves a half-made file (the brick empties .cairn/tmp
+     * when it starts, and a spare is emptied when taken). A parent with a
      * default ACL must shape the file as it is made: there the file is
      * named first, and loses its name again on failure. */
     int acl = brick_dir_default_acl(r->b, &loc);
     mode_t mode = brick_create_mode_acl(r->in, acl);
     char tmp[GFID_STRLEN];
     int named = r->b->tmp_fd < 0 || acl;
-    int tdir = brick_tmp_dir(r->b, &g, tmp);
+    int tdir = -1;
     int fd = named ? VFS->openat(loc.dirfd, loc.name,
                                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode)
-                   : open_new(r->b, tdir, tmp, O_RDWR | O_NOFOLLOW, mode);
+                   : open_new(r->b, &g, &tdir, tmp, O_RDWR | O_NOFOLLOW, mode);
     if (fd < 0) {
         rc = fd;
         goto out;

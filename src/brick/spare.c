@@ -11,10 +11,10 @@
  *
  * So the trash's purge (trash.c) does not unlink a regular file with one
  * link that no handle has open: it truncates it and renames it into
- * .cairn/spare. MAKE_FILE and CREATE (ops_data.c) take one from there
- * instead of creating an inode, remove its extended attributes, and give
- * it the new file's mode and times; the rest (id, owner, data, name) is
- * done as for a new inode. The purge truncates, not the taker: ext4
+ * .cairn/spare. MAKE_FILE and CREATE (ops_data.c) take one there instead
+ * of creating an inode in .cairn/tmp, remove its extended attributes, and
+ * give it the new file's mode and times; the rest (id, owner, data, and
+ * the rename to its name) is done as for a new inode. The purge truncates, not the taker: ext4
  * flushes a file truncated to zero when it is next closed (its guard for
  * rewrite-by-truncate), which made every new file a synchronous write. At most SPARE_MAX are kept,
  * and per purge pass no more than a quarter of the file system's free inodes, so spares never
@@ -216,7 +216,7 @@ static int empty_file(int fd, struct stat *st)
 
 /* ---- taking one ---- */
 
-int brick_spare_take(struct brick *b, int dirfd, const char *name, int flags, mode_t mode)
+int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int flags, mode_t mode)
 {
     struct brick_spare *S = b->spare;
     if (!S)
@@ -227,22 +227,14 @@ int brick_spare_take(struct brick *b, int dirfd, const char *name, int flags, mo
     pthread_mutex_unlock(&S->lock);
     if (!have)
         return -ENOENT;
-    char sn[24];
-    spare_name(id, sn);
-    int rc = VFS->renameat2(S->fd, sn, dirfd, name, RENAME_NOREPLACE);
-    if (rc < 0) {
-        if (rc == -EEXIST) { /* name taken: the spare stays */
-            pthread_mutex_lock(&S->lock);
-            (void)push_locked(S, id);
-            pthread_mutex_unlock(&S->lock);
-        }
-        return rc;
-    }
-    /* checked read-write (a crash may have undone part of the purge's
-     * work), then opened as asked if that is something else */
+    snprintf(name, len, "%llu", (unsigned long long)id);
+    *dirfd = S->fd;
+    /* checked read-write (a crash may have left it half built, or undone
+     * part of the purge's work), then opened as asked if that is
+     * something else */
     int base = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
     int want = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
-    int fd = VFS->openat(dirfd, name, O_RDWR | base, 0);
+    int rc, fd = VFS->openat(S->fd, name, O_RDWR | base, 0);
     struct stat st;
     if (fd >= 0 && ((rc = empty_file(fd, &st)) < 0 || (rc = VFS->fchmod(fd, mode & 07777)) < 0 ||
                     (rc = VFS->futimens(fd, NULL)) < 0)) {
@@ -250,12 +242,12 @@ int brick_spare_take(struct brick *b, int dirfd, const char *name, int flags, mo
         fd = rc;
     }
     if (fd >= 0 && (want | base) != (O_RDWR | base)) {
-        int fd2 = VFS->openat(dirfd, name, want, 0);
+        int fd2 = VFS->openat(S->fd, name, want, 0);
         VFS->close(fd);
         fd = fd2;
     }
     if (fd < 0) {
-        VFS->unlinkat(dirfd, name, 0);
+        VFS->unlinkat(S->fd, name, 0);
         return fd;
     }
     __atomic_add_fetch(&S->taken, 1, __ATOMIC_RELAXED);
