@@ -425,6 +425,8 @@ void cf_wbm_free(struct cf *cf);
  * exclusively leased and without a default ACL, and name is free; the
  * MKDIR goes to the bricks from a queue. */
 int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+/* The same for a symlink: 1 when answered here (queued with the MKDIRs). */
+int cf_wbm_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
 /* Until the pending MKDIR of node / of node and every directory above it /
  * of every directory made in dir / of all is answered; the error of one that
  * failed meanwhile, or 0. */

@@ -256,6 +256,8 @@ void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 
 void cf_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
+    if (cf_wbm_symlink(req, link, parent, name))
+        return;
     struct fop *f = new_entry_op(req, RPC_OP_SYMLINK, parent, name, 0);
     if (!f)
         return;

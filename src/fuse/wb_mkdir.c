@@ -1,4 +1,4 @@
-/* Write-back of mkdir (docs/consistency.md, "Write-back").
+/* Write-back of mkdir and symlink (docs/consistency.md, "Write-back").
  *
  * In a directory this mount made and holds an exclusive lease on, a new
  * directory is answered here: its id is made here, the mount knows it
@@ -7,7 +7,9 @@
  * exclusive lease on the new directory. Nobody else can reach the name
  * before the worker sends it: any other client's request about the parent
  * recalls the parent's lease, and the recall sends the pending MKDIRs made
- * in it first.
+ * in it first. A symlink made there goes the same way, in the same queue
+ * (its SYMLINK asks for no lease): anything naming it (readlink, a link,
+ * a removal or rename, a request by its path) sends it first.
  *
  * Order. Whatever goes to the bricks inside a directory whose MKDIR is
  * pending waits for its answer: a written-back file, directory attributes
@@ -25,6 +27,7 @@
  * beyond, mkdir waits for the bricks as without write-back. */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +43,7 @@
 
 struct pmk {
     struct wbq_item it; /* first: the queue's item */
+    char *target;       /* a symlink's; NULL: a directory */
     char name[NAME_MAX + 1];
     gfid_t gfid;
     mode_t mode, umask;
@@ -65,7 +69,7 @@ static int failed_locked(const struct cf_wbm *w, uint64_t node)
     return 0;
 }
 
-/* Sends d's MKDIR. */
+/* Sends d's MKDIR (or SYMLINK). */
 static int mkdir_one(struct cf *cf, struct pmk *d)
 {
     char path[PATH_MAX];
@@ -73,21 +77,25 @@ static int mkdir_one(struct cf *cf, struct pmk *d)
     if (rc < 0)
         return rc;
     struct cl_op o;
-    cl_op_init(&o, RPC_OP_MKDIR, NULL, NULL);
+    cl_op_init(&o, d->target ? RPC_OP_SYMLINK : RPC_OP_MKDIR, NULL, NULL);
     struct rpc_msg *a = &o.args;
     rpc_set_str(a, RPC_T_PATH, &a->path, path);
     a->gfid = d->gfid;
     a->present |= 1ull << RPC_T_GFID;
-    RPC_SET(a, mode, RPC_T_MODE, (uint64_t)(d->mode | S_IFDIR));
-    RPC_SET(a, umask, RPC_T_UMASK, d->umask);
+    if (d->target) {
+        rpc_set_bytes(a, RPC_T_NAME, &a->name, d->target, strlen(d->target));
+    } else {
+        RPC_SET(a, mode, RPC_T_MODE, (uint64_t)(d->mode | S_IFDIR));
+        RPC_SET(a, umask, RPC_T_UMASK, d->umask);
+    }
     RPC_SET(a, uid, RPC_T_UID, d->uid);
     RPC_SET(a, gid, RPC_T_GID, d->gid);
     RPC_SET(a, pid, RPC_T_PID, (uint64_t)d->pid);
-    uint64_t mark = cf_lease_mark(cf);
+    uint64_t mark = d->target ? 0 : cf_lease_mark(cf);
     if (mark)
         RPC_SET(a, lease, RPC_T_LEASE, RPC_LEASE_READ | RPC_LEASE_EXCL);
     rc = cl_op_run(cf->stack, &o);
-    cl_opstats_note(&cf->stats, RPC_OP_MKDIR, o.rounds, rc);
+    cl_opstats_note(&cf->stats, a->op, o.rounds, rc);
     if (rc == 0) {
         const struct rpc_msg *m = &o.reply->msg;
         if (!rpc_has(m, RPC_T_ATTR))
@@ -95,12 +103,12 @@ static int mkdir_one(struct cf *cf, struct pmk *d)
         else if (!gfid_equal(&m->attr.gfid, &d->gfid))
             rc = -EEXIST; /* not the directory this mount made */
         else
-            d->excl = rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) &&
+            d->excl = mark && rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) &&
                       cf_lease_kept(cf, mark, path);
     }
     if (rc < 0)
-        log_error("write-back of directory %s failed: %s; it did not reach the bricks", path,
-                  strerror(-rc));
+        log_error("write-back of %s %s failed: %s; it did not reach the bricks",
+                  d->target ? "symlink" : "directory", path, strerror(-rc));
     cl_op_release(&o);
     return rc;
 }
@@ -136,13 +144,15 @@ static void sent(struct wbq *q, struct wbq_item *it, int rc)
     if (rc < 0) {
         /* This mount showed a directory the bricks do not have, and
          * what it holds is not sent. */
-        size_t lost = cf_wb_drop_dir(cf, it->node);
+        size_t lost = d->target ? 0 : cf_wb_drop_dir(cf, it->node);
         if (lost)
             log_error("%zu files written back into directory %s were not sent", lost, d->name);
         cf_wb_note_error(cf, it->parent, rc);
         cf_known_forget(cf, it->node);
         cf_known_forget(cf, it->parent);
         cf_lease_drop_node(cf, it->parent);
+    } else if (d->target) {
+        /* a symlink holds nothing and takes no lease */
     } else if (!d->excl) {
         /* Shared after all: no more write-back in it, and what was written
          * back goes now. */
@@ -151,6 +161,7 @@ static void sent(struct wbq *q, struct wbq_item *it, int rc)
         cf_lease_drop_node(cf, it->node);
     }
     cl_itable_forget(cf->it, it->node, 1);
+    free(d->target);
     free(d);
 }
 
@@ -219,51 +230,87 @@ int cf_wbm_gone(struct cf *cf, uint64_t node)
     return rc;
 }
 
-int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+/* A pending entry for name in parent, linked in the table with its id and
+ * one lookup held for the queue (its path), or NULL. */
+static struct pmk *new_entry(struct cf *cf, fuse_req_t req, fuse_ino_t parent, const char *name,
+                             int is_dir)
 {
-    struct cf *cf = fuse_req_userdata(req);
     struct cf_wbm *w = cf->wbm;
-    struct stat pst;
-    size_t nl = strlen(name);
-    if (!w || !cf_wb_enabled(cf) || nl > NAME_MAX || !cf_known_excl(cf, parent) ||
-        cf_known_dir_acl(cf, parent) != 1 || !cf_known_attr(cf, parent, &pst) ||
-        !cf_known_absent(cf, parent, name))
-        return 0;
-    cf_wb_order_new(cf, parent, name);
     struct pmk *d = calloc(1, sizeof(*d));
     if (!d)
-        return 0;
+        return NULL;
     pthread_mutex_lock(&w->q.lock);
     int room = wbq_room_locked(&w->q);
     pthread_mutex_unlock(&w->q.lock);
     int err;
     gfid_generate(&d->gfid);
-    if (!room || !(d->it.node = cl_itable_link(cf->it, parent, name, &d->gfid, 1, &err))) {
+    if (!room || !(d->it.node = cl_itable_link(cf->it, parent, name, &d->gfid, is_dir, &err))) {
         free(d);
-        return 0;
+        return NULL;
     }
-    /* One lookup for the kernel's entry, one for the queue (its path). */
+    /* One lookup for the kernel's entry, one for the queue. */
     if (cl_itable_hold(cf->it, d->it.node) < 0) {
         cl_itable_forget(cf->it, d->it.node, 1);
         free(d);
-        return 0;
+        return NULL;
     }
     const struct fuse_ctx *c = fuse_req_ctx(req);
     d->it.parent = parent;
-    memcpy(d->name, name, nl + 1);
-    d->mode = mode & 07777;
+    snprintf(d->name, sizeof(d->name), "%s", name);
     d->umask = c->umask;
     d->uid = c->uid;
     d->gid = c->gid;
     d->pid = c->pid;
+    return d;
+}
+
+/* Records st, the attributes the bricks will give the new entry, and pst,
+ * its parent's after it, queues d and answers the kernel. */
+static void queue_and_reply(struct cf *cf, fuse_req_t req, struct pmk *d, const struct stat *st,
+                            const char *name, struct stat *pst)
+{
+    struct cf_wbm *w = cf->wbm;
+    cf_known_noxattrs(cf, d->it.node); /* no default ACL: nothing is inherited */
+    cf_known_set_attr(cf, d->it.node, st);
+    cf_known_add(cf, d->it.parent, name);
+    pst->st_mtim = pst->st_ctim = st->st_mtim;
+    cf_known_set_attr(cf, d->it.parent, pst);
+
+    uint64_t node = d->it.node; /* d is the worker's once queued */
+    pthread_mutex_lock(&w->q.lock);
+    wbq_push_locked(&w->q, &d->it);
+    pthread_mutex_unlock(&w->q.lock);
+
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof(e));
+    e.ino = node;
+    e.attr = *st;
+    e.attr_timeout = e.entry_timeout = cf_lease_cache_timeout(cf);
+    if (fuse_reply_entry(req, &e) != 0)
+        cl_itable_forget(cf->it, e.ino, 1); /* interrupted: still made, like any other */
+}
+
+int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct stat pst;
+    if (!cf->wbm || !cf_wb_enabled(cf) || strlen(name) > NAME_MAX || !cf_known_excl(cf, parent) ||
+        cf_known_dir_acl(cf, parent) != 1 || !cf_known_attr(cf, parent, &pst) ||
+        !cf_known_absent(cf, parent, name))
+        return 0;
+    cf_wb_order_new(cf, parent, name);
+    struct pmk *d = new_entry(cf, req, parent, name, 1);
+    if (!d)
+        return 0;
+    d->mode = mode & 07777;
 
     /* What the bricks will make of it: mkdir keeps the sticky bit, and a
      * setgid directory passes its group and its setgid bit on. */
     struct stat st;
     memset(&st, 0, sizeof(st));
-    st.st_mode = S_IFDIR | (mode & 01777 & ~c->umask);
-    st.st_uid = c->uid;
-    st.st_gid = c->gid;
+    st.st_mode = S_IFDIR | (mode & 01777 & ~d->umask);
+    st.st_uid = d->uid;
+    st.st_gid = d->gid;
     if (pst.st_mode & S_ISGID) {
         st.st_gid = pst.st_gid;
         st.st_mode |= S_ISGID;
@@ -277,25 +324,42 @@ int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     st.st_atim = st.st_ctim = st.st_mtim;
     cf_known_dir_made(cf, d->it.node, 1);
     cf_known_set_dir_acl(cf, d->it.node, 1); /* the parent has no default ACL */
-    cf_known_noxattrs(cf, d->it.node);       /* ... so nothing is inherited */
-    cf_known_set_attr(cf, d->it.node, &st);
     cf_known_leased(cf, d->it.node);
-    cf_known_add(cf, parent, name);
     pst.st_nlink++;
-    pst.st_mtim = pst.st_ctim = st.st_mtim;
-    cf_known_set_attr(cf, parent, &pst);
+    queue_and_reply(cf, req, d, &st, name, &pst);
+    return 1;
+}
 
-    uint64_t node = d->it.node; /* d is the worker's once queued */
-    pthread_mutex_lock(&w->q.lock);
-    wbq_push_locked(&w->q, &d->it);
-    pthread_mutex_unlock(&w->q.lock);
+int cf_wbm_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct stat pst;
+    size_t tl = strlen(link);
+    if (!cf->wbm || !cf_wb_enabled(cf) || strlen(name) > NAME_MAX || !tl || tl >= PATH_MAX ||
+        !cf_known_excl(cf, parent) || !cf_known_attr(cf, parent, &pst) ||
+        !cf_known_absent(cf, parent, name))
+        return 0;
+    cf_wb_order_new(cf, parent, name);
+    char *target = strdup(link);
+    struct pmk *d = target ? new_entry(cf, req, parent, name, 0) : NULL;
+    if (!d) {
+        free(target);
+        return 0;
+    }
+    d->target = target;
 
-    struct fuse_entry_param e;
-    memset(&e, 0, sizeof(e));
-    e.ino = node;
-    e.attr = st;
-    e.attr_timeout = e.entry_timeout = cf_lease_cache_timeout(cf);
-    if (fuse_reply_entry(req, &e) != 0)
-        cl_itable_forget(cf->it, e.ino, 1); /* interrupted: still made, like any other */
+    /* What the bricks will make of it: a setgid directory gives its group. */
+    struct stat st;
+    memset(&st, 0, sizeof(st));
+    st.st_mode = S_IFLNK | 0777;
+    st.st_uid = d->uid;
+    st.st_gid = (pst.st_mode & S_ISGID) ? pst.st_gid : d->gid;
+    st.st_nlink = 1;
+    st.st_size = (off_t)tl;
+    st.st_blksize = 4096;
+    st.st_ino = gfid_ino(&d->gfid);
+    clock_gettime(CLOCK_REALTIME, &st.st_mtim);
+    st.st_atim = st.st_ctim = st.st_mtim;
+    queue_and_reply(cf, req, d, &st, name, &pst);
     return 1;
 }

@@ -420,7 +420,7 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
     /* Attributes of the directory, or of the one removed, written back
      * first. */
     if (cf_wbd_settle(cf, parent) < 0 || cf_wbd_settle(cf, node) < 0 ||
-        (is_dir && cf_wbm_settle(cf, node) < 0))
+        cf_wbm_settle(cf, node) < 0) /* its MKDIR or SYMLINK too */
         return 0;
     /* Only an empty directory this mount made and still holds alone. */
     if (is_dir && !(cf_known_excl(cf, node) && cf_known_dir_empty(cf, node)))
@@ -478,8 +478,9 @@ int cf_wbrm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
     if (!node || cl_itable_is_dir(cf->it, node) != 0)
         return 0;
     /* The directories' attributes written back first: the rename moves
-     * their times. */
-    if (cf_wbd_settle(cf, parent) < 0 || cf_wbd_settle(cf, newparent) < 0)
+     * their times. A symlink still pending goes first, by its old name. */
+    if (cf_wbd_settle(cf, parent) < 0 || cf_wbd_settle(cf, newparent) < 0 ||
+        cf_wbm_settle(cf, node) < 0)
         return 0;
     struct rm *r = rm_new(q);
     if (!r)

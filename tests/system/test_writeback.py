@@ -14,6 +14,7 @@ import errno
 import hashlib
 import os
 import select
+import shutil
 import signal
 import stat
 import struct
@@ -695,6 +696,69 @@ def test_mkdir_seen_by_another_client_at_once(wc):
     assert sorted(os.listdir(os.path.join(m2.path, "d"))) == ["w", "x"]
 
 
+def test_symlink_is_answered_here_and_reaches_every_brick(wc):
+    """symlink in a directory this mount made is answered without the
+    bricks (queued with the MKDIRs), and reaches every brick with its
+    target and the id this mount gave it; another client sees it."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    with open(os.path.join(d, "first"), "wb") as fh:
+        fh.write(b"1")
+    code = f"""
+import os, sys
+fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
+print("ready", flush=True)
+sys.stdin.readline()
+os.mkdir("sub", dir_fd=fd)
+os.symlink("../first", "sub/up", dir_fd=fd)
+os.symlink("/an/absolute/target", "abs", dir_fd=fd)
+print("done", flush=True)
+"""
+    child = start_child(code)
+    assert go_while_bricks_stopped(wc, child), "symlink in a written-back directory waited for the bricks"
+    # read here right away (the READLINK sends the SYMLINK first)
+    assert os.readlink(os.path.join(d, "sub", "up")) == "../first"
+    with open(os.path.join(d, "sub", "up"), "rb") as fh:
+        assert fh.read() == b"1"
+    # seen by another client at once
+    assert os.readlink(os.path.join(m2.path, "d", "abs")) == "/an/absolute/target"
+    assert os.lstat(os.path.join(m2.path, "d", "sub", "up")).st_size == len("../first")
+    fsync_dir(d)
+    for b in bricks:
+        assert os.readlink(os.path.join(b, "d", "sub", "up")) == "../first", b
+        assert os.readlink(os.path.join(b, "d", "abs")) == "/an/absolute/target", b
+    ids = {os.getxattr(os.path.join(b, "d", "abs"), "trusted.cairn.gfid", follow_symlinks=False)
+           for b in bricks}
+    assert len(ids) == 1
+    assert os.lstat(os.path.join(d, "abs")).st_ino == os.lstat(os.path.join(m2.path, "d", "abs")).st_ino
+
+
+def test_symlink_renamed_or_removed_before_it_was_sent(wc):
+    """A symlink still queued goes to the bricks before its rename or
+    removal: the bricks end up with the renamed one only."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    for i in range(20):
+        os.symlink(f"t{i}", os.path.join(d, f"l{i}"))
+        if i % 2:
+            os.rename(os.path.join(d, f"l{i}"), os.path.join(d, f"r{i}"))
+        else:
+            os.unlink(os.path.join(d, f"l{i}"))
+    os.makedirs(os.path.join(d, "tree", "deep"))
+    os.symlink("x", os.path.join(d, "tree", "deep", "s"))
+    shutil.rmtree(os.path.join(d, "tree"))
+    fsync_dir(d)
+    want = {f"r{i}": f"t{i}" for i in range(1, 20, 2)}
+    for root in [os.path.join(b, "d") for b in bricks] + [os.path.join(m2.path, "d")]:
+        assert sorted(os.listdir(root)) == sorted(want), root
+        for n, t in want.items():
+            assert os.readlink(os.path.join(root, n)) == t, (root, n)
+    with open(m1.log, errors="replace") as fh:
+        assert "write-back of symlink" not in fh.read()
+
+
 def clash_setup(wc):
     """A written-back directory d on one mount, and a directory d/clash the
     bricks have behind the mount's back: (bricks, mount, d)."""
@@ -741,6 +805,21 @@ def test_failed_mkdir_is_reported_and_its_files_not_sent(wc):
         assert os.listdir(os.path.join(b, "d", "clash")) == [], b
     log = m1.tail(1 << 20)
     assert "write-back of directory /d/clash failed" in log
+
+
+def test_failed_symlink_is_reported(wc):
+    """A SYMLINK written back that the bricks refuse (the name was taken
+    behind the client's back) is logged and returned by the next fsync of
+    the parent; the bricks keep what they had."""
+    bricks, m1, d = clash_setup(wc)
+    while_bricks_stopped(wc, lambda: os.symlink("mine", os.path.join(d, "clash")))
+    with pytest.raises(OSError):
+        fsync_dir(d)
+    for b in bricks:
+        assert os.path.isdir(os.path.join(b, "d", "clash")), b
+    assert "write-back of symlink /d/clash failed" in m1.tail(1 << 20)
+    # the mount forgot what it showed: the name is the bricks' directory
+    assert os.path.isdir(os.path.join(d, "clash"))
 
 
 def test_files_of_a_failed_mkdir_are_not_sent_open_or_closing(wc):
