@@ -53,7 +53,12 @@ static int reply_open_known(struct brick_req *r, int fd, int flags, const struct
     fh->ino = st.st_ino;
     fh->gfid = a.gfid;
     fh->has_gfid = 1;
-    fh->in_open_set = brick_spare_opened(r->b, st.st_dev, st.st_ino) == 0;
+    /* Counted, or the purge could reuse the inode while it is open. */
+    if ((rc = brick_spare_opened(r->b, st.st_dev, st.st_ino)) < 0) {
+        brick_fh_put(r->bc, fh);
+        return rc;
+    }
+    fh->in_open_set = 1;
     if ((rc = brick_fh_add(r->bc, fh, &id)) < 0) {
         brick_fh_put(r->bc, fh);
         return rc;
