@@ -818,7 +818,11 @@ def test_failed_symlink_is_reported(wc):
     for b in bricks:
         assert os.path.isdir(os.path.join(b, "d", "clash")), b
     assert "write-back of symlink /d/clash failed" in m1.tail(1 << 20)
-    # the mount forgot what it showed: the name is the bricks' directory
+    # the mount forgets what it showed (after waking the fsync, so it may
+    # take a moment): the name is the bricks' directory
+    end = time.time() + 10
+    while not os.path.isdir(os.path.join(d, "clash")) and time.time() < end:
+        time.sleep(0.05)
     assert os.path.isdir(os.path.join(d, "clash"))
 
 
