@@ -14,10 +14,11 @@
  * .cairn/spare. MAKE_FILE and CREATE (ops_data.c) take one there instead
  * of creating an inode in .cairn/tmp, remove its extended attributes, and
  * give it the new file's mode and times; the rest (id, owner, data, and
- * the rename to its name) is done as for a new inode. The purge truncates, not the taker: ext4
- * flushes a file truncated to zero when it is next closed (its guard for
- * rewrite-by-truncate), which made every new file a synchronous write. At most SPARE_MAX are kept,
- * and per purge pass no more than a quarter of the file system's free inodes, so spares never
+ * the rename to its name) is done as for a new inode. The purge truncates,
+ * not the taker: ext4 flushes a file truncated to zero when it is next
+ * closed (its guard for rewrite-by-truncate), which made every new file a
+ * synchronous write. At most SPARE_MAX are kept, and per purge pass no
+ * more than a quarter of the file system's free inodes, so spares never
  * starve directories or symlinks. The spares survive a restart (the
  * directory is read when the brick opens).
  *
@@ -67,9 +68,10 @@ struct brick_spare {
     struct open_ino *open[OPEN_BUCKETS];
 };
 
-static void spare_name(uint64_t id, char out[24])
+/* A spare's name in .cairn/spare: its number. */
+static void spare_name(uint64_t id, char *out, size_t len)
 {
-    snprintf(out, 24, "%llu", (unsigned long long)id);
+    snprintf(out, len, "%llu", (unsigned long long)id);
 }
 
 static int push_locked(struct brick_spare *S, uint64_t id)
@@ -227,7 +229,7 @@ int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int fl
     pthread_mutex_unlock(&S->lock);
     if (!have)
         return -ENOENT;
-    snprintf(name, len, "%llu", (unsigned long long)id);
+    spare_name(id, name, len);
     *dirfd = S->fd;
     /* checked read-write (a crash may have left it half built, or undone
      * part of the purge's work), then opened as asked if that is
@@ -283,20 +285,17 @@ int brick_spare_keep(struct brick *b, int dirfd, const char *name)
         return 0;
     struct stat st;
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+    uint64_t id = 0;
     if (ok) {
         pthread_mutex_lock(&S->lock);
-        ok = !*open_slot(S, st.st_dev, st.st_ino);
-        pthread_mutex_unlock(&S->lock);
-    }
-    uint64_t id = 0;
-    if (ok && (ok = !st.st_size || ftruncate(fd, 0) == 0)) {
-        pthread_mutex_lock(&S->lock);
-        id = S->next_id++;
+        if ((ok = !*open_slot(S, st.st_dev, st.st_ino)))
+            id = S->next_id++;
         pthread_mutex_unlock(&S->lock);
     }
     char sn[24];
-    spare_name(id, sn);
-    ok = ok && renameat2(dirfd, name, S->fd, sn, RENAME_NOREPLACE) == 0;
+    spare_name(id, sn, sizeof(sn));
+    ok = ok && (!st.st_size || ftruncate(fd, 0) == 0) &&
+         renameat2(dirfd, name, S->fd, sn, RENAME_NOREPLACE) == 0;
     close(fd);
     if (!ok)
         return 0;

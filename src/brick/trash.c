@@ -9,9 +9,9 @@
  *
  * A purge thread per brick, at the lowest CPU priority, removes what the
  * trash holds (regular files may become spare inodes instead: spare.c);
- * at start it empties what a stop or crash left there. A
- * brick without a trash (it could not be made) removes the tree in place
- * before it answers. Until it has, the space stays in use (df shows it) and open
+ * at start it empties what a stop or crash left there. A brick without a
+ * trash (it could not be made) removes the tree in place before it
+ * answers. Until it has, the space stays in use (df shows it) and open
  * handles on the removed files keep working, as after an unlink. */
 #include <dirent.h>
 #include <errno.h>
@@ -267,9 +267,9 @@ static void *purge_main(void *arg)
         T->work = 0;
         T->busy = 1;
         pthread_mutex_unlock(&T->lock);
+        brick_spare_pass(T->b);
         /* a new open file each pass: a dup would share (and keep) the
          * last pass's offset */
-        brick_spare_pass(T->b);
         uint64_t n = purge_below(T, openat(T->fd, ".", O_RDONLY | O_DIRECTORY), 0);
         pthread_mutex_lock(&T->lock);
         T->purged += n;

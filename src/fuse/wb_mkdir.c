@@ -70,7 +70,7 @@ static int failed_locked(const struct cf_wbm *w, uint64_t node)
 }
 
 /* Sends d's MKDIR (or SYMLINK). */
-static int mkdir_one(struct cf *cf, struct pmk *d)
+static int make_one(struct cf *cf, struct pmk *d)
 {
     char path[PATH_MAX];
     int rc = cl_itable_path(cf->it, d->it.parent, d->name, path, sizeof(path));
@@ -121,7 +121,7 @@ static int send_one(struct wbq *q, struct wbq_item *it)
     int rc = failed_locked(w, it->parent);
     pthread_mutex_unlock(&q->lock);
     if (!rc)
-        rc = mkdir_one(q->ctx, d);
+        rc = make_one(q->ctx, d);
     else
         log_error("write-back of directory %s not sent: its parent's failed", d->name);
     if (rc < 0) {
