@@ -36,6 +36,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
@@ -44,6 +45,8 @@
 /* The ABI (include/uapi/linux/fuse.h, 7.42): Debian 12's kernel headers
  * predate it. */
 #define FUSE_INIT_OP 26
+#define FUSE_FORGET_OP 2
+#define FUSE_BATCH_FORGET_OP 42
 #define INIT_EXT (1u << 30)
 #define HANDLE_KILLPRIV_V2 (1u << 28)
 #define OVER_IO_URING_HI (1u << (41 - 32)) /* FUSE_OVER_IO_URING in flags2 */
@@ -137,9 +140,10 @@ struct cf_uring {
     size_t payload;       /* per entry: the kernel's max_payload_sz or more */
     int nq;
     struct queue *q;
-    int up;          /* queues running (the ones after a failed one never start) */
-    int depth;       /* entries per queue */
-    uint64_t served; /* requests that came over the ring (atomic) */
+    int up;             /* queues running (the ones after a failed one never start) */
+    int depth;          /* entries per queue */
+    uint64_t served;    /* requests that came over the ring (atomic) */
+    uint64_t forget_us; /* when /dev/fuse last gave a FORGET (atomic); 0: not since */
 };
 
 static _Thread_local struct queue *serving; /* the queue this thread serves */
@@ -416,12 +420,43 @@ static ssize_t ring_reply(struct ent *e, const struct iovec *iov, int count)
     return (ssize_t)(len + sizeof(*oh));
 }
 
+/* Once the ring serves requests, /dev/fuse carries only FORGETs and
+ * INTERRUPTs. rm -rf makes a FORGET per file; read at once, each wakes a
+ * thread here, a context switch on a CPU the application needs. Reading
+ * again only FORGET_GATHER_US after a FORGET lets the kernel gather the
+ * next ones into one BATCH_FORGET; an INTERRUPT waits as long at most. */
+#define FORGET_GATHER_US 2000
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void gather_forgets(struct cf_uring *u)
+{
+    uint64_t last = __atomic_load_n(&u->forget_us, __ATOMIC_RELAXED);
+    if (!last || !__atomic_load_n(&u->served, __ATOMIC_RELAXED))
+        return;
+    uint64_t now = mono_us();
+    if (now < last + FORGET_GATHER_US)
+        usleep((useconds_t)(last + FORGET_GATHER_US - now));
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
     struct cf *cf = userdata;
-    ssize_t n = read(fd, buf, len);
     struct cf_uring *u = cf->uring;
+    if (u)
+        gather_forgets(u);
+    ssize_t n = read(fd, buf, len);
     const struct in_header *in = buf;
+    if (u && n >= (ssize_t)sizeof(*in))
+        __atomic_store_n(
+            &u->forget_us,
+            in->opcode == FUSE_FORGET_OP || in->opcode == FUSE_BATCH_FORGET_OP ? mono_us() : 0,
+            __ATOMIC_RELAXED);
     if (n > 0)
         cf_killpriv_note(buf, (size_t)n);
     if (u && n >= (ssize_t)(sizeof(*in) + sizeof(struct init_in)) && in->opcode == FUSE_INIT_OP) {

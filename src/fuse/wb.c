@@ -268,8 +268,11 @@ static void closed_push(struct cf_wb *w, struct wb_file *f)
     else
         w->closed = f;
     w->closed_tail = f;
-    w->n_closed++;
-    pthread_cond_signal(&w->fcond);
+    /* The sender sleeps until the head is due: only a new head, or a queue
+     * grown past WB_CLOSED_MAX, needs it now (a wake-up per close would
+     * cost a context switch on the closing application's CPU). */
+    if (++w->n_closed == 1 || w->n_closed > WB_CLOSED_MAX)
+        pthread_cond_signal(&w->fcond);
 }
 
 static void closed_remove(struct cf_wb *w, struct wb_file *f)

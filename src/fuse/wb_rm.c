@@ -150,10 +150,14 @@ static void done_cb(struct cl_op *op)
     cl_op_release(op);
     pthread_mutex_lock(&q->lock);
     unlink_flying(q, r);
-    q->inflight--;
+    /* The worker waits for an answer only with the window full, behind a
+     * barrier (an RMDIR or RENAME waits for all in flight) or behind a
+     * RENAME in flight; otherwise it sleeps until the head is ripe. */
+    int wake = q->inflight-- == RM_WINDOW || q->inflight == 0 || is_rename(r);
     if (--q->pending == 0)
         pthread_cond_broadcast(&q->idle);
-    pthread_cond_signal(&q->cond);
+    if (wake)
+        pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
     rm_free(r);
 }
