@@ -415,6 +415,17 @@ int cf_wbd_acl(fuse_req_t req, fuse_ino_t ino, const char *name, const void *val
  * meanwhile, or 0. */
 int cf_wbd_settle(struct cf *cf, uint64_t node);
 int cf_wbd_settle_in(struct cf *cf, uint64_t dir);
+/* Sends the SETATTR of the fields to_set of attr for node (by path) and
+ * waits; on failure logs it and drops what this mount and the kernel
+ * cached of node's attributes. */
+int cf_wbd_send_attr(struct cf *cf, uint64_t node, const struct stat *attr, int to_set);
+/* The fields to_set of attr, applied to st. */
+void cf_attr_apply(struct stat *st, const struct stat *attr, int to_set);
+/* What a written-back SETATTR of a symlink may carry (a directory's may
+ * also change its mode). */
+#define CF_ATTR_DEFERRABLE                                                                         \
+    (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |           \
+     FUSE_SET_ATTR_CTIME)
 int cf_wbd_busy(struct cf *cf); /* any SETATTR pending */
 int cf_wbd_settle_all(struct cf *cf);
 
@@ -427,6 +438,10 @@ void cf_wbm_free(struct cf *cf);
 int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
 /* The same for a symlink: 1 when answered here (queued with the MKDIRs). */
 int cf_wbm_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+/* Answers (returns 1) a SETATTR of owner or explicit times of a symlink
+ * written back here whose SYMLINK is not answered yet: the worker sends the
+ * SETATTR right after it. */
+int cf_wbm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set);
 /* Until the pending MKDIR of node / of node and every directory above it /
  * of every directory made in dir / of all is answered; the error of one that
  * failed meanwhile, or 0. */

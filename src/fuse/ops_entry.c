@@ -168,7 +168,8 @@ void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         cf_rc_changed(fuse_req_userdata(req), ino);
     if ((to_set & FUSE_SET_ATTR_MODE) && cf_killpriv_bits(attr->st_mode))
         cf_known_nosetid(fuse_req_userdata(req), ino, 0);
-    if (cf_wb_setattr(req, ino, attr, to_set) || cf_wbd_setattr(req, ino, attr, to_set))
+    if (cf_wb_setattr(req, ino, attr, to_set) || cf_wbd_setattr(req, ino, attr, to_set) ||
+        cf_wbm_setattr(req, ino, attr, to_set))
         return;
     struct fop *f = fop_new(req, RPC_OP_SETATTR, fop_done_attr_cb);
     if (!f)

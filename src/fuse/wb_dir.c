@@ -36,9 +36,7 @@
 
 #define WBD_MAX 4096
 
-#define DEFERRABLE                                                                                 \
-    (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_ATIME |            \
-     FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME)
+#define DEFERRABLE (FUSE_SET_ATTR_MODE | CF_ATTR_DEFERRABLE)
 
 struct dset {
     struct wbq_item it; /* first: the queue's item */
@@ -50,8 +48,7 @@ struct cf_wbd {
     struct wbq q; /* q.ctx: the mount */
 };
 
-/* The fields to_set of attr, applied to st. */
-static void apply(struct stat *st, const struct stat *attr, int to_set)
+void cf_attr_apply(struct stat *st, const struct stat *attr, int to_set)
 {
     if (to_set & FUSE_SET_ATTR_MODE)
         st->st_mode = (st->st_mode & S_IFMT) | (attr->st_mode & 07777);
@@ -78,20 +75,26 @@ static int send_one(struct wbq *q, struct wbq_item *it)
                   strerror(-rc));
     if ((rc = cf_wbm_gone(cf, it->node)) < 0)
         return rc;
+    return cf_wbd_send_attr(cf, it->node, &d->attr, d->to_set);
+}
+
+int cf_wbd_send_attr(struct cf *cf, uint64_t node, const struct stat *attr, int to_set)
+{
     char path[PATH_MAX];
-    if ((rc = cl_itable_path(cf->it, it->node, NULL, path, sizeof(path))) < 0)
+    int rc = cl_itable_path(cf->it, node, NULL, path, sizeof(path));
+    if (rc < 0)
         return rc;
     struct cl_op o;
     cl_op_init(&o, RPC_OP_SETATTR, NULL, NULL);
     rpc_set_str(&o.args, RPC_T_PATH, &o.args.path, path);
-    cf_setattr_args(&o.args, &d->attr, d->to_set);
+    cf_setattr_args(&o.args, attr, to_set);
     rc = cl_op_run(cf->stack, &o);
     cl_opstats_note(&cf->stats, RPC_OP_SETATTR, o.rounds, rc);
     cl_op_release(&o);
     if (rc < 0) {
         log_warn("attributes of %s written back: %s", path, strerror(-rc));
-        cf_known_forget_attr(cf, it->node);
-        cf_lease_inval_attr(cf, it->node);
+        cf_known_forget_attr(cf, node);
+        cf_lease_inval_attr(cf, node);
     }
     return rc;
 }
@@ -176,7 +179,7 @@ static int defer(struct cf *cf, fuse_ino_t ino, const struct stat *attr, int to_
         wbq_push_locked(&w->q, &d->it);
     }
     if (d) {
-        apply(&d->attr, attr, to_set);
+        cf_attr_apply(&d->attr, attr, to_set);
         d->to_set |= to_set;
     }
     pthread_mutex_unlock(&w->q.lock);
@@ -186,7 +189,7 @@ static int defer(struct cf *cf, fuse_ino_t ino, const struct stat *attr, int to_
         return 0;
 
     /* What the bricks will make of it. */
-    apply(&st, attr, to_set);
+    cf_attr_apply(&st, attr, to_set);
     clock_gettime(CLOCK_REALTIME, &st.st_ctim);
     cf_known_set_attr(cf, ino, &st);
     *out = st;

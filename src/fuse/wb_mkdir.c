@@ -9,7 +9,10 @@
  * recalls the parent's lease, and the recall sends the pending MKDIRs made
  * in it first. A symlink made there goes the same way, in the same queue
  * (its SYMLINK asks for no lease): anything naming it (readlink, a link,
- * a removal or rename, a request by its path) sends it first.
+ * a removal or rename, a request by its path) sends it first. Its owner
+ * and times set before the SYMLINK is answered (tar sets them right after
+ * making it) are answered here too and sent right after it: waiting for
+ * the SYMLINK would wait for every file queued before it.
  *
  * Order. Whatever goes to the bricks inside a directory whose MKDIR is
  * pending waits for its answer: a written-back file, directory attributes
@@ -51,6 +54,10 @@ struct pmk {
     gid_t gid;
     pid_t pid;
     int excl; /* the bricks granted the exclusive lease on it */
+    /* A symlink's SETATTRs answered while its SYMLINK was pending, sent
+     * after it (cf_wbm_setattr); sealed once none may join. Under q.lock. */
+    struct stat attr;
+    int to_set, sealed;
 };
 
 struct cf_wbm {
@@ -113,6 +120,26 @@ static int make_one(struct cf *cf, struct pmk *d)
     return rc;
 }
 
+/* The SETATTRs answered for symlink d while its SYMLINK was pending, once
+ * it is made. A refused one is logged and returned by the next fsync or
+ * create in the parent, as for directories' (wb_dir.c). */
+static void symlink_attrs(struct cf *cf, struct wbq *q, struct pmk *d)
+{
+    for (;;) {
+        pthread_mutex_lock(&q->lock);
+        int to_set = d->to_set;
+        struct stat attr = d->attr;
+        d->to_set = 0;
+        d->sealed = !to_set;
+        pthread_mutex_unlock(&q->lock);
+        if (!to_set)
+            return;
+        int rc = cf_wbd_send_attr(cf, d->it.node, &attr, to_set);
+        if (rc < 0)
+            cf_wb_note_error(cf, d->it.parent, rc);
+    }
+}
+
 static int send_one(struct wbq *q, struct wbq_item *it)
 {
     struct cf_wbm *w = (struct cf_wbm *)q; /* q is w's first member */
@@ -120,10 +147,11 @@ static int send_one(struct wbq *q, struct wbq_item *it)
     pthread_mutex_lock(&q->lock);
     int rc = failed_locked(w, it->parent);
     pthread_mutex_unlock(&q->lock);
-    if (!rc)
-        rc = make_one(q->ctx, d);
-    else
-        log_error("write-back of directory %s not sent: its parent's failed", d->name);
+    if (rc)
+        log_error("write-back of %s %s not sent: its parent's failed",
+                  d->target ? "symlink" : "directory", d->name);
+    else if ((rc = make_one(q->ctx, d)) == 0 && d->target)
+        symlink_attrs(q->ctx, q, d);
     if (rc < 0) {
         /* Recorded before the waiters wake: what they would send into it
          * checks this first (cf_wbm_gone). */
@@ -262,6 +290,35 @@ static struct pmk *new_entry(struct cf *cf, fuse_req_t req, fuse_ino_t parent, c
     d->gid = c->gid;
     d->pid = c->pid;
     return d;
+}
+
+int cf_wbm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wbm *w = cf->wbm;
+    struct stat st;
+    /* A chown asks to drop set-id bits, which a symlink never has. */
+    to_set &= ~FUSE_SET_ATTR_KILL_SUID;
+    if (!w || !cf_wb_enabled(cf) || !to_set || (to_set & ~CF_ATTR_DEFERRABLE) || !cf_wbm_busy(cf) ||
+        !cf_known_attr(cf, ino, &st) || !S_ISLNK(st.st_mode))
+        return 0;
+    /* Nobody else can see the symlink before its SYMLINK is answered (its
+     * parent is this mount's), nor before what follows it in the queue. */
+    pthread_mutex_lock(&w->q.lock);
+    struct pmk *d = (struct pmk *)wbq_find_locked(&w->q, ino);
+    int queued = d && d->target && !d->sealed;
+    if (queued) {
+        cf_attr_apply(&d->attr, attr, to_set);
+        d->to_set |= to_set;
+    }
+    pthread_mutex_unlock(&w->q.lock);
+    if (!queued)
+        return 0;
+    cf_attr_apply(&st, attr, to_set);
+    clock_gettime(CLOCK_REALTIME, &st.st_ctim);
+    cf_known_set_attr(cf, ino, &st);
+    fuse_reply_attr(req, &st, cf_lease_cache_timeout(cf));
+    return 1;
 }
 
 /* Records st, the attributes the bricks will give the new entry, and pst,

@@ -74,13 +74,23 @@ void wbq_push_locked(struct wbq *q, struct wbq_item *it)
     pthread_cond_signal(&q->work);
 }
 
-struct wbq_item *wbq_untaken_locked(struct wbq *q, uint64_t node)
+static struct wbq_item *find_locked(struct wbq *q, uint64_t node, int untaken)
 {
     struct wbq_item *found = NULL;
     for (struct wbq_item *it = q->head; it; it = it->next)
-        if (it->node == node && !it->taken)
+        if (it->node == node && !(untaken && it->taken))
             found = it;
     return found;
+}
+
+struct wbq_item *wbq_untaken_locked(struct wbq *q, uint64_t node)
+{
+    return find_locked(q, node, 1);
+}
+
+struct wbq_item *wbq_find_locked(struct wbq *q, uint64_t node)
+{
+    return find_locked(q, node, 0);
 }
 
 int wbq_busy(struct wbq *q)

@@ -43,6 +43,8 @@ int wbq_room_locked(struct wbq *q);
 void wbq_push_locked(struct wbq *q, struct wbq_item *it);
 /* Under q->lock: the last item of node the worker has not taken, or NULL. */
 struct wbq_item *wbq_untaken_locked(struct wbq *q, uint64_t node);
+/* Under q->lock: the last item of node, taken or not, or NULL. */
+struct wbq_item *wbq_find_locked(struct wbq *q, uint64_t node);
 /* Any item queued. */
 int wbq_busy(struct wbq *q);
 /* Until no item matches key (by node, by parent, or any); the error of a

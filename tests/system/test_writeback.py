@@ -734,6 +734,49 @@ print("done", flush=True)
     assert os.lstat(os.path.join(d, "abs")).st_ino == os.lstat(os.path.join(m2.path, "d", "abs")).st_ino
 
 
+def test_symlink_times_and_owner_set_before_it_was_sent(wc):
+    """tar sets a symlink's times (and owner) right after making it: with
+    the SYMLINK still queued, that is answered here too (no wait for the
+    bricks), and the bricks and another client end up with the symlink
+    and its times and owner."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    with open(os.path.join(d, "first"), "wb") as fh:
+        fh.write(b"1")
+    code = f"""
+import os, sys
+fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
+print("ready", flush=True)
+sys.stdin.readline()
+os.symlink("first", "l", dir_fd=fd)
+os.utime("l", ns=(1_000_000_123, 2_000_000_456), dir_fd=fd, follow_symlinks=False)
+os.chown("l", 1234, 5678, dir_fd=fd, follow_symlinks=False)
+os.symlink("elsewhere", "m", dir_fd=fd)
+os.utime("m", ns=(3_000_000_000, 4_000_000_000), dir_fd=fd, follow_symlinks=False)
+os.utime("m", ns=(5_000_000_000, 6_000_000_789), dir_fd=fd, follow_symlinks=False)
+print("done", flush=True)
+"""
+    child = start_child(code)
+    assert go_while_bricks_stopped(wc, child), "a new symlink's times waited for the bricks"
+    want = {"l": (2_000_000_456, 1234, 5678, "first"), "m": (6_000_000_789, 0, 0, "elsewhere")}
+    for n, (mtime, uid, gid, target) in want.items():
+        st = os.lstat(os.path.join(d, n))
+        assert (st.st_mtime_ns, st.st_uid, st.st_gid) == (mtime, uid, gid), n
+    # another client: its lookup recalls the directory, which sends the
+    # SYMLINKs and their SETATTRs first
+    for n, (mtime, uid, gid, target) in want.items():
+        st = os.lstat(os.path.join(m2.path, "d", n))
+        assert (st.st_mtime_ns, st.st_uid, st.st_gid) == (mtime, uid, gid), n
+        assert os.readlink(os.path.join(m2.path, "d", n)) == target
+    fsync_dir(d)
+    for b in bricks:
+        for n, (mtime, uid, gid, target) in want.items():
+            st = os.lstat(os.path.join(b, "d", n))
+            assert (st.st_mtime_ns, st.st_uid, st.st_gid) == (mtime, uid, gid), (b, n)
+            assert os.readlink(os.path.join(b, "d", n)) == target, (b, n)
+
+
 def test_symlink_renamed_or_removed_before_it_was_sent(wc):
     """A symlink still queued goes to the bricks before its rename or
     removal: the bricks end up with the renamed one only."""
