@@ -696,12 +696,13 @@ def test_mkdir_seen_by_another_client_at_once(wc):
     assert sorted(os.listdir(os.path.join(m2.path, "d"))) == ["w", "x"]
 
 
-def test_symlink_is_answered_here_and_reaches_every_brick(wc):
-    """symlink in a directory this mount made is answered without the
-    bricks (queued with the MKDIRs), and reaches every brick with its
-    target and the id this mount gave it; another client sees it."""
-    bricks, (m1, m2) = replica3(wc)
-    d = os.path.join(m1.path, "d")
+def symlink_dir_and_child(wc, body):
+    """A replica 3 volume with two mounts, a directory d made on the first
+    (holding a file "first"), and a child that holds d open and, on a line
+    on stdin, runs body (statements using fd, d's descriptor) and prints
+    "done"."""
+    bricks, mounts = replica3(wc)
+    d = os.path.join(mounts[0].path, "d")
     os.mkdir(d)
     with open(os.path.join(d, "first"), "wb") as fh:
         fh.write(b"1")
@@ -710,12 +711,21 @@ import os, sys
 fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
 print("ready", flush=True)
 sys.stdin.readline()
+{body}
+print("done", flush=True)
+"""
+    return bricks, mounts, d, start_child(code)
+
+
+def test_symlink_is_answered_here_and_reaches_every_brick(wc):
+    """symlink in a directory this mount made is answered without the
+    bricks (queued with the MKDIRs), and reaches every brick with its
+    target and the id this mount gave it; another client sees it."""
+    bricks, (m1, m2), d, child = symlink_dir_and_child(wc, """
 os.mkdir("sub", dir_fd=fd)
 os.symlink("../first", "sub/up", dir_fd=fd)
 os.symlink("/an/absolute/target", "abs", dir_fd=fd)
-print("done", flush=True)
-"""
-    child = start_child(code)
+""")
     assert go_while_bricks_stopped(wc, child), "symlink in a written-back directory waited for the bricks"
     # read here right away (the READLINK sends the SYMLINK first)
     assert os.readlink(os.path.join(d, "sub", "up")) == "../first"
@@ -739,25 +749,14 @@ def test_symlink_times_and_owner_set_before_it_was_sent(wc):
     the SYMLINK still queued, that is answered here too (no wait for the
     bricks), and the bricks and another client end up with the symlink
     and its times and owner."""
-    bricks, (m1, m2) = replica3(wc)
-    d = os.path.join(m1.path, "d")
-    os.mkdir(d)
-    with open(os.path.join(d, "first"), "wb") as fh:
-        fh.write(b"1")
-    code = f"""
-import os, sys
-fd = os.open({d!r}, os.O_RDONLY | os.O_DIRECTORY)
-print("ready", flush=True)
-sys.stdin.readline()
+    bricks, (m1, m2), d, child = symlink_dir_and_child(wc, """
 os.symlink("first", "l", dir_fd=fd)
 os.utime("l", ns=(1_000_000_123, 2_000_000_456), dir_fd=fd, follow_symlinks=False)
 os.chown("l", 1234, 5678, dir_fd=fd, follow_symlinks=False)
 os.symlink("elsewhere", "m", dir_fd=fd)
 os.utime("m", ns=(3_000_000_000, 4_000_000_000), dir_fd=fd, follow_symlinks=False)
 os.utime("m", ns=(5_000_000_000, 6_000_000_789), dir_fd=fd, follow_symlinks=False)
-print("done", flush=True)
-"""
-    child = start_child(code)
+""")
     assert go_while_bricks_stopped(wc, child), "a new symlink's times waited for the bricks"
     want = {"l": (2_000_000_456, 1234, 5678, "first"), "m": (6_000_000_789, 0, 0, "elsewhere")}
     for n, (mtime, uid, gid, target) in want.items():
