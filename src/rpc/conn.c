@@ -17,6 +17,14 @@
  * any frames queued behind it) instead of one for the header and one for the
  * body. Larger bodies are read straight into their own allocation. */
 #define RX_BUF 65536
+/* Replies the reader thread makes while more frames wait in its receive
+ * buffer (a server answering a burst of pipelined requests inline) are
+ * gathered and sent together: with the next frame that goes out, when the
+ * gathered bytes would pass TX_GATHER, or before the reader waits for
+ * input. One sendmsg, and one wake-up of the peer's reader, per burst
+ * instead of per reply. Replies with larger bodies go at once. */
+#define TX_GATHER 16384
+#define TX_GATHER_BODY 2048
 
 struct pending {
     struct pending *next;
@@ -43,7 +51,12 @@ struct rpc_conn {
     uint64_t last_rx_ms;
     uint8_t *rx;           /* receive buffer, the reader thread's alone */
     size_t rx_pos, rx_len; /* unconsumed bytes are rx[rx_pos, rx_len) */
+    uint8_t *tx;           /* gathered replies (TX_GATHER), under send_lock */
+    size_t tx_len;         /* written under send_lock; read racily by the reader */
 };
+
+/* The connection whose reader thread this is. */
+static _Thread_local struct rpc_conn *reading;
 
 void rpc_frame_free(struct rpc_frame *f)
 {
@@ -88,6 +101,7 @@ void rpc_conn_put(struct rpc_conn *c)
         return;
     close(c->fd);
     free(c->rx);
+    free(c->tx);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -122,6 +136,48 @@ void *rpc_conn_ctx(struct rpc_conn *c)
     return c->ctx;
 }
 
+/* Writes every byte of v[0..niov) (advancing v); under send_lock. */
+static int send_all(struct rpc_conn *c, struct iovec *v, int niov)
+{
+    while (niov > 0) {
+        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)niov};
+        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        size_t done = (size_t)n;
+        while (niov > 0 && done >= v->iov_len) {
+            done -= v->iov_len;
+            v++;
+            niov--;
+        }
+        if (niov > 0) {
+            v->iov_base = (char *)v->iov_base + done;
+            v->iov_len -= done;
+        }
+    }
+    return 0;
+}
+
+/* Keeps the frame hdr + body back to go with a later one (see TX_GATHER);
+ * 1 when kept. Under send_lock. */
+static int gather(struct rpc_conn *c, uint8_t kind, const uint8_t *hdr, const void *body,
+                  size_t len)
+{
+    if (kind != RPC_KIND_REPLY || reading != c || c->rx_pos == c->rx_len || len > TX_GATHER_BODY ||
+        c->tx_len + RPC_HDR_LEN + len > TX_GATHER)
+        return 0;
+    if (!c->tx && !(c->tx = malloc(TX_GATHER)))
+        return 0;
+    memcpy(c->tx + c->tx_len, hdr, RPC_HDR_LEN);
+    if (len)
+        memcpy(c->tx + c->tx_len + RPC_HDR_LEN, body, len);
+    __atomic_store_n(&c->tx_len, c->tx_len + RPC_HDR_LEN + len, __ATOMIC_RELAXED);
+    return 1;
+}
+
 static int send_frame(struct rpc_conn *c, uint8_t kind, uint16_t op, uint64_t reqid, int status,
                       const struct rpc_buf *body)
 {
@@ -141,34 +197,37 @@ static int send_frame(struct rpc_conn *c, uint8_t kind, uint16_t op, uint64_t re
         return -EMSGSIZE;
     uint8_t hdr[RPC_HDR_LEN];
     rpc_hdr_encode(&h, hdr);
-    struct iovec iov[2] = {{hdr, RPC_HDR_LEN}, {body ? body->data : NULL, h.body_len}};
-    struct iovec *v = iov;
-    int niov = h.body_len ? 2 : 1, rc = 0;
+    const void *data = body ? body->data : NULL;
     pthread_mutex_lock(&c->send_lock);
-    while (niov > 0) {
-        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)niov};
-        ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            break;
-        }
-        size_t done = (size_t)n;
-        while (niov > 0 && done >= v->iov_len) {
-            done -= v->iov_len;
-            v++;
-            niov--;
-        }
-        if (niov > 0) {
-            v->iov_base = (char *)v->iov_base + done;
-            v->iov_len -= done;
-        }
+    if (gather(c, kind, hdr, data, h.body_len)) {
+        pthread_mutex_unlock(&c->send_lock);
+        return 0;
     }
+    /* What was gathered goes first: frames keep the order they were made. */
+    struct iovec iov[3] = {{c->tx, c->tx_len}, {hdr, RPC_HDR_LEN}, {(void *)data, h.body_len}};
+    struct iovec *v = c->tx_len ? iov : iov + 1;
+    int niov = (int)(iov + (h.body_len ? 3 : 2) - v);
+    int rc = send_all(c, v, niov);
+    __atomic_store_n(&c->tx_len, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&c->send_lock);
     if (rc < 0)
         rpc_conn_close(c, -ENOTCONN);
     return rc < 0 ? -ENOTCONN : 0;
+}
+
+/* Sends the gathered replies; the reader calls it before it waits for
+ * input. */
+static void flush_gathered(struct rpc_conn *c)
+{
+    if (!__atomic_load_n(&c->tx_len, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&c->send_lock);
+    struct iovec iov = {c->tx, c->tx_len};
+    int rc = c->tx_len ? send_all(c, &iov, 1) : 0;
+    __atomic_store_n(&c->tx_len, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&c->send_lock);
+    if (rc < 0)
+        rpc_conn_close(c, -ENOTCONN);
 }
 
 int rpc_conn_call(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body, rpc_reply_cb cb,
@@ -377,6 +436,7 @@ static int rx_fill(struct rpc_conn *c)
         c->rx_len -= c->rx_pos;
         c->rx_pos = 0;
     }
+    flush_gathered(c);
     for (;;) {
         ssize_t n = read(c->fd, c->rx + c->rx_len, RX_BUF - c->rx_len);
         if (n > 0) {
@@ -415,6 +475,7 @@ static int read_frame(struct rpc_conn *c, struct rpc_frame *f, const char **why)
     } else {
         memcpy(f->body, c->rx + c->rx_pos, have);
         c->rx_pos = c->rx_len = 0;
+        flush_gathered(c);
         rc = net_read_all(c->fd, f->body + have, len - have);
         if (rc < 0) {
             *why = "connection lost inside a frame";
@@ -437,6 +498,7 @@ static void *reader_main(void *arg)
 {
     struct rpc_conn *c = arg;
     int reason = 0;
+    reading = c;
     if (!c->rx && !(c->rx = malloc(RX_BUF))) {
         log_error("out of memory starting a reader for %s", c->peer);
         reason = -ENOMEM;

@@ -1,6 +1,7 @@
 /* Connections over a real socket pair: calls, pipelining from several
  * threads, replies out of order, malformed input, close and timeouts. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,93 @@ static void test_calls(void)
     rpc_conn_put(s);
 }
 
+struct burst {
+    int fd;
+    struct rpc_buf *b;
+};
+
+static void *burst_writer(void *arg)
+{
+    struct burst *w = arg;
+    CHECK_EQ(net_write_all(w->fd, w->b->data, w->b->len), 0);
+    return NULL;
+}
+
+/* A burst of pipelined requests, answered inline by the reader (replies
+ * gathered while more requests wait in its buffer): every reply arrives,
+ * in order, the last one too (nothing stays gathered once the reader waits),
+ * including replies too large to gather and more than one gathering's
+ * worth. */
+static void test_burst_of_replies(void)
+{
+    enum { N = 400 };
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+    struct rpc_conn *s = rpc_conn_new(sv[0], &server_ops, NULL, "burst-sender");
+    rpc_conn_start(s);
+    struct rpc_buf out;
+    rpc_buf_init(&out);
+    char path[4096];
+    for (int i = 0; i < N; i++) {
+        /* every 50th path is long: its echo is not gathered */
+        size_t len = i % 50 == 7 ? 3000 : (size_t)snprintf(path, sizeof(path), "/burst/%d", i);
+        if (i % 50 == 7)
+            memset(path, 'a' + i % 26, len);
+        struct rpc_msg m = {0};
+        struct rpc_buf b;
+        rpc_buf_init(&b);
+        rpc_set_bytes(&m, RPC_T_PATH, &m.path, path, (uint32_t)len);
+        rpc_msg_encode(&m, &b);
+        struct rpc_hdr h = {.magic = RPC_MAGIC,
+                            .version = RPC_VERSION,
+                            .kind = RPC_KIND_REQUEST,
+                            .opcode = RPC_OP_LOOKUP,
+                            .reqid = (uint64_t)i + 1,
+                            .body_len = (uint32_t)b.len,
+                            .body_crc = rpc_crc32c(0, b.data, b.len)};
+        uint8_t hdr[RPC_HDR_LEN];
+        rpc_hdr_encode(&h, hdr);
+        rpc_buf_put(&out, hdr, RPC_HDR_LEN);
+        rpc_buf_put(&out, b.data, b.len);
+        rpc_buf_free(&b);
+    }
+    /* all of it at once, from another thread (the socket buffer is
+     * smaller than the burst) */
+    struct burst w = {sv[1], &out};
+    pthread_t t;
+    pthread_create(&t, NULL, burst_writer, &w);
+    size_t cap = 1 << 20, have = 0;
+    uint8_t *in = malloc(cap);
+    int got = 0, in_order = 1;
+    while (got < N) {
+        struct pollfd p = {.fd = sv[1], .events = POLLIN};
+        if (poll(&p, 1, 5000) != 1)
+            break; /* a reply never came */
+        ssize_t n = read(sv[1], in + have, cap - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        long used;
+        struct rpc_frame f;
+        const char *why = NULL;
+        while (have > 0 && (used = rpc_frame_parse(in, have, &f, &why)) > 0) {
+            in_order &= f.hdr.kind == RPC_KIND_REPLY && f.hdr.reqid == (uint64_t)got + 1 &&
+                        f.hdr.status == 0;
+            got++;
+            free(f.body);
+            memmove(in, in + used, have - (size_t)used);
+            have -= (size_t)used;
+        }
+    }
+    pthread_join(t, NULL);
+    CHECK_EQ(got, N);
+    CHECK(in_order);
+    free(in);
+    rpc_buf_free(&out);
+    close(sv[1]);
+    rpc_conn_put(s);
+}
+
 static void test_pending_fail_on_close(void)
 {
     struct rpc_conn *c, *s;
@@ -160,6 +248,7 @@ int main(void)
 {
     log_init("test", LOG_ERROR);
     test_calls();
+    test_burst_of_replies();
     test_pending_fail_on_close();
     test_malformed_closes();
     return check_summary("test_rpc_conn");
