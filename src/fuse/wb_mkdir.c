@@ -302,8 +302,9 @@ int cf_wbm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
     if (!w || !cf_wb_enabled(cf) || !to_set || (to_set & ~CF_ATTR_DEFERRABLE) || !cf_wbm_busy(cf) ||
         !cf_known_attr(cf, ino, &st) || !S_ISLNK(st.st_mode))
         return 0;
-    /* Nobody else can see the symlink before its SYMLINK is answered (its
-     * parent is this mount's), nor before what follows it in the queue. */
+    /* Nobody else sees the symlink before its SYMLINK and these SETATTRs
+     * are sent: another client's lookup recalls the parent, and the recall
+     * waits for the queue. */
     pthread_mutex_lock(&w->q.lock);
     struct pmk *d = (struct pmk *)wbq_find_locked(&w->q, ino);
     int queued = d && d->target && !d->sealed;
