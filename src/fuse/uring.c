@@ -16,8 +16,9 @@
  * layout /dev/fuse would have delivered (in header, per-op header,
  * payload) and handed to fuse_session_process_buf, so every handler runs
  * unchanged. FORGET and INTERRUPT still come over /dev/fuse, served by
- * libfuse's loop, as does everything until every CPU's queue has
- * registered. When the kernel does not offer the ring (module parameter
+ * libfuse's loop (read again only 2 ms after a FORGET, so that they come
+ * in batches: gather_forgets), as does everything until every CPU's queue
+ * has registered. When the kernel does not offer the ring (module parameter
  * enable_uring off, older kernel) or setting it up fails, requests keep
  * coming over /dev/fuse: the ring is an optimization, never a dependency.
  *
