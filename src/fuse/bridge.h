@@ -187,6 +187,10 @@ int cf_known_has_nosetid(struct cf *cf, uint64_t node);
 /* A directory's attributes (from a change's reply, under its lease). */
 void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st);
 int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st);
+/* A change of dir's entries written back: its known mtime and ctime become
+ * now, its link count moves by links (a subdirectory made or removed), as
+ * the bricks will make them. Nothing when its attributes are not known. */
+void cf_known_touch_dir(struct cf *cf, uint64_t dir, int links);
 void cf_known_forget_attr(struct cf *cf, uint64_t node);
 /* After a change of dir's entries by f (under the reply lock): keeps the
  * directory attributes its reply carried, or forgets stale ones. */

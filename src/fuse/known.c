@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bridge.h"
 
@@ -432,6 +433,23 @@ void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st)
     if (x) {
         x->st = *st;
         x->flags |= K_ATTR;
+    }
+    pthread_mutex_unlock(&k->lock);
+}
+
+void cf_known_touch_dir(struct cf *cf, uint64_t dir, int links)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    pthread_mutex_lock(&k->lock);
+    struct knode *x = get(k, dir, 0);
+    if (x && (x->flags & K_ATTR)) {
+        x->st.st_mtim = x->st.st_ctim = now;
+        if (links > 0 || (links < 0 && x->st.st_nlink > 2))
+            x->st.st_nlink = (nlink_t)((long)x->st.st_nlink + links);
     }
     pthread_mutex_unlock(&k->lock);
 }

@@ -1138,25 +1138,15 @@ int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /* The directory's known attributes after this mount changed its entries
  * locally (mtime and ctime now). */
-static void dir_touched(struct cf *cf, uint64_t dir)
-{
-    struct stat st;
-    if (!cf_known_attr(cf, dir, &st))
-        return;
-    now_ts(&st.st_mtim);
-    st.st_ctim = st.st_mtim;
-    cf_known_set_attr(cf, dir, &st);
-}
-
 void cf_wb_moved(struct cf *cf, uint64_t parent, const char *name, uint64_t newparent,
                  const char *newname)
 {
     cl_itable_rename(cf->it, parent, name, newparent, newname, 0);
     cf_known_remove(cf, parent, name);
     cf_known_add(cf, newparent, newname);
-    dir_touched(cf, parent);
+    cf_known_touch_dir(cf, parent, 0);
     if (newparent != parent)
-        dir_touched(cf, newparent);
+        cf_known_touch_dir(cf, newparent, 0);
 }
 
 int cf_wb_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,

@@ -292,20 +292,6 @@ int cf_wbrm_settle_dir(struct cf *cf, uint64_t dir)
     return !dir || any_queued(cf->wbrm, NULL, dir, NULL) ? cf_wbrm_settle(cf) : 0;
 }
 
-/* The directory's attributes after a removal in it (as the brick will make
- * them), when this mount knows them. */
-static void parent_changed(struct cf *cf, uint64_t parent, int was_dir)
-{
-    struct stat pst;
-    if (!cf_known_attr(cf, parent, &pst))
-        return;
-    clock_gettime(CLOCK_REALTIME, &pst.st_mtim);
-    pst.st_ctim = pst.st_mtim;
-    if (was_dir && pst.st_nlink > 2)
-        pst.st_nlink--;
-    cf_known_set_attr(cf, parent, &pst);
-}
-
 /* A new queue entry, when the queue has room (starting the worker). */
 static struct rm *rm_new(struct cf_wbrm *q)
 {
@@ -450,7 +436,7 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
         cf_known_forget(cf, node);
     cl_itable_unlink(cf->it, parent, name);
     cf_known_remove(cf, parent, name);
-    parent_changed(cf, parent, is_dir);
+    cf_known_touch_dir(cf, parent, is_dir ? -1 : 0);
     if (unsent) {
         free(r);
         fuse_reply_err(req, 0);
