@@ -188,9 +188,9 @@ int cf_known_has_nosetid(struct cf *cf, uint64_t node);
 void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st);
 int cf_known_attr(struct cf *cf, uint64_t node, struct stat *st);
 /* A change of dir's entries written back: its known mtime and ctime become
- * now, its link count moves by links (a subdirectory made or removed), as
- * the bricks will make them. Nothing when its attributes are not known. */
-void cf_known_touch_dir(struct cf *cf, uint64_t dir, int links);
+ * now, and a removed subdirectory takes one link, as the bricks will make
+ * them. Nothing when its attributes are not known. */
+void cf_known_touch_dir(struct cf *cf, uint64_t dir, int subdir_gone);
 void cf_known_forget_attr(struct cf *cf, uint64_t node);
 /* After a change of dir's entries by f (under the reply lock): keeps the
  * directory attributes its reply carried, or forgets stale ones. */
@@ -425,6 +425,11 @@ int cf_wbd_settle_in(struct cf *cf, uint64_t dir);
 int cf_wbd_send_attr(struct cf *cf, uint64_t node, const struct stat *attr, int to_set);
 /* The fields to_set of attr, applied to st. */
 void cf_attr_apply(struct stat *st, const struct stat *attr, int to_set);
+/* A SETATTR answered here: st, node's known attributes, becomes what the
+ * bricks will make of it (the fields to_set of attr, ctime now), and is
+ * kept as node's known attributes. */
+void cf_attr_answered(struct cf *cf, uint64_t node, struct stat *st, const struct stat *attr,
+                      int to_set);
 /* What a written-back SETATTR of a symlink may carry (a directory's may
  * also change its mode). */
 #define CF_ATTR_DEFERRABLE                                                                         \

@@ -437,7 +437,7 @@ void cf_known_set_attr(struct cf *cf, uint64_t node, const struct stat *st)
     pthread_mutex_unlock(&k->lock);
 }
 
-void cf_known_touch_dir(struct cf *cf, uint64_t dir, int links)
+void cf_known_touch_dir(struct cf *cf, uint64_t dir, int subdir_gone)
 {
     struct cf_known *k = cf->known;
     if (!k)
@@ -448,8 +448,8 @@ void cf_known_touch_dir(struct cf *cf, uint64_t dir, int links)
     struct knode *x = get(k, dir, 0);
     if (x && (x->flags & K_ATTR)) {
         x->st.st_mtim = x->st.st_ctim = now;
-        if (links > 0 || (links < 0 && x->st.st_nlink > 2))
-            x->st.st_nlink = (nlink_t)((long)x->st.st_nlink + links);
+        if (subdir_gone && x->st.st_nlink > 2)
+            x->st.st_nlink--;
     }
     pthread_mutex_unlock(&k->lock);
 }

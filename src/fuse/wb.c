@@ -1136,8 +1136,6 @@ int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     return 1;
 }
 
-/* The directory's known attributes after this mount changed its entries
- * locally (mtime and ctime now). */
 void cf_wb_moved(struct cf *cf, uint64_t parent, const char *name, uint64_t newparent,
                  const char *newname)
 {

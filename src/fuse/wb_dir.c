@@ -62,6 +62,14 @@ void cf_attr_apply(struct stat *st, const struct stat *attr, int to_set)
         st->st_mtim = attr->st_mtim;
 }
 
+void cf_attr_answered(struct cf *cf, uint64_t node, struct stat *st, const struct stat *attr,
+                      int to_set)
+{
+    cf_attr_apply(st, attr, to_set);
+    clock_gettime(CLOCK_REALTIME, &st->st_ctim);
+    cf_known_set_attr(cf, node, st);
+}
+
 static int send_one(struct wbq *q, struct wbq_item *it)
 {
     struct cf *cf = q->ctx;
@@ -188,10 +196,7 @@ static int defer(struct cf *cf, fuse_ino_t ino, const struct stat *attr, int to_
     if (!d)
         return 0;
 
-    /* What the bricks will make of it. */
-    cf_attr_apply(&st, attr, to_set);
-    clock_gettime(CLOCK_REALTIME, &st.st_ctim);
-    cf_known_set_attr(cf, ino, &st);
+    cf_attr_answered(cf, ino, &st, attr, to_set);
     *out = st;
     return 1;
 }

@@ -315,9 +315,7 @@ int cf_wbm_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
     pthread_mutex_unlock(&w->q.lock);
     if (!queued)
         return 0;
-    cf_attr_apply(&st, attr, to_set);
-    clock_gettime(CLOCK_REALTIME, &st.st_ctim);
-    cf_known_set_attr(cf, ino, &st);
+    cf_attr_answered(cf, ino, &st, attr, to_set);
     fuse_reply_attr(req, &st, cf_lease_cache_timeout(cf));
     return 1;
 }

@@ -436,7 +436,7 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
         cf_known_forget(cf, node);
     cl_itable_unlink(cf->it, parent, name);
     cf_known_remove(cf, parent, name);
-    cf_known_touch_dir(cf, parent, is_dir ? -1 : 0);
+    cf_known_touch_dir(cf, parent, is_dir);
     if (unsent) {
         free(r);
         fuse_reply_err(req, 0);
