@@ -433,6 +433,33 @@ static int split_source(struct hctx *h, const char *path, const struct cl__heal_
     return src;
 }
 
+/* Makes the copy split_source chose the only source before anything is
+ * copied: every other copy stops accusing it (UNMARK of its bit), while the
+ * accusations of the others stay. A heal interrupted half-way (a daemon
+ * killed, a brick gone) then resumes from the same copy instead of asking
+ * the policy again, which could now pick a half-copied sink: it has the
+ * newest mtime and ctime. */
+static int keep_choice(struct hctx *h, const char *path, const struct cl__heal_view *v, int src)
+{
+    for (int i = 0; i < h->n; i++) {
+        if (i == src || !((v->have & v->up) >> i & 1) ||
+            !((v->l[i].pending & ~RPC_PENDING_DIRTY) >> src & 1))
+            continue;
+        struct cl_op op;
+        path_op(&op, RPC_OP_UNMARK, path);
+        memcpy(&op.args.gfid, &v->l[i].a.gfid, sizeof(gfid_t));
+        op.args.present |= 1ull << RPC_T_GFID;
+        RPC_SET(&op.args, pending, RPC_T_PENDING, 1u << src);
+        int rc = simple(h->ch[i], &op);
+        if (rc < 0 && rc != -ENOENT && rc != -ESTALE) {
+            log_warn("heal: recording child %d as the source of %s on child %d failed: %s", src,
+                     path, i, strerror(-rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Whether this heal (a self-heal daemon, which reads only its own bricks'
  * indexes) is the one that heals the object: several daemons find the same
  * entry in their bricks' indexes, and two copying at once could undo each
@@ -498,6 +525,10 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
             resolved = 1;
             sinks = v.up & ~(1u << src);
             log_info("heal: %s was in split brain; the copy of child %d is the source", path, src);
+            if (keep_choice(h, path, &v, src) < 0) {
+                count(&h->st->pending);
+                return -EAGAIN;
+            }
         }
         int rc = 0;
         for (int i = 0; i < h->n; i++) {

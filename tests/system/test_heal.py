@@ -328,6 +328,45 @@ def test_split_brain(pool):
         assert all(read(os.path.join(b, nm)) == data for b in bricks), nm
 
 
+def test_interrupted_split_brain_heal_keeps_its_source(pool):
+    """The daemon resolving a split brain by policy is killed -9 while it
+    copies the chosen copy onto a sink. The half-copied sink now has the
+    newest mtime; the restarted daemon must finish the copy from the copy
+    first chosen, not ask the policy again and spread the half copy."""
+    bricks = pool.volume("iv", options={"cluster.heal-rate-limit": "1"})
+    a = pool.nodes[0]
+    mnt = os.path.join(a.root, "iv-mnt")
+    m = a.mount("iv", mnt)
+    write(f"{mnt}/img", b"same everywhere\n")
+    m.stop()
+    a.mounts.remove(m)
+    size = 4 << 20  # 4 s of copy at the 1 MB/s rate limit
+    t = 1_700_000_000 * 10**9
+    copies = [bytes([0x41 + i]) * size for i in range(3)]
+    make_split(bricks, "/img", copies, [t + 1, t + 9, t + 5])
+    sink = os.path.join(bricks[0], "img")
+    shd = shd_pids(a, "iv")
+    assert len(shd) == 1
+    a.cli("volume", "set", "iv", "cluster.favorite-child-policy", "mtime")
+    # the daemon of brick 0 (the lowest marked) heals brick 0 first: kill it
+    # as soon as its first block lands there
+    wait_for(lambda: read(sink)[:1] == b"B", 30, "the heal of brick 0 to start")
+    os.kill(shd[0], signal.SIGKILL)
+    half = read(sink)
+    assert half != copies[0] and half != copies[1], "the copy was not interrupted"
+    assert os.stat(sink).st_mtime_ns > t + 9  # the newest copy now, by mtime
+    a.cli("volume", "set", "iv", "cluster.heal-rate-limit", "0")
+    try:
+        wait_for(lambda: healed_to(bricks, "/img", copies[1]), 60,
+                 "the restarted daemon to finish the heal from brick 1")
+    except AssertionError:
+        held = [sorted(set(read(os.path.join(b, "img")))) for b in bricks]
+        raise AssertionError(f"bytes each brick holds: {held}" +
+                             a.tail(f"{a.workdir}/logs/shd-iv.log"))
+    assert not split_listed(a, "iv")
+    assert all(os.stat(os.path.join(b, "img")).st_mtime_ns == t + 9 for b in bricks)
+
+
 # ---- range heal ----
 
 def test_range_heal(pool):
