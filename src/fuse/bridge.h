@@ -8,6 +8,7 @@
 #define CAIRN_FUSE_BRIDGE_H
 
 #define FUSE_USE_VERSION 314
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <stdint.h>
@@ -84,6 +85,18 @@ struct cf {
 static inline size_t cf_fmt_len(int len, size_t n)
 {
     return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+}
+
+/* The handle of a file its open created write-only (cp, tar, rsync) skips
+ * the kernel's page cache: the kernel then never asks for
+ * security.capability before the first write (a GETXATTR per new file).
+ * Nothing is lost: without write-back caching every write reaches this
+ * process anyway, and the kernel drops other handles' cached pages of what
+ * a direct write covers. Set-id bits are still cleared (killpriv.c). */
+static inline void cf_new_file_direct(struct fuse_file_info *fi)
+{
+    if ((fi->flags & O_ACCMODE) == O_WRONLY)
+        fi->direct_io = 1;
 }
 
 static inline double cf_attr_timeout(struct cf *cf)

@@ -80,6 +80,7 @@ static void create_cb(struct cl_op *op)
     }
     f->fi.fh = op->reply->msg.fh;
     set_open_flags(f);
+    cf_new_file_direct(&f->fi);
     cf_ps_writer(f->cf, e.ino);
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
     cf_known_add(f->cf, f->parent, f->name);

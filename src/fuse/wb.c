@@ -814,6 +814,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     e.attr_timeout = e.entry_timeout = cf_lease_cache_timeout(cf);
     fi->fh = WB_FH_BIT | f->id;
     fi->keep_cache = 0;
+    cf_new_file_direct(fi);
     cf_ps_writer(cf, f->node);
     cf_known_add(cf, parent, name);
     cf_known_nosetid(cf, f->node, !cf_killpriv_bits(f->st.st_mode));

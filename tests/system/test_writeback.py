@@ -12,6 +12,7 @@ Addresses: 127.0.0.36-.39."""
 
 import errno
 import hashlib
+import mmap
 import os
 import select
 import shutil
@@ -26,7 +27,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cairn_cluster import Cluster  # noqa: E402
+from cairn_cluster import Cluster, as_user  # noqa: E402
 
 
 @pytest.fixture
@@ -1016,3 +1017,57 @@ def test_chown_of_a_written_back_file_drops_set_id_bits(wc):
         for n, (_, after) in want.items():
             st = os.stat(os.path.join(b, "d", n))
             assert (stat.S_IMODE(st.st_mode), st.st_uid) == (after, 1001), (b, n)
+
+
+@pytest.mark.parametrize("write_back", ["on", "off"])
+def test_reader_sees_writes_to_a_new_write_only_file(wc, write_back):
+    """A file created write-only bypasses the kernel's page cache (direct
+    I/O: no check for security.capability before its first write). Another
+    process of the same mount that reads it, by read or by a shared
+    mapping, still sees every write at once: in the write-back buffer,
+    past it (the file goes to the bricks once it outgrows it) and after
+    the reader opened it (which sends the file first). A write by a user
+    without CAP_FSETID still clears set-id bits. The same with write-back
+    off (the file is created on the bricks)."""
+    bricks, _ = replica3(wc, opts={"client.write-back": write_back}, mounts=0)
+    m1, m2 = (wc.mount("wv", os.path.join(wc.root, f"m{i}"), opts=["allow_other"])
+              for i in range(2))
+    os.chmod(m1.path, 0o755)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    os.chmod(d, 0o1777)
+    p = os.path.join(d, "f")
+    w = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(w, b"a" * 8192)
+    r = os.open(p, os.O_RDONLY)
+    assert os.pread(r, 8192, 0) == b"a" * 8192
+    mp = mmap.mmap(r, 8192, mmap.MAP_SHARED, mmap.PROT_READ)
+    assert mp[:4] == b"aaaa"
+    os.pwrite(w, b"b" * 4096, 0)
+    assert os.pread(r, 8192, 0) == b"b" * 4096 + b"a" * 4096
+    assert mp[:4] == b"bbbb" and mp[4096:4100] == b"aaaa"
+    big = b"c" * (3 << 20)  # past the write-back buffer of a file
+    os.pwrite(w, big, 4096)
+    assert os.pread(r, 8192, 0) == b"b" * 4096 + b"c" * 4096
+    assert os.fstat(r).st_size == 4096 + len(big)
+    os.pwrite(w, b"d" * 10, 0)
+    assert mp[:10] == b"d" * 10
+    mp.close()
+    os.close(r)
+    os.close(w)
+    want = b"d" * 10 + b"b" * 4086 + big
+    with open(os.path.join(m2.path, "d", "f"), "rb") as fh:
+        assert fh.read() == want
+    fsync_dir(d)
+    for b in bricks:
+        with open(os.path.join(b, "d", "f"), "rb") as fh:
+            assert fh.read() == want, b
+    code = """
+fd = os.open(os.environ['P'], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o6775)
+os.fchmod(fd, 0o6775)
+os.write(fd, b'x' * 10)
+os.close(fd)
+print(oct(os.stat(os.environ['P']).st_mode & 0o7777))
+"""
+    last, out = as_user(code, P=os.path.join(d, "s"))
+    assert last == "OK" and out.splitlines()[0] == "0o775", out
