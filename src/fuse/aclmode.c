@@ -55,3 +55,10 @@ int cf_acl_mode(const void *value, size_t len)
         return -1;
     return user << 6 | (mask >= 0 ? mask : group) << 3 | other;
 }
+
+int cf_acl_minimal(const void *value, size_t len)
+{
+    /* Three entries among which user::, group:: and other:: all are: only
+     * those three. */
+    return len == 4 + 3 * 8 && cf_acl_mode(value, len) >= 0;
+}

@@ -11,5 +11,9 @@
  * when there is no mask), other from other::. -1 when value is not such
  * an ACL. Any bytes are safe. */
 int cf_acl_mode(const void *value, size_t len);
+/* 1 when value is such an ACL holding only the user::, group:: and other::
+ * entries: it says no more than the mode, and a file system stores none
+ * (setting it is a chmod). 0 otherwise. */
+int cf_acl_minimal(const void *value, size_t len);
 
 #endif

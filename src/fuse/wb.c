@@ -983,6 +983,13 @@ static struct wb_xattr *xa_find(struct wb_file *f, const char *name)
     return NULL;
 }
 
+static void xa_drop(struct wb_file *f, struct wb_xattr *x)
+{
+    free(x->name);
+    free(x->val);
+    *x = f->xa[--f->n_xa];
+}
+
 int cf_wb_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     struct cf *cf = fuse_req_userdata(req);
@@ -1064,7 +1071,15 @@ int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
         err = ENODATA;
     else if (acl == -1)
         err = EINVAL;
-    if (!err) {
+    if (!err && acl >= 0 && cf_acl_minimal(value, size)) {
+        /* No more than a mode: a file system keeps no xattr for it, and
+         * the bricks get a chmod instead of an ACL to set. */
+        if (x)
+            xa_drop(f, x);
+        f->st.st_mode = (f->st.st_mode & ~(mode_t)0777) | (mode_t)acl;
+        f->valid |= RPC_SET_MODE;
+        now_ts(&f->st.st_ctim);
+    } else if (!err) {
         void *v = malloc(size ? size : 1);
         if (v && size)
             memcpy(v, value, size);
@@ -1192,9 +1207,7 @@ int cf_wb_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     struct wb_xattr *x = xa_find(f, name);
     int err = ENODATA;
     if (x) {
-        free(x->name);
-        free(x->val);
-        *x = f->xa[--f->n_xa];
+        xa_drop(f, x);
         now_ts(&f->st.st_ctim);
         err = 0;
     }

@@ -229,7 +229,7 @@ int cf_wbd_acl(fuse_req_t req, fuse_ino_t ino, const char *name, const void *val
      * drops an ACL it had: so only for a directory known to have no
      * extended attributes). defer() checks the rest. */
     struct stat st;
-    int mode = strcmp(name, "system.posix_acl_access") || flags || size != 4 + 3 * 8 ||
+    int mode = strcmp(name, "system.posix_acl_access") || flags || !cf_acl_minimal(value, size) ||
                        !cf_known_xattr_free(cf, ino) || !cf_known_attr(cf, ino, &st)
                    ? -1
                    : cf_acl_mode(value, size);

@@ -12,5 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (m >= 0 && (size < 4 || (size - 4) % 8))
         abort();
+    if (cf_acl_minimal(data, size) && (m < 0 || size != 28))
+        abort();
     return 0;
 }

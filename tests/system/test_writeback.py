@@ -1071,3 +1071,39 @@ print(oct(os.stat(os.environ['P']).st_mode & 0o7777))
 """
     last, out = as_user(code, P=os.path.join(d, "s"))
     assert last == "OK" and out.splitlines()[0] == "0o775", out
+
+
+def test_minimal_acl_on_a_written_back_file_is_a_chmod(wc):
+    """cp -a sets every copied file's access ACL, which for an ordinary file
+    holds only user::, group:: and other::. That says no more than the mode:
+    a file system stores no xattr for it (setting it is a chmod), and the
+    mount does the same for a file still written back, so the bricks get a
+    mode and no ACL to set. An extended ACL set before it goes too."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+
+    def acl(*entries):
+        return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, 0xFFFFFFFF)
+                                               for t, p in entries)
+    minimal = acl((0x01, 6), (0x04, 4), (0x20, 0))  # u::rw- g::r-- o::---
+    for name in ("plain", "was_extended"):
+        p = os.path.join(d, name)
+        with open(p, "wb") as fh:
+            fh.write(b"data")
+        os.chmod(p, 0o777)
+        if name == "was_extended":
+            subprocess.run(["setfacl", "-m", "u:1001:r", p], check=True)
+        os.setxattr(p, "system.posix_acl_access", minimal)
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o640
+        with pytest.raises(OSError) as e:
+            os.getxattr(p, "system.posix_acl_access")
+        assert e.value.errno == errno.ENODATA
+    fsync_dir(d)
+    for name in ("plain", "was_extended"):
+        for where in [os.path.join(b, "d") for b in bricks] + [os.path.join(m2.path, "d")]:
+            p = os.path.join(where, name)
+            assert stat.S_IMODE(os.stat(p).st_mode) == 0o640, (p, oct(os.stat(p).st_mode))
+            assert "system.posix_acl_access" not in os.listxattr(p), p
+            with open(p, "rb") as fh:
+                assert fh.read() == b"data"
