@@ -438,10 +438,13 @@ static int split_source(struct hctx *h, const char *path, const struct cl__heal_
  * accusations of the others stay. A heal interrupted half-way (a daemon
  * killed, a brick gone) then resumes from the same copy instead of asking
  * the policy again, which could now pick a half-copied sink: it has the
- * newest mtime and ctime. */
+ * newest mtime and ctime. Highest child first: the owner (the lowest
+ * marked child, owner()) keeps its marks until the last UNMARK, so no
+ * other daemon owns the entry while the record is half made (an UNMARK
+ * changes a copy's ctime, which the ctime policy compares). */
 static int keep_choice(struct hctx *h, const char *path, const struct cl__heal_view *v, int src)
 {
-    for (int i = 0; i < h->n; i++) {
+    for (int i = h->n - 1; i >= 0; i--) {
         if (i == src || !((v->have & v->up) >> i & 1) ||
             !((v->l[i].pending & ~RPC_PENDING_DIRTY) >> src & 1))
             continue;
@@ -516,6 +519,17 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
                 sinks |= v.have & v.up & ~(1u << src);
             }
         } else {
+            /* Only the owner resolves a split brain, even where other
+             * daemons took its entries over: two resolving one at once
+             * would each change what the policies compare (a copy made
+             * is the newest, by mtime and ctime), and could choose apart.
+             * Counted as a split brain here, not as skipped: an owner that
+             * cannot resolve it is not an owner gone (the takeover clock). */
+            if (h->p.index_mask && !owner(h, &v)) {
+                log_debug("heal: %s is in split brain; its owner resolves it", path);
+                count(&h->st->split);
+                return -EIO;
+            }
             if ((src = split_source(h, path, &v)) < 0) {
                 log_error("heal: %s is in split brain (every copy is accused: 0x%x)", path,
                           v.accused);

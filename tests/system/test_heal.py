@@ -232,6 +232,24 @@ def make_split(bricks, rel, contents, mtimes=None):
         blame(b, rel, ((1 << n) - 1) & ~(1 << i))
 
 
+class shd_off:
+    """The volume's self-heal daemons stopped for the block: a split brain
+    made by hand is built one copy at a time, and a daemon crawling in
+    between would heal the half-made one from its first blaming copy."""
+
+    def __init__(self, pool, vol):
+        self.pool, self.vol = pool, vol
+
+    def __enter__(self):
+        a = self.pool.nodes[0]
+        a.cli("volume", "set", self.vol, "cluster.self-heal-daemon", "off")
+        for n in self.pool.nodes:
+            wait_for(lambda: not shd_pids(n, self.vol), 20, f"no shd of {self.vol} on {n.host}")
+
+    def __exit__(self, *exc):
+        self.pool.nodes[0].cli("volume", "set", self.vol, "cluster.self-heal-daemon", "on")
+
+
 def healed_to(bricks, rel, data):
     return all(os.path.exists(os.path.join(b, rel.lstrip("/"))) and
                read(os.path.join(b, rel.lstrip("/"))) == data for b in bricks)
@@ -255,20 +273,22 @@ def test_split_brain(pool):
     a.mounts.remove(m)
     t = 1_700_000_000 * 10**9
     k = 4096
-    make_split(bricks, "/cli_big", [b"a" * k, b"b" * (3 * k), b"c" * (2 * k)])
-    make_split(bricks, "/cli_mtime", [b"a" * k, b"b" * k, b"c" * k], [t + 5, t + 9, t + 1])
-    make_split(bricks, "/cli_src", [b"A" * k, b"B" * k, b"C" * k])
-    make_split(bricks, "/all1", [b"1" * k, b"2" * k, b"3" * k], [t, t, t])
-    make_split(bricks, "/all2", [b"x" * k, b"y" * k, b"z" * k], [t, t, t])
-    # each policy's file can be decided by that policy only (ties elsewhere)
-    make_split(bricks, "/pol_size", [b"s" * k, b"S" * k, b"Z" * (2 * k)], [t, t, t])
-    make_split(bricks, "/pol_mtime", [b"m" * k, b"M" * k, b"N" * k], [t + 1, t + 2, t])
-    make_split(bricks, "/pol_major", [b"j" * k, b"j" * k, b"J" * k], [t + 3, t + 3, t])
-    make_split(bricks, "/pol_ctime", [b"c" * k, b"C" * k, b"d" * (k // 2)], [t + 2, t + 1, t + 2])
-    # brick 1's copy of pol_ctime is changed last: the latest ctime
-    time.sleep(0.05)
-    p1 = os.path.join(bricks[1], "pol_ctime")
-    os.chmod(p1, os.stat(p1).st_mode & 0o7777)  # same mode, new ctime
+    with shd_off(pool, "sv"):
+        make_split(bricks, "/cli_big", [b"a" * k, b"b" * (3 * k), b"c" * (2 * k)])
+        make_split(bricks, "/cli_mtime", [b"a" * k, b"b" * k, b"c" * k], [t + 5, t + 9, t + 1])
+        make_split(bricks, "/cli_src", [b"A" * k, b"B" * k, b"C" * k])
+        make_split(bricks, "/all1", [b"1" * k, b"2" * k, b"3" * k], [t, t, t])
+        make_split(bricks, "/all2", [b"x" * k, b"y" * k, b"z" * k], [t, t, t])
+        # each policy's file can be decided by that policy only (ties elsewhere)
+        make_split(bricks, "/pol_size", [b"s" * k, b"S" * k, b"Z" * (2 * k)], [t, t, t])
+        make_split(bricks, "/pol_mtime", [b"m" * k, b"M" * k, b"N" * k], [t + 1, t + 2, t])
+        make_split(bricks, "/pol_major", [b"j" * k, b"j" * k, b"J" * k], [t + 3, t + 3, t])
+        make_split(bricks, "/pol_ctime", [b"c" * k, b"C" * k, b"d" * (k // 2)],
+                   [t + 2, t + 1, t + 2])
+        # brick 1's copy of pol_ctime is changed last: the latest ctime
+        time.sleep(0.05)
+        p1 = os.path.join(bricks[1], "pol_ctime")
+        os.chmod(p1, os.stat(p1).st_mode & 0o7777)  # same mode, new ctime
 
     listed = split_listed(a, "sv")
     assert listed == {"/" + nm for nm in names}, listed
@@ -326,6 +346,12 @@ def test_split_brain(pool):
     for nm in names:
         data = read(os.path.join(bricks[0], nm))
         assert all(read(os.path.join(b, nm)) == data for b in bricks), nm
+    # only the owner (server 0's daemon: brick 0 is the lowest marked)
+    # resolved them, although the others had long skipped these entries
+    # and took entries over
+    for n in pool.nodes[1:]:
+        log = n.tail(f"{n.workdir}/logs/shd-sv.log", 1 << 20)
+        assert "was in split brain" not in log, log[-3000:]
 
 
 def test_interrupted_split_brain_heal_keeps_its_source(pool):
@@ -343,10 +369,11 @@ def test_interrupted_split_brain_heal_keeps_its_source(pool):
     size = 4 << 20  # 4 s of copy at the 1 MB/s rate limit
     t = 1_700_000_000 * 10**9
     copies = [bytes([0x41 + i]) * size for i in range(3)]
-    make_split(bricks, "/img", copies, [t + 1, t + 9, t + 5])
+    with shd_off(pool, "iv"):
+        make_split(bricks, "/img", copies, [t + 1, t + 9, t + 5])
     sink = os.path.join(bricks[0], "img")
+    wait_for(lambda: len(shd_pids(a, "iv")) == 1, 20, "the shd of iv")
     shd = shd_pids(a, "iv")
-    assert len(shd) == 1
     a.cli("volume", "set", "iv", "cluster.favorite-child-policy", "mtime")
     # the daemon of brick 0 (the lowest marked) heals brick 0 first: kill it
     # as soon as its first block lands there
