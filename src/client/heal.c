@@ -384,22 +384,29 @@ static void count(unsigned *field)
     __atomic_add_fetch(field, 1, __ATOMIC_RELAXED);
 }
 
+/* UNMARK of bits on child i's object at path (NULL: its index entry only)
+ * with id g. 0 also when the object is gone or another one (nothing of
+ * this object left to clear there). */
+static int unmark(struct hctx *h, int i, const char *path, const gfid_t *g, uint32_t bits)
+{
+    struct cl_op op;
+    if (path)
+        path_op(&op, RPC_OP_UNMARK, path);
+    else
+        cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
+    memcpy(&op.args.gfid, g, sizeof(*g));
+    op.args.present |= 1ull << RPC_T_GFID;
+    RPC_SET(&op.args, pending, RPC_T_PENDING, bits);
+    int rc = simple(h->ch[i], &op);
+    return rc == -ENOENT || rc == -ESTALE ? 0 : rc;
+}
+
 static void unmark_all(struct hctx *h, uint32_t up, const char *path, const gfid_t *g)
 {
     uint32_t all = (1u << h->n) - 1;
     for (int i = 0; i < h->n; i++) {
-        if (!(up >> i & 1))
-            continue;
-        struct cl_op op;
-        if (path)
-            path_op(&op, RPC_OP_UNMARK, path);
-        else
-            cl_op_init(&op, RPC_OP_UNMARK, NULL, NULL);
-        memcpy(&op.args.gfid, g, sizeof(*g));
-        op.args.present |= 1ull << RPC_T_GFID;
-        RPC_SET(&op.args, pending, RPC_T_PENDING, all | RPC_PENDING_DIRTY);
-        int u = simple(h->ch[i], &op);
-        if (u < 0 && u != -ENOENT && u != -ESTALE)
+        int u = up >> i & 1 ? unmark(h, i, path, g, all | RPC_PENDING_DIRTY) : 0;
+        if (u < 0)
             log_warn("heal: clearing the marks of %s on child %d failed: %s", path ? path : "?", i,
                      strerror(-u));
     }
@@ -448,13 +455,8 @@ static int keep_choice(struct hctx *h, const char *path, const struct cl__heal_v
         if (i == src || !((v->have & v->up) >> i & 1) ||
             !((v->l[i].pending & ~RPC_PENDING_DIRTY) >> src & 1))
             continue;
-        struct cl_op op;
-        path_op(&op, RPC_OP_UNMARK, path);
-        memcpy(&op.args.gfid, &v->l[i].a.gfid, sizeof(gfid_t));
-        op.args.present |= 1ull << RPC_T_GFID;
-        RPC_SET(&op.args, pending, RPC_T_PENDING, 1u << src);
-        int rc = simple(h->ch[i], &op);
-        if (rc < 0 && rc != -ENOENT && rc != -ESTALE) {
+        int rc = unmark(h, i, path, &v->l[i].a.gfid, 1u << src);
+        if (rc < 0) {
             log_warn("heal: recording child %d as the source of %s on child %d failed: %s", src,
                      path, i, strerror(-rc));
             return rc;

@@ -1076,9 +1076,6 @@ int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
          * the bricks get a chmod instead of an ACL to set. */
         if (x)
             xa_drop(f, x);
-        f->st.st_mode = (f->st.st_mode & ~(mode_t)0777) | (mode_t)acl;
-        f->valid |= RPC_SET_MODE;
-        now_ts(&f->st.st_ctim);
     } else if (!err) {
         void *v = malloc(size ? size : 1);
         if (v && size)
@@ -1100,14 +1097,16 @@ int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char 
             free(x->val);
             x->val = v;
             x->len = size;
-            now_ts(&f->st.st_ctim);
-            if (acl >= 0) {
-                f->st.st_mode = (f->st.st_mode & ~(mode_t)0777) | (mode_t)acl;
-                f->valid |= RPC_SET_MODE;
-            }
         } else {
             free(v);
             err = ENOMEM;
+        }
+    }
+    if (!err) {
+        now_ts(&f->st.st_ctim);
+        if (acl >= 0) {
+            f->st.st_mode = (f->st.st_mode & ~(mode_t)0777) | (mode_t)acl;
+            f->valid |= RPC_SET_MODE;
         }
     }
     pthread_mutex_unlock(&w->lock);
