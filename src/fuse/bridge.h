@@ -226,6 +226,8 @@ void cf_known_noxattrs(struct cf *cf, uint64_t node);
 int cf_known_xattr_free(struct cf *cf, uint64_t node);
 /* The lease on node is gone: forget what was known about it. */
 void cf_known_forget(struct cf *cf, uint64_t node);
+/* The kernel forgot node: its record goes (node ids are not reused). */
+void cf_known_gone(struct cf *cf, uint64_t node);
 void cf_known_forget_all(struct cf *cf);
 /* 1 when dir's listing is in the kernel's cache, filled under the lease
  * still held (what cf_known_dir_cache answers 2 for), without marking it. */

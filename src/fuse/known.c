@@ -24,8 +24,9 @@
  * in the inode table (cl_itable_hold) so that its node id survives the
  * kernel forgetting it. Everything about an object is
  * forgotten when its lease is recalled, when this mount renames it, and when
- * a brick connection drops. Bounded: past KNOWN_MAX records and names
- * everything is forgotten (which only costs round trips). */
+ * a brick connection drops, and a record goes when the kernel forgets its
+ * node (node ids are never reused). Bounded: past KNOWN_MAX records and
+ * names everything is forgotten (which only costs round trips). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@
 #include "bridge.h"
 
 #define KNOWN_MAX (1u << 20)
-#define SLOTS 1024
+#define SLOTS_MIN 1024
 
 enum {
     K_COMPLETE = 1 << 0, /* a directory with every entry in names */
@@ -69,8 +70,10 @@ struct knode {
 struct cf_known {
     struct cl_itable *it;
     pthread_mutex_t lock;
-    struct knode *slots[SLOTS];
-    size_t total; /* records and names */
+    struct knode **slots;
+    size_t nslots; /* a power of two, at least SLOTS_MIN */
+    size_t nodes;  /* records */
+    size_t total;  /* records and names */
 };
 
 static uint64_t hash_name(const char *s)
@@ -81,9 +84,9 @@ static uint64_t hash_name(const char *s)
     return h ^ (h >> 31);
 }
 
-static size_t slot(uint64_t id)
+static size_t slot(const struct cf_known *k, uint64_t id)
 {
-    return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 54); /* SLOTS buckets */
+    return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (k->nslots - 1);
 }
 
 int cf_known_init(struct cf *cf)
@@ -91,6 +94,11 @@ int cf_known_init(struct cf *cf)
     struct cf_known *k = calloc(1, sizeof(*k));
     if (!k)
         return -ENOMEM;
+    k->nslots = SLOTS_MIN;
+    if (!(k->slots = calloc(k->nslots, sizeof(*k->slots)))) {
+        free(k);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&k->lock, NULL);
     k->it = cf->it;
     cf->known = k;
@@ -148,19 +156,20 @@ static void node_free(struct cf_known *k, struct knode *x)
     dir_clear(k, x);
     xattrs_clear(k, x);
     k->total--;
+    k->nodes--;
     free(x);
 }
 
 static void clear_all(struct cf_known *k)
 {
-    for (size_t i = 0; i < SLOTS; i++) {
+    for (size_t i = 0; i < k->nslots; i++) {
         for (struct knode *x = k->slots[i], *nx; x; x = nx) {
             nx = x->next;
             node_free(k, x);
         }
         k->slots[i] = NULL;
     }
-    k->total = 0;
+    k->total = k->nodes = 0;
 }
 
 void cf_known_free(struct cf *cf)
@@ -170,16 +179,37 @@ void cf_known_free(struct cf *cf)
         return;
     clear_all(k);
     pthread_mutex_destroy(&k->lock);
+    free(k->slots);
     free(k);
     cf->known = NULL;
 }
 
 static struct knode **find(struct cf_known *k, uint64_t id)
 {
-    struct knode **pp = &k->slots[slot(id)];
+    struct knode **pp = &k->slots[slot(k, id)];
     while (*pp && (*pp)->id != id)
         pp = &(*pp)->next;
     return pp;
+}
+
+/* Twice the slots when records outnumber them two to one (kept as is
+ * when memory is short: chains only get longer). */
+static void grow_slots(struct cf_known *k)
+{
+    size_t old = k->nslots;
+    struct knode **was = k->slots;
+    struct knode **b = calloc(old * 2, sizeof(*b));
+    if (!b)
+        return;
+    k->slots = b;
+    k->nslots = old * 2;
+    for (size_t i = 0; i < old; i++)
+        for (struct knode *x = was[i], *nx; x; x = nx) {
+            nx = x->next;
+            x->next = b[slot(k, x->id)];
+            b[slot(k, x->id)] = x;
+        }
+    free(was);
 }
 
 /* The record of id, made when absent and create is set (NULL when it
@@ -193,10 +223,13 @@ static struct knode *get(struct cf_known *k, uint64_t id, int create)
         clear_all(k);
     if (!(x = calloc(1, sizeof(*x))))
         return NULL;
+    if (k->nodes >= 2 * k->nslots)
+        grow_slots(k);
     x->id = id;
-    x->next = k->slots[slot(id)];
-    k->slots[slot(id)] = x;
+    x->next = k->slots[slot(k, id)];
+    k->slots[slot(k, id)] = x;
     k->total++;
+    k->nodes++;
     return x;
 }
 
@@ -572,12 +605,8 @@ int cf_known_is_leased(struct cf *cf, uint64_t node)
     return leased;
 }
 
-void cf_known_forget(struct cf *cf, uint64_t node)
+static void drop(struct cf_known *k, uint64_t node)
 {
-    struct cf_known *k = cf->known;
-    cf_rc_changed(cf, node); /* the file's cached windows go with the lease */
-    if (!k)
-        return;
     pthread_mutex_lock(&k->lock);
     struct knode **pp = find(k, node);
     if (*pp) {
@@ -586,6 +615,19 @@ void cf_known_forget(struct cf *cf, uint64_t node)
         node_free(k, x);
     }
     pthread_mutex_unlock(&k->lock);
+}
+
+void cf_known_forget(struct cf *cf, uint64_t node)
+{
+    cf_rc_changed(cf, node); /* the file's cached windows go with the lease */
+    if (cf->known)
+        drop(cf->known, node);
+}
+
+void cf_known_gone(struct cf *cf, uint64_t node)
+{
+    if (cf->known)
+        drop(cf->known, node);
 }
 
 void cf_known_forget_all(struct cf *cf)

@@ -62,8 +62,10 @@ void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 void cf_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
     struct cf *cf = fuse_req_userdata(req);
-    if (cl_itable_forget(cf->it, ino, nlookup))
+    if (cl_itable_forget(cf->it, ino, nlookup)) {
         cf_ps_forget(cf, ino);
+        cf_known_gone(cf, ino);
+    }
     fuse_reply_none(req);
 }
 
@@ -71,8 +73,10 @@ void cf_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 {
     struct cf *cf = fuse_req_userdata(req);
     for (size_t i = 0; i < count; i++)
-        if (cl_itable_forget(cf->it, forgets[i].ino, forgets[i].nlookup))
+        if (cl_itable_forget(cf->it, forgets[i].ino, forgets[i].nlookup)) {
             cf_ps_forget(cf, forgets[i].ino);
+            cf_known_gone(cf, forgets[i].ino);
+        }
     fuse_reply_none(req);
 }
 
