@@ -227,6 +227,11 @@ void brick_trash_fini(struct brick *b);
  * named in why) or another -errno; nothing changes unless 0. */
 int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct rpc_bytes *tree,
                      char *why, size_t wl);
+/* UNLINK of dirfd/name: a small regular file with one link that no handle
+ * has open is moved into the trash (its inode may become a spare), anything
+ * else is unlinked (an open one then shows no link through its handles).
+ * 0 or -errno. */
+int brick_trash_file(struct brick *b, int dirfd, const char *name);
 /* Tests: waits until the trash is purged; returns the entries removed so
  * far. */
 uint64_t brick_trash_settle(struct brick *b);
@@ -239,11 +244,16 @@ void brick_spare_fini(struct brick *b);
 /* The open set: a regular file opened through a handle, and closed. */
 int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino);
 void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino);
+int brick_spare_is_open(struct brick *b, dev_t dev, ino_t ino);
 /* Takes a spare, empties it and opens it with flags (less O_CREAT,
- * O_EXCL, O_TRUNC), with mode and the current time: a new empty file,
- * owned by whoever owned the spare, to be renamed from *dirfd and name
- * (len bytes) once built. Returns the fd, or -errno (-ENOENT: no spare). */
-int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int flags, mode_t mode);
+ * O_EXCL, O_TRUNC), with mode and the current time (left to the caller
+ * when times_later): a new empty file, owned by whoever owned the spare,
+ * to be renamed from *dirfd and name (len bytes) once built. It may still
+ * carry an old id (BRICK_XATTR_GFID), to be replaced. Returns the fd and
+ * its attributes in *st (all but the times current), or -errno (-ENOENT:
+ * no spare). */
+int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int flags, mode_t mode,
+                     int times_later, struct stat *st);
 /* The purge: once per pass, then for each regular file of the trash.
  * keep returns 1 when the file became a spare (renamed away from dirfd). */
 void brick_spare_pass(struct brick *b);
@@ -277,8 +287,10 @@ int brick_lease_defer(struct brick_req *r, int rc);
 /* A connection closed: its leases go, replies waiting for them are sent. */
 void brick_lease_conn_gone(struct brick_conn *bc);
 
-/* Applies a request's VALID (MODE, UID, GID, SIZE, times) to an open fd. */
-int brick_setattr_fd(struct brick_req *r, int fd);
+/* Applies a request's VALID (MODE, UID, GID, SIZE, times) to an open fd.
+ * cur, when given, is the file's owner and mode now: what matches is
+ * skipped. */
+int brick_setattr_fd(struct brick_req *r, int fd, const struct stat *cur);
 /* Clears set-user-ID, and set-group-ID when group-executable, of the
  * regular file name in dirfd, or of dirfd itself with name ""
  * (RPC_*_KILL_SUIDGID); *killed set to 1 when it did. */

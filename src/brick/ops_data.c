@@ -124,20 +124,27 @@ int brick_op_open(struct brick_req *r)
 
 /* A new file made by CREATE: id, owner; on failure it is removed again.
  * Leaves the file's attributes, read after the last change, in st. */
+enum {
+    NEW_STAGED = 1 << 0,   /* built before it is named */
+    NEW_ST_KNOWN = 1 << 1, /* st holds its owner and mode already */
+};
+
 static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd, const gfid_t *g,
-                        mode_t mode, struct stat *st)
+                        mode_t mode, struct stat *st, unsigned how)
 {
     uid_t uid;
     gid_t gid;
-    int rc = VFS->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
-    /* A lookup racing with the create may have given the new file an id
-     * already; the creator's id wins. */
+    /* A lookup racing with the create of a named file may have given it
+     * an id already; the creator's id wins. A file built before it is
+     * named meets no lookup, and a spare may still carry its old id. */
+    int rc = how & NEW_STAGED ? -EEXIST
+                              : VFS->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, XATTR_CREATE);
     if (rc == -EEXIST)
         rc = VFS->fsetxattr(fd, BRICK_XATTR_GFID, g->b, GFID_LEN, 0);
     if (rc < 0)
         return rc;
     brick_create_owner(r->b, loc, r->in, &uid, &gid);
-    if ((rc = VFS->fstatat(fd, "", st)) < 0)
+    if (!(how & NEW_ST_KNOWN) && (rc = VFS->fstatat(fd, "", st)) < 0)
         return rc;
     if (st->st_uid != uid || st->st_gid != gid) {
         if ((rc = VFS->fchown(fd, uid, gid)) < 0)
@@ -152,11 +159,14 @@ static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd
 
 /* A new file with id g, to be built before it is named: a spare inode,
  * where it lies, when the brick has one (spare.c), else a new inode in
- * .cairn/tmp. *dirfd and name get where it is. */
+ * .cairn/tmp. *dirfd and name get where it is; *how says what init_created
+ * may skip (a spare's attributes are known: st). times_later: the caller
+ * sets both times itself. */
 static int open_new(struct brick *b, const gfid_t *g, int *dirfd, char name[GFID_STRLEN], int flags,
-                    mode_t mode)
+                    mode_t mode, int times_later, struct stat *st, unsigned *how)
 {
-    int fd = brick_spare_take(b, dirfd, name, GFID_STRLEN, flags, mode);
+    int fd = brick_spare_take(b, dirfd, name, GFID_STRLEN, flags, mode, times_later, st);
+    *how = NEW_STAGED | (fd >= 0 ? NEW_ST_KNOWN : 0);
     if (fd >= 0)
         return fd;
     *dirfd = brick_tmp_dir(b, g, name);
@@ -173,10 +183,11 @@ static int create_staged(struct brick_req *r, const struct brick_loc *loc, const
 {
     char tmp[GFID_STRLEN];
     int tdir;
-    int fd = open_new(r->b, g, &tdir, tmp, flags, mode);
+    unsigned how;
+    int fd = open_new(r->b, g, &tdir, tmp, flags, mode, 0, st, &how);
     if (fd < 0)
         return fd;
-    int rc = init_created(r, loc, fd, g, mode, st);
+    int rc = init_created(r, loc, fd, g, mode, st, how);
     if (rc == 0)
         rc = VFS->renameat2(tdir, tmp, loc->dirfd, loc->name, RENAME_NOREPLACE);
     if (rc == 0 && (rc = VFS->fstatat(fd, "", st)) < 0) /* the rename moved ctime */
@@ -220,7 +231,7 @@ int brick_op_create(struct brick_req *r)
         int fd = staged ? create_staged(r, &loc, &g, flags, mode, &st)
                         : VFS->openat(loc.dirfd, loc.name, flags | O_CREAT | O_EXCL, mode);
         if (fd >= 0) {
-            if (!staged && (rc = init_created(r, &loc, fd, &g, mode, &st)) < 0) {
+            if (!staged && (rc = init_created(r, &loc, fd, &g, mode, &st, 0)) < 0) {
                 log_debug("create of %s failed after the create: %s", loc.path, strerror(-rc));
                 VFS->close(fd);
                 VFS->unlinkat(loc.dirfd, loc.name, 0);
@@ -461,7 +472,9 @@ static int set_xattrs(struct brick_req *r, int fd)
     return rc < 0 ? -EINVAL : 0;
 }
 
-static int fill_made(struct brick_req *r, int fd)
+/* st: the file's attributes before (set-id bits aside, a write by the
+ * brick changes none of those brick_setattr_fd compares). */
+static int fill_made(struct brick_req *r, int fd, const struct stat *st)
 {
     const struct rpc_msg *in = r->in;
     int rc;
@@ -480,9 +493,11 @@ static int fill_made(struct brick_req *r, int fd)
         if ((rc = VFS->ftruncate(fd, (off_t)in->size)) < 0)
             return rc;
     }
-    if (rpc_has(in, RPC_T_XATTRS) && (rc = set_xattrs(r, fd)) < 0)
+    /* an access ACL among the xattrs changes the mode */
+    int known = !rpc_has(in, RPC_T_XATTRS);
+    if (!known && (rc = set_xattrs(r, fd)) < 0)
         return rc;
-    if (rpc_has(in, RPC_T_VALID) && (rc = brick_setattr_fd(r, fd)) < 0)
+    if (rpc_has(in, RPC_T_VALID) && (rc = brick_setattr_fd(r, fd, known ? st : NULL)) < 0)
         return rc;
     if (rpc_has(in, RPC_T_FLAGS) && (in->flags & 1) && (rc = VFS->fsync(fd, 0)) < 0)
         return rc;
@@ -516,16 +531,22 @@ int brick_op_make_file(struct brick_req *r)
     char tmp[GFID_STRLEN];
     int named = r->b->tmp_fd < 0 || acl;
     int tdir = -1;
-    int fd = named ? VFS->openat(loc.dirfd, loc.name,
-                                 O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode)
-                   : open_new(r->b, &g, &tdir, tmp, O_RDWR | O_NOFOLLOW, mode);
+    uint64_t v = rpc_has(r->in, RPC_T_VALID) ? r->in->valid : 0;
+    int times_later =
+        (v & (RPC_SET_ATIME | RPC_SET_ATIME_NOW)) && (v & (RPC_SET_MTIME | RPC_SET_MTIME_NOW));
+    unsigned how = 0;
+    struct stat st;
+    int fd =
+        named ? VFS->openat(loc.dirfd, loc.name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY,
+                            mode)
+              : open_new(r->b, &g, &tdir, tmp, O_RDWR | O_NOFOLLOW, mode, times_later, &st, &how);
     if (fd < 0) {
         rc = fd;
         goto out;
     }
-    struct stat st;
     struct rpc_attr a;
-    if ((rc = init_created(r, &loc, fd, &g, mode, &st)) < 0 || (rc = fill_made(r, fd)) < 0 ||
+    if ((rc = init_created(r, &loc, fd, &g, mode, &st, how)) < 0 ||
+        (rc = fill_made(r, fd, &st)) < 0 ||
         (!named && (rc = VFS->renameat2(tdir, tmp, loc.dirfd, loc.name, RENAME_NOREPLACE)) < 0) ||
         (rc = brick_fd_attr_gfid(r->b, fd, &g, &a)) < 0) {
         if (rc != -EEXIST)

@@ -76,11 +76,20 @@ static void set_times(const struct rpc_msg *in, struct timespec ts[2])
 }
 
 /* SETATTR on an open fd (FH given, or the path opened for a truncate). */
-int brick_setattr_fd(struct brick_req *r, int fd)
+int brick_setattr_fd(struct brick_req *r, int fd, const struct stat *cur)
 {
     const struct rpc_msg *in = r->in;
     uint64_t v = in->valid;
     int rc;
+    /* What the file has already is not set again; a chown (which clears
+     * set-id bits) is followed by the chmod. */
+    if (cur && (!(v & RPC_SET_UID) || cur->st_uid == (uid_t)in->uid) &&
+        (!(v & RPC_SET_GID) || cur->st_gid == (gid_t)in->gid)) {
+        v &= ~(uint64_t)(RPC_SET_UID | RPC_SET_GID);
+        if ((v & RPC_SET_MODE) && (cur->st_mode & 07777) == (in->mode & 07777) &&
+            !(in->mode & 06000))
+            v &= ~(uint64_t)RPC_SET_MODE;
+    }
     if (v & (RPC_SET_UID | RPC_SET_GID)) {
         uid_t u = v & RPC_SET_UID ? (uid_t)in->uid : (uid_t)-1;
         gid_t g = v & RPC_SET_GID ? (gid_t)in->gid : (gid_t)-1;
@@ -122,7 +131,7 @@ static int setattr_loc(struct brick_req *r, const struct brick_loc *loc)
         if (rc == 0 && !S_ISREG(st.st_mode))
             rc = -EINVAL;
         if (rc == 0)
-            rc = brick_setattr_fd(r, fd);
+            rc = brick_setattr_fd(r, fd, NULL);
         VFS->close(fd);
         return rc;
     }
@@ -158,7 +167,7 @@ int brick_op_setattr(struct brick_req *r)
         struct rpc_attr a;
         if ((rc = any_fh(r, &fh)) < 0)
             return rc;
-        rc = brick_setattr_fd(r, fh->fd);
+        rc = brick_setattr_fd(r, fh->fd, NULL);
         if (rc == 0)
             rc = brick_fd_attr(r->b, fh->fd, &a);
         brick_fh_put(r->bc, fh);
@@ -413,6 +422,8 @@ static int remove_name(struct brick_req *r, int flags)
         rc = flags ? -EBUSY : -EISDIR;
     if (rc == 0 && tree)
         rc = brick_trash_tree(r->b, loc.dirfd, loc.name, &r->in->data, r->text, sizeof(r->text));
+    else if (rc == 0 && !flags)
+        rc = brick_trash_file(r->b, loc.dirfd, loc.name);
     else if (rc == 0)
         rc = VFS->unlinkat(loc.dirfd, loc.name, flags);
     if (rc == 0 && (flags & AT_REMOVEDIR))

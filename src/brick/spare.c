@@ -173,6 +173,17 @@ int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino)
     return rc;
 }
 
+int brick_spare_is_open(struct brick *b, dev_t dev, ino_t ino)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return 0;
+    pthread_mutex_lock(&S->lock);
+    int open = *open_slot(S, dev, ino) != NULL;
+    pthread_mutex_unlock(&S->lock);
+    return open;
+}
+
 void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino)
 {
     struct brick_spare *S = b->spare;
@@ -190,7 +201,8 @@ void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino)
 
 /* ---- emptying ---- */
 
-/* Empties the file open read-write as fd: no data, no extended attribute.
+/* Empties the file open read-write as fd: no data, no extended attribute
+ * but its old id, which the taker replaces before the file has a name.
  * Refuses (-ESTALE) anything but a regular file with one link and no
  * inode flag a new file would not have (immutable, append-only,
  * no-copy-on-write, ...). 0 or -errno. The taker's step; the data is
@@ -211,14 +223,15 @@ static int empty_file(int fd, struct stat *st)
     if (n < 0)
         return -errno;
     for (ssize_t i = 0; i < n; i += (ssize_t)strlen(list + i) + 1)
-        if (fremovexattr(fd, list + i) < 0)
+        if (strcmp(list + i, BRICK_XATTR_GFID) != 0 && fremovexattr(fd, list + i) < 0)
             return -errno;
     return 0;
 }
 
 /* ---- taking one ---- */
 
-int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int flags, mode_t mode)
+int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int flags, mode_t mode,
+                     int times_later, struct stat *st)
 {
     struct brick_spare *S = b->spare;
     if (!S)
@@ -237,11 +250,16 @@ int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int fl
     int base = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
     int want = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
     int rc, fd = VFS->openat(S->fd, name, O_RDWR | base, 0);
-    struct stat st;
-    if (fd >= 0 && ((rc = empty_file(fd, &st)) < 0 || (rc = VFS->fchmod(fd, mode & 07777)) < 0 ||
-                    (rc = VFS->futimens(fd, NULL)) < 0)) {
+    if (fd >= 0 &&
+        ((rc = empty_file(fd, st)) < 0 ||
+         ((st->st_mode & 07777) != (mode & 07777) && (rc = VFS->fchmod(fd, mode & 07777)) < 0) ||
+         (!times_later && (rc = VFS->futimens(fd, NULL)) < 0))) {
         VFS->close(fd);
         fd = rc;
+    }
+    if (fd >= 0) {
+        st->st_mode = (st->st_mode & S_IFMT) | (mode & 07777);
+        st->st_size = 0;
     }
     if (fd >= 0 && (want | base) != (O_RDWR | base)) {
         int fd2 = VFS->openat(S->fd, name, want, 0);

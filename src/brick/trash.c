@@ -7,6 +7,11 @@
  * the directory into .cairn/trash: one rename instead of an unlink per
  * entry, so the client's removal is done as soon as the namespace is.
  *
+ * UNLINK of a small regular file with one link that no handle has open
+ * moves it into the trash too, so that a tree removed file by file (a directory too large for the
+ * client to gather, a program that removes files one at a time) also
+ * leaves its inodes for the next new files.
+ *
  * A purge thread per brick, at the lowest CPU priority, removes what the
  * trash holds (regular files may become spare inodes instead: spare.c);
  * at start it empties what a stop or crash left there. A brick without a
@@ -31,6 +36,11 @@
 
 #define VFS (b->vfs)
 #define PURGE_DEPTH 256 /* deeper than this (only a crash's leftovers): left */
+/* A removed file this small goes through the trash (its inode may be kept
+ * as a spare); a larger one is unlinked at once, so that removing it gives
+ * its space back before the reply (a full brick's user frees room that
+ * way). */
+#define TRASH_FILE_MAX (256 << 10)
 
 struct brick_trash {
     int fd; /* .cairn/trash */
@@ -160,6 +170,35 @@ static int check_dir(struct brick *b, int fd, char *rel, size_t rl, const struct
     return rc;
 }
 
+/* Renames dirfd/name into the trash, under a name of its own, for the
+ * purge thread. was: what the caller found there (NULL: anything goes);
+ * something else found in its place meanwhile is put back (-EAGAIN). */
+static int into_trash(struct brick *b, struct brick_trash *T, int dirfd, const char *name,
+                      const struct stat *was)
+{
+    gfid_t g;
+    char tname[GFID_STRLEN];
+    gfid_generate(&g);
+    gfid_format(&g, tname);
+    int rc = VFS->renameat2(dirfd, name, T->fd, tname, RENAME_NOREPLACE);
+    if (rc < 0)
+        return rc;
+    struct stat st;
+    if (was && (VFS->fstatat(T->fd, tname, &st) < 0 || st.st_ino != was->st_ino ||
+                st.st_dev != was->st_dev || !S_ISREG(st.st_mode))) {
+        rc = VFS->renameat2(T->fd, tname, dirfd, name, RENAME_NOREPLACE);
+        if (rc < 0)
+            log_warn("trash: could not put back %s (%s): left as %s/trash/%s", name, strerror(-rc),
+                     BRICK_PRIVATE, tname);
+        return -EAGAIN;
+    }
+    pthread_mutex_lock(&T->lock);
+    T->work = 1;
+    pthread_cond_signal(&T->cond);
+    pthread_mutex_unlock(&T->lock);
+    return 0;
+}
+
 int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct rpc_bytes *tree,
                      char *why, size_t wl)
 {
@@ -192,17 +231,20 @@ int brick_trash_tree(struct brick *b, int dirfd, const char *name, const struct 
         (void)purge(NULL, dirfd, name, DT_DIR, 0);
         return VFS->fstatat(dirfd, name, &(struct stat){0}) == -ENOENT ? 0 : -EIO;
     }
-    gfid_t g;
-    char tname[GFID_STRLEN];
-    gfid_generate(&g);
-    gfid_format(&g, tname);
-    if ((rc = VFS->renameat2(dirfd, name, T->fd, tname, RENAME_NOREPLACE)) < 0)
-        return rc;
-    pthread_mutex_lock(&T->lock);
-    T->work = 1;
-    pthread_cond_signal(&T->cond);
-    pthread_mutex_unlock(&T->lock);
-    return 0;
+    return into_trash(b, T, dirfd, name, NULL);
+}
+
+int brick_trash_file(struct brick *b, int dirfd, const char *name)
+{
+    struct brick_trash *T = b->trash;
+    struct stat st;
+    if (T && VFS->fstatat(dirfd, name, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+        st.st_size <= TRASH_FILE_MAX && !brick_spare_is_open(b, st.st_dev, st.st_ino)) {
+        int rc = into_trash(b, T, dirfd, name, &st);
+        if (rc != -EAGAIN)
+            return rc;
+    }
+    return VFS->unlinkat(dirfd, name, 0);
 }
 
 /* ---- the purge ---- */

@@ -182,6 +182,20 @@ def spares(b):
     return len(os.listdir(os.path.join(b, ".cairn", "spare")))
 
 
+def fsync_dir(d):
+    """Sends what the mount wrote back in d and waits for the bricks
+    (syncfs does not reach a FUSE file system, docs/consistency.md)."""
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def gfid(b, rel):
+    return os.getxattr(os.path.join(b, rel), "trusted.cairn.gfid", follow_symlinks=False)
+
+
 def test_new_files_made_from_a_removed_trees_files_show_nothing_of_them(tc):
     """The purge keeps a removed tree's files as spare inodes and new files
     are made from them (src/brick/spare.c): the new files hold their own
@@ -192,6 +206,10 @@ def test_new_files_made_from_a_removed_trees_files_show_nothing_of_them(tc):
         p = os.path.join(d, f)
         os.setxattr(p, "user.old", b"old")
         os.chmod(p, 0o600)
+    for top, _, names in os.walk(d):
+        if names:
+            fsync_dir(top)
+    old_ids = {gfid(bricks[0], os.path.join("d", f)) for f in files}
     keep = os.path.join(d, files[7])
     with open(keep, "rb") as fh:
         expected = fh.read()
@@ -214,15 +232,10 @@ def test_new_files_made_from_a_removed_trees_files_show_nothing_of_them(tc):
             os.makedirs(os.path.dirname(os.path.join(d2, f)), exist_ok=True)
             with open(os.path.join(d2, f), "wb") as fh:
                 fh.write(b"new " + f.encode())
-        # on the bricks: an fsync of each directory sends and waits for its
-        # files (syncfs does not reach a FUSE file system, docs/consistency.md)
+        # on the bricks
         for top, _, names in os.walk(d2):
             if names:
-                fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                fsync_dir(top)
         assert held.read() == expected
     finally:
         held.close()
@@ -234,9 +247,69 @@ def test_new_files_made_from_a_removed_trees_files_show_nothing_of_them(tc):
                 assert fh.read() == b"new " + f.encode(), p
             assert os.stat(p).st_mode & 0o7777 == 0o644, p
             assert "user.old" not in os.listxattr(p), p
+            # a spare's old id is replaced by the new file's, the same on
+            # every brick
+            assert gfid(b, os.path.join("n", f)) == gfid(bricks[0], os.path.join("n", f)), p
+            assert gfid(b, os.path.join("n", f)) not in old_ids, p
     for f in files:
         p = os.path.join(m2.path, "n", f)
         with open(p, "rb") as fh:
             assert fh.read() == b"new " + f.encode(), p
         assert os.stat(p).st_mode & 0o7777 == 0o644, p
         assert "user.old" not in os.listxattr(p), p
+
+
+def test_files_removed_one_by_one_become_spares(tc):
+    """An UNLINK of a small file with one link goes through the trash, so
+    files removed one at a time leave their inodes for new files too; a
+    large file, a file with another link and a file still open are handled
+    as unlinks: space back at once, the other name intact, the open file
+    readable."""
+    bricks, (m1, m2) = replica3(tc)
+    d = os.path.join(m1.path, "one")
+    os.mkdir(d)
+    small = [os.path.join(d, f"s{i}") for i in range(40)]
+    for p in small:
+        with open(p, "wb") as fh:
+            fh.write(b"x" * 100)
+    big = os.path.join(d, "big")
+    with open(big, "wb") as fh:
+        fh.write(os.urandom(300 << 10))
+    linked = os.path.join(d, "linked")
+    with open(linked, "wb") as fh:
+        fh.write(b"two names")
+    os.link(linked, os.path.join(d, "other"))
+    held_path = os.path.join(d, "held")
+    with open(held_path, "wb") as fh:
+        fh.write(b"still open")
+    fsync_dir(d)
+    before = [spares(b) for b in bricks]
+    held = open(held_path, "rb")
+    try:
+        # removed one at a time, the directory stays: an UNLINK each
+        for p in small + [big, linked, held_path]:
+            os.unlink(p)
+        fsync_dir(d)
+        for b in bricks:
+            assert trash_empty(b), b
+        assert held.read() == b"still open"
+    finally:
+        held.close()
+    for i, b in enumerate(bricks):
+        # the small files; not the large, linked or open one
+        assert spares(b) == before[i] + len(small), (b, before[i], spares(b))
+        with open(os.path.join(b, "one", "other"), "rb") as fh:
+            assert fh.read() == b"two names", b
+        assert os.stat(os.path.join(b, "one", "other")).st_nlink == 1, b
+        assert sorted(os.listdir(os.path.join(b, "one"))) == ["other"], b
+    assert sorted(os.listdir(os.path.join(m2.path, "one"))) == ["other"]
+    # and new files are made from them
+    for i in range(40):
+        with open(os.path.join(d, f"n{i}"), "wb") as fh:
+            fh.write(b"new %d" % i)
+    fsync_dir(d)
+    for i, b in enumerate(bricks):
+        assert spares(b) == before[i], (b, before[i], spares(b))
+        for n in range(40):
+            with open(os.path.join(b, "one", f"n{n}"), "rb") as fh:
+                assert fh.read() == b"new %d" % n
