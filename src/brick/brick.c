@@ -310,6 +310,10 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
         double secs = atof(value);
         if (secs > 0)
             brick_lease_set_recall_timeout(b, (int)(secs * 1000));
+    } else if (!strcmp(name, "storage.spare-inodes")) {
+        long n = atol(value);
+        if (n >= 0)
+            brick_spare_set_ahead(b, (size_t)n);
     } else if (!strcmp(name, "diagnostics.brick-log-level")) {
         int l = log_parse_level(value);
         if (l >= 0) {

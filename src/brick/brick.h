@@ -254,6 +254,13 @@ int brick_spare_is_open(struct brick *b, dev_t dev, ino_t ino);
  * no spare). */
 int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int flags, mode_t mode,
                      int times_later, struct stat *st);
+/* storage.spare-inodes: how many spares to make ahead in idle time. */
+void brick_spare_set_ahead(struct brick *b, size_t n);
+/* The purge thread between passes: makes up to max spares ahead when the
+ * brick made no new file for a while and holds fewer than wanted. Returns
+ * 0 when it made some (call again), else the milliseconds to wait before
+ * asking again. */
+int brick_spare_make_ahead(struct brick *b, unsigned max);
 /* The purge: once per pass, then for each regular file of the trash.
  * keep returns 1 when the file became a spare (renamed away from dirfd). */
 void brick_spare_pass(struct brick *b);

@@ -40,11 +40,15 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "brick.h"
 #include "storage.h"
 
 #define VFS (b->vfs)
 #define SPARE_MAX 65536
+#define AHEAD_DEFAULT 8192 /* storage.spare-inodes */
+#define AHEAD_IDLE_MS 1000 /* no new file for this long: make spares ahead */
+#define AHEAD_CHECK_MS 1000
 #define OPEN_BUCKETS 1024
 #define XLIST_MAX 4096 /* a spare with a longer attribute list is not taken */
 /* inode flags a file system sets on a plain new file (ext4: extents) */
@@ -65,6 +69,9 @@ struct brick_spare {
     uint64_t next_id;
     size_t room;          /* how many more this purge pass may keep */
     uint64_t taken, kept; /* counters, for the log and tests */
+    size_t ahead;         /* spares to make ahead in idle time */
+    uint64_t made;        /* ... made so far */
+    uint64_t last_new_ms; /* when a new file last asked for one (or the start) */
     struct open_ino *open[OPEN_BUCKETS];
 };
 
@@ -103,6 +110,8 @@ int brick_spare_init(struct brick *b)
         return rc;
     }
     pthread_mutex_init(&S->lock, NULL);
+    S->ahead = AHEAD_DEFAULT;
+    S->last_new_ms = net_now_ms(); /* the volume's options arrive meanwhile */
     /* what an earlier run kept: only names it gave, anything else goes */
     int dfd = dup(S->fd);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -236,6 +245,7 @@ int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int fl
     struct brick_spare *S = b->spare;
     if (!S)
         return -ENOENT;
+    __atomic_store_n(&S->last_new_ms, net_now_ms(), __ATOMIC_RELAXED);
     pthread_mutex_lock(&S->lock);
     int have = S->n > 0;
     uint64_t id = have ? S->ids[--S->n] : 0;
@@ -327,6 +337,61 @@ int brick_spare_keep(struct brick *b, int dirfd, const char *name)
     if (!pushed)
         (void)unlinkat(S->fd, sn, 0);
     return 1;
+}
+
+/* ---- making some ahead ---- */
+
+void brick_spare_set_ahead(struct brick *b, size_t n)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return;
+    pthread_mutex_lock(&S->lock);
+    S->ahead = n > SPARE_MAX ? SPARE_MAX : n;
+    pthread_mutex_unlock(&S->lock);
+}
+
+int brick_spare_make_ahead(struct brick *b, unsigned max)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return AHEAD_CHECK_MS;
+    uint64_t idle = net_now_ms() - __atomic_load_n(&S->last_new_ms, __ATOMIC_RELAXED);
+    if (idle < AHEAD_IDLE_MS)
+        return (int)(AHEAD_IDLE_MS - idle);
+    pthread_mutex_lock(&S->lock);
+    size_t want = S->n < S->ahead ? S->ahead - S->n : 0;
+    pthread_mutex_unlock(&S->lock);
+    struct statfs sf;
+    if (want && fstatfs(S->fd, &sf) == 0 && (size_t)(sf.f_ffree / 4) < want)
+        want = (size_t)(sf.f_ffree / 4); /* never starve directories and symlinks */
+    if (want > max)
+        want = max;
+    if (!want)
+        return AHEAD_CHECK_MS;
+    unsigned made = 0;
+    for (; made < want; made++) {
+        pthread_mutex_lock(&S->lock);
+        uint64_t id = S->next_id++;
+        pthread_mutex_unlock(&S->lock);
+        char sn[24];
+        spare_name(id, sn, sizeof(sn));
+        /* plain system calls: housekeeping, as the purge */
+        int fd = openat(S->fd, sn, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+            break;
+        close(fd);
+        pthread_mutex_lock(&S->lock);
+        int pushed = S->n < SPARE_MAX && push_locked(S, id) == 0;
+        if (pushed)
+            S->made++;
+        pthread_mutex_unlock(&S->lock);
+        if (!pushed) {
+            (void)unlinkat(S->fd, sn, 0);
+            break;
+        }
+    }
+    return made == want ? 0 : AHEAD_CHECK_MS;
 }
 
 void brick_spare_counts(struct brick *b, uint64_t *kept, uint64_t *taken, uint64_t *held)

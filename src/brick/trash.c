@@ -28,6 +28,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
@@ -41,6 +42,7 @@
  * its space back before the reply (a full brick's user frees room that
  * way). */
 #define TRASH_FILE_MAX (256 << 10)
+#define AHEAD_BATCH 256 /* spares made ahead before the purge looks again */
 
 struct brick_trash {
     int fd; /* .cairn/trash */
@@ -194,7 +196,7 @@ static int into_trash(struct brick *b, struct brick_trash *T, int dirfd, const c
     }
     pthread_mutex_lock(&T->lock);
     T->work = 1;
-    pthread_cond_signal(&T->cond);
+    pthread_cond_broadcast(&T->cond); /* the purge thread, among settle()'s waiters */
     pthread_mutex_unlock(&T->lock);
     return 0;
 }
@@ -302,8 +304,23 @@ static void *purge_main(void *arg)
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     pthread_mutex_lock(&T->lock);
     for (;;) {
-        while (!T->work && !T->stopping)
-            pthread_cond_wait(&T->cond, &T->lock);
+        /* between passes: spares made ahead (spare.c) */
+        while (!T->work && !T->stopping) {
+            pthread_mutex_unlock(&T->lock);
+            int wait_ms = brick_spare_make_ahead(T->b, AHEAD_BATCH);
+            pthread_mutex_lock(&T->lock);
+            if (wait_ms > 0 && !T->work && !T->stopping) {
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_sec += wait_ms / 1000;
+                ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&T->cond, &T->lock, &ts);
+            }
+        }
         if (T->stopping)
             break;
         T->work = 0;
@@ -341,7 +358,11 @@ int brick_trash_init(struct brick *b)
     }
     T->b = b;
     pthread_mutex_init(&T->lock, NULL);
-    pthread_cond_init(&T->cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&T->cond, &ca);
+    pthread_condattr_destroy(&ca);
     T->work = 1; /* what an earlier run left */
     if ((rc = pthread_create(&T->thread, NULL, purge_main, T)) != 0) {
         b->vfs->close(T->fd);

@@ -40,6 +40,8 @@ def replica3(c):
     c.volumes["tv"] = bricks
     c.cli("volume", "create", "tv", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
     c.cli("volume", "set", "tv", "network.ping-timeout", "2")
+    # no spares made ahead: the tests count the ones removals leave
+    c.cli("volume", "set", "tv", "storage.spare-inodes", "0")
     c.cli("volume", "start", "tv")
     ms = [c.mount("tv", os.path.join(c.root, f"m{i}")) for i in range(2)]
     return bricks, ms
@@ -313,3 +315,53 @@ def test_files_removed_one_by_one_become_spares(tc):
         for n in range(40):
             with open(os.path.join(b, "one", f"n{n}"), "rb") as fh:
                 assert fh.read() == b"new %d" % n
+
+
+def spare_inodes(b):
+    d = os.path.join(b, ".cairn", "spare")
+    return {os.lstat(os.path.join(d, n)).st_ino for n in os.listdir(d)}
+
+
+def wait_spares(bricks, n, wait=30):
+    end = time.time() + wait
+    while time.time() < end and any(spares(b) != n for b in bricks):
+        time.sleep(0.1)
+    return [spares(b) for b in bricks]
+
+
+def test_spares_made_ahead_in_idle_time(tc):
+    """storage.spare-inodes: an idle brick makes that many empty inodes
+    ahead, and new files are made from them; 0 makes none."""
+    bricks, (m1, m2) = replica3(tc)
+    r = tc.cli("volume", "set", "tv", "storage.spare-inodes", "65537", check=False)
+    assert r.returncode != 0 and "storage.spare-inodes" in (r.stdout + r.stderr)
+    tc.cli("volume", "set", "tv", "storage.spare-inodes", "300")
+    assert wait_spares(bricks, 300) == [300] * 3
+    ahead = [spare_inodes(b) for b in bricks]
+    d = os.path.join(m1.path, "ahead")
+    os.mkdir(d)
+    for i in range(100):
+        with open(os.path.join(d, f"f{i}"), "wb") as fh:
+            fh.write(b"made ahead %d" % i)
+    fsync_dir(d)
+    for i, b in enumerate(bricks):
+        for n in range(100):
+            p = os.path.join(b, "ahead", f"f{n}")
+            assert os.lstat(p).st_ino in ahead[i], p
+            with open(p, "rb") as fh:
+                assert fh.read() == b"made ahead %d" % n, p
+            assert os.stat(p).st_mode & 0o7777 == 0o644, p
+    for n in range(100):
+        with open(os.path.join(m2.path, "ahead", f"f{n}"), "rb") as fh:
+            assert fh.read() == b"made ahead %d" % n
+    # made again once idle, up to the number and no further
+    assert wait_spares(bricks, 300) == [300] * 3
+    time.sleep(1.5)
+    assert [spares(b) for b in bricks] == [300] * 3
+    tc.cli("volume", "set", "tv", "storage.spare-inodes", "0")
+    for i in range(50):
+        with open(os.path.join(d, f"g{i}"), "wb") as fh:
+            fh.write(b"x")
+    fsync_dir(d)
+    time.sleep(1.5)
+    assert [spares(b) for b in bricks] == [250] * 3

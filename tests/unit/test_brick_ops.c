@@ -697,6 +697,55 @@ static void test_trash_leftovers(struct tb *t)
     CHECK_EQ(tb_lookup(t, "/nt", NULL), -ENOENT);
 }
 
+/* The spares the brick holds once it holds want, or after 5 s. */
+static uint64_t held_after_idle(struct tb *t, uint64_t want)
+{
+    uint64_t kept, taken, held = 0;
+    for (int i = 0; i < 100; i++) {
+        brick_spare_counts(t->b, &kept, &taken, &held);
+        if (held >= want)
+            break;
+        usleep(50000);
+    }
+    return held;
+}
+
+/* storage.spare-inodes: after a second without a new file the brick
+ * makes that many spares ahead, and no more; a new file takes one, and the
+ * brick makes it again once idle. */
+static void test_spares_made_ahead(struct tb *t)
+{
+    uint64_t kept, taken, held0, held;
+    brick_spare_counts(t->b, &kept, &taken, &held0);
+    brick_set_option(t->b, "storage.spare-inodes", "0");
+    CHECK(brick_spare_make_ahead(t->b, 64) > 0); /* none wanted */
+    char n[32];
+    snprintf(n, sizeof(n), "%llu", (unsigned long long)held0 + 10);
+    brick_set_option(t->b, "storage.spare-inodes", n);
+    /* the purge thread makes them once the brick is idle */
+    held = held_after_idle(t, held0 + 10);
+    CHECK_EQ(held, held0 + 10);
+    uint64_t fh;
+    gfid_t g;
+    CHECK_EQ(tb_create(t, "/ahead", 0644, &fh, &g), 0);
+    CHECK_EQ(tb_write(t, fh, 0, "new", 3), 3);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+    brick_spare_counts(t->b, &kept, &taken, &held);
+    CHECK_EQ(held, held0 + 9);
+    /* not at once: the brick just made a file */
+    CHECK(brick_spare_make_ahead(t->b, 64) > 0);
+    held = held_after_idle(t, held0 + 10);
+    CHECK_EQ(held, held0 + 10);
+    usleep(300000);
+    brick_spare_counts(t->b, &kept, &taken, &held);
+    CHECK_EQ(held, held0 + 10); /* and no more */
+    struct rpc_attr at;
+    CHECK_EQ(tb_lookup(t, "/ahead", &at), 0);
+    CHECK(gfid_equal(&at.gfid, &g));
+    CHECK_EQ(at.size, 3);
+    brick_set_option(t->b, "storage.spare-inodes", "0");
+}
+
 int main(void)
 {
     log_init("test", LOG_WARN);
@@ -715,6 +764,7 @@ int main(void)
     test_write_extents(&t);
     test_rmdir_tree(&t);
     test_spare_inodes(&t);
+    test_spares_made_ahead(&t);
     test_trash_leftovers(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_ops");
