@@ -122,13 +122,14 @@ int brick_op_open(struct brick_req *r)
     return rc;
 }
 
-/* A new file made by CREATE: id, owner; on failure it is removed again.
- * Leaves the file's attributes, read after the last change, in st. */
+/* What init_created may take for granted about a new file. */
 enum {
     NEW_STAGED = 1 << 0,   /* built before it is named */
     NEW_ST_KNOWN = 1 << 1, /* st holds its owner and mode already */
 };
 
+/* A new file made by CREATE: id, owner; on failure it is removed again.
+ * Leaves the file's attributes, read after the last change, in st. */
 static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd, const gfid_t *g,
                         mode_t mode, struct stat *st, unsigned how)
 {

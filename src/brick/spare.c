@@ -70,7 +70,6 @@ struct brick_spare {
     size_t room;          /* how many more this purge pass may keep */
     uint64_t taken, kept; /* counters, for the log and tests */
     size_t ahead;         /* spares to make ahead in idle time */
-    uint64_t made;        /* ... made so far */
     uint64_t last_new_ms; /* when a new file last asked for one (or the start) */
     struct open_ino *open[OPEN_BUCKETS];
 };
@@ -383,14 +382,14 @@ int brick_spare_make_ahead(struct brick *b, unsigned max)
         close(fd);
         pthread_mutex_lock(&S->lock);
         int pushed = S->n < SPARE_MAX && push_locked(S, id) == 0;
-        if (pushed)
-            S->made++;
         pthread_mutex_unlock(&S->lock);
         if (!pushed) {
             (void)unlinkat(S->fd, sn, 0);
             break;
         }
     }
+    if (made)
+        log_debug("spare: %u inodes made ahead", made);
     return made == want ? 0 : AHEAD_CHECK_MS;
 }
 

@@ -8,9 +8,9 @@
  * entry, so the client's removal is done as soon as the namespace is.
  *
  * UNLINK of a small regular file with one link that no handle has open
- * moves it into the trash too, so that a tree removed file by file (a directory too large for the
- * client to gather, a program that removes files one at a time) also
- * leaves its inodes for the next new files.
+ * moves it into the trash too, so that a tree removed file by file (a
+ * directory too large for the client to gather, a program that removes
+ * files one at a time) also leaves its inodes for the next new files.
  *
  * A purge thread per brick, at the lowest CPU priority, removes what the
  * trash holds (regular files may become spare inodes instead: spare.c);
