@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "brick.h"
 
 #define LEASE_COOLDOWN_MS 1000
@@ -315,14 +316,7 @@ static void *timer_main(void *arg)
             continue;
         }
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait = next > now ? next - now : 1;
-        ts.tv_sec += (time_t)(wait / 1000);
-        ts.tv_nsec += (long)(wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        net_deadline(&ts, CLOCK_MONOTONIC, next > now ? next - now : 1);
         pthread_cond_timedwait(&L->cond, &L->lock, &ts);
     }
     pthread_mutex_unlock(&L->lock);

@@ -20,6 +20,7 @@
 #include <sys/file.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "brick.h"
 
 #define MAX_WAITERS 4096
@@ -166,12 +167,7 @@ static void *waiter_main(void *arg)
         }
         if (L->waiters) {
             struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += RETRY_MS * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            net_deadline(&until, CLOCK_REALTIME, RETRY_MS);
             pthread_cond_timedwait(&L->cond, &L->lock, &until);
         } else {
             pthread_cond_wait(&L->cond, &L->lock);

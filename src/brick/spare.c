@@ -368,11 +368,13 @@ int brick_spare_make_ahead(struct brick *b, unsigned max)
         want = max;
     if (!want)
         return AHEAD_CHECK_MS;
+    pthread_mutex_lock(&S->lock);
+    uint64_t first = S->next_id; /* names for all of them at once */
+    S->next_id += want;
+    pthread_mutex_unlock(&S->lock);
     unsigned made = 0;
     for (; made < want; made++) {
-        pthread_mutex_lock(&S->lock);
-        uint64_t id = S->next_id++;
-        pthread_mutex_unlock(&S->lock);
+        uint64_t id = first + made;
         char sn[24];
         spare_name(id, sn, sizeof(sn));
         /* plain system calls: housekeeping, as the purge */

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "brick.h"
 #include "storage.h"
 
@@ -311,13 +312,7 @@ static void *purge_main(void *arg)
             pthread_mutex_lock(&T->lock);
             if (wait_ms > 0 && !T->work && !T->stopping) {
                 struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                ts.tv_sec += wait_ms / 1000;
-                ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
-                if (ts.tv_nsec >= 1000000000) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000;
-                }
+                net_deadline(&ts, CLOCK_MONOTONIC, (uint64_t)wait_ms);
                 pthread_cond_timedwait(&T->cond, &T->lock, &ts);
             }
         }

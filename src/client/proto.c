@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "client.h"
 
 /* FH tagging: low 40 bits the brick's handle, high 24 bits the connection
@@ -114,8 +115,7 @@ static void notify_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
         else
             cl_proto_lease_return(&p->layer, path);
     } else {
-        log_debug("unexpected notification %s from brick %s", rpc_op_name(f->hdr.opcode),
-                  p->peer);
+        log_debug("unexpected notification %s from brick %s", rpc_op_name(f->hdr.opcode), p->peer);
     }
     rpc_frame_free(f);
 }
@@ -472,13 +472,7 @@ static void *proto_thread(void *arg)
         if (!p->conn && !p->hs && p->next_try_ms <= now)
             continue;
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += (time_t)(sleep_ms / 1000);
-        ts.tv_nsec += (long)(sleep_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        net_deadline(&ts, CLOCK_MONOTONIC, sleep_ms);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
     pthread_mutex_unlock(&p->lock);

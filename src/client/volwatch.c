@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 
 #define BACKOFF_MIN_MS 200
 #define BACKOFF_MAX_MS 5000
@@ -274,13 +275,7 @@ fail:
 static void wait_ms(struct cl_volwatch *w, uint64_t ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    net_deadline(&ts, CLOCK_MONOTONIC, ms);
     pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 }
 

@@ -59,13 +59,19 @@ void cf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     fop_submit(f);
 }
 
-void cf_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+/* The kernel dropped n lookups of ino; when none is left, what the mount
+ * kept about it goes too. */
+static void forget_one(struct cf *cf, fuse_ino_t ino, uint64_t n)
 {
-    struct cf *cf = fuse_req_userdata(req);
-    if (cl_itable_forget(cf->it, ino, nlookup)) {
+    if (cl_itable_forget(cf->it, ino, n)) {
         cf_ps_forget(cf, ino);
         cf_known_gone(cf, ino);
     }
+}
+
+void cf_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    forget_one(fuse_req_userdata(req), ino, nlookup);
     fuse_reply_none(req);
 }
 
@@ -73,10 +79,7 @@ void cf_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 {
     struct cf *cf = fuse_req_userdata(req);
     for (size_t i = 0; i < count; i++)
-        if (cl_itable_forget(cf->it, forgets[i].ino, forgets[i].nlookup)) {
-            cf_ps_forget(cf, forgets[i].ino);
-            cf_known_gone(cf, forgets[i].ino);
-        }
+        forget_one(cf, forgets[i].ino, forgets[i].nlookup);
     fuse_reply_none(req);
 }
 

@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "bridge.h"
 
 #define QUEUE_MAX 32       /* windows waiting to be stored; more are not stored */
@@ -84,12 +85,7 @@ static int was_written(const struct cf_ps *s, fuse_ino_t ino)
 static int wait_store(struct cf_ps *s, fuse_ino_t ino)
 {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += WAIT_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    net_deadline(&until, CLOCK_REALTIME, WAIT_MS);
     while (s->storing == ino)
         if (pthread_cond_timedwait(&s->idle, &s->lock, &until) == ETIMEDOUT && s->storing == ino)
             return -ETIMEDOUT;

@@ -193,6 +193,17 @@ int net_read_all(int fd, void *buf, size_t len)
     return 0;
 }
 
+void net_deadline(struct timespec *ts, clockid_t clock, uint64_t ms)
+{
+    clock_gettime(clock, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
+    }
+}
+
 uint64_t net_now_ms(void)
 {
     struct timespec ts;

@@ -3,6 +3,7 @@
 #define CAIRN_NET_H
 
 #include <stdint.h>
+#include <time.h>
 #include <sys/socket.h>
 
 /* The management daemon's port. 24007 and 49152+ belong to GlusterFS and
@@ -41,5 +42,9 @@ int net_read_all(int fd, void *buf, size_t len);
 
 /* Monotonic clock in milliseconds. */
 uint64_t net_now_ms(void);
+
+/* *ts = clock's now + ms: the deadline of a timed wait
+ * (pthread_cond_timedwait on a condition using that clock). */
+void net_deadline(struct timespec *ts, clockid_t clock, uint64_t ms);
 
 #endif

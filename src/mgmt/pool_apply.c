@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "pool.h"
 
 #define RESULTS 64
@@ -446,13 +447,7 @@ void mgmt_applier_drain(struct mgmt *m)
 
 static void deadline_in(struct timespec *ts, int ms)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000;
-    if (ts->tv_nsec >= 1000000000) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000;
-    }
+    net_deadline(ts, CLOCK_REALTIME, ms > 0 ? (uint64_t)ms : 0);
 }
 
 int mgmt_wait_gen(struct mgmt *m, uint64_t gen, int timeout_ms)

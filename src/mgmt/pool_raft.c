@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "pool.h"
 
 #define TICK_MS 100
@@ -605,13 +606,7 @@ void mgmt_pool_info(struct mgmt_pool *p, struct mgmt_pool_info *out)
 uint64_t mgmt_pool_wait_leader(struct mgmt_pool *p, int timeout_ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    net_deadline(&ts, CLOCK_REALTIME, timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
     pthread_mutex_lock(&p->lock);
     while (!p->info.leader_id)
         if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT)

@@ -312,13 +312,7 @@ int rpc_conn_call_sync(struct rpc_conn *c, uint16_t op, const struct rpc_buf *bo
         return rc;
     }
     struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (deadline.tv_nsec >= 1000000000) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000;
-    }
+    net_deadline(&deadline, CLOCK_REALTIME, timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
     pthread_mutex_lock(&s->lock);
     while (!s->done) {
         if (timeout_ms <= 0)
