@@ -98,6 +98,9 @@ struct brick_leases {
     size_t nb, count;
     uint64_t seq; /* changes seen, for READDIR grants */
     int n_excl;   /* exclusive holders (read without the lock as a hint) */
+    /* At least the leases cooling down plus the holders being recalled:
+     * what the timer has to watch. At 0 it sleeps until one comes. */
+    size_t timed;
     brick_lease_runner runner;
     int recall_ms;
     int stop;
@@ -275,13 +278,33 @@ static void resolved_run(struct brick *b, struct resolved *res)
     }
 }
 
+/* One more thing for the timer to watch; it wakes for the first. Under
+ * L->lock. */
+static void watch(struct brick_leases *L)
+{
+    if (L->timed++ == 0)
+        pthread_cond_broadcast(&L->cond);
+}
+
+/* No lease on l's path is granted for LEASE_COOLDOWN_MS. Under L->lock. */
+static void cool(struct brick_leases *L, struct lease *l, uint64_t now)
+{
+    l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
+    watch(L);
+}
+
 static void *timer_main(void *arg)
 {
     struct brick *b = arg;
     struct brick_leases *L = b->leases;
     pthread_mutex_lock(&L->lock);
     while (!L->stop) {
+        if (L->timed == 0) {
+            pthread_cond_wait(&L->cond, &L->lock);
+            continue;
+        }
         uint64_t now = now_ms(), next = now + 1000;
+        size_t timed = 0;
         struct resolved res = RESOLVED_INIT(res);
         for (size_t k = 0; k < L->nb; k++) {
             for (struct lease *l = L->b[k], *nl; l; l = nl) {
@@ -290,6 +313,8 @@ static void *timer_main(void *arg)
                     lease_unlink_free(L, l); /* a cooled-down conflict */
                     continue;
                 }
+                if (l->cooldown_until_ms > now)
+                    timed++;
                 if (l->n == 0 && l->cooldown_until_ms < next)
                     next = l->cooldown_until_ms;
                 for (int i = 0; i < l->n; i++) {
@@ -297,6 +322,7 @@ static void *timer_main(void *arg)
                     if (!h->recalling)
                         continue;
                     if (h->deadline_ms > now) {
+                        timed++;
                         if (h->deadline_ms < next)
                             next = h->deadline_ms;
                         continue;
@@ -309,6 +335,7 @@ static void *timer_main(void *arg)
                 }
             }
         }
+        L->timed = timed;
         if (res.n || res.p) {
             pthread_mutex_unlock(&L->lock);
             resolved_run(b, &res);
@@ -444,8 +471,11 @@ static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 2;
         struct holder *h = realloc(l->h, (size_t)cap * sizeof(*h));
-        if (!h)
+        if (!h) {
+            if (l->n == 0)
+                lease_unlink_free(L, l);
             return -ENOMEM;
+        }
         l->h = h;
         l->cap = cap;
     }
@@ -610,7 +640,7 @@ static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *
     int others = l->n - (self >= 0);
     if (others == 0 && !force)
         return;
-    l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
+    cool(L, l, now);
     for (int i = 0; i < l->n; i++) {
         struct holder *h = &l->h[i];
         if (h->bc == r->bc)
@@ -619,7 +649,7 @@ static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *
             h->recalling = 1;
             h->deadline_ms = now + (uint64_t)L->recall_ms;
             add_recall(rs, h->bc, l->path, name, name_len);
-            pthread_cond_broadcast(&L->cond);
+            watch(L);
         }
         struct lease_wait *w = h->bc->rc ? wait_of(r) : NULL;
         if (!w)
@@ -898,9 +928,9 @@ int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *
                 h->recalling = 1;
                 h->deadline_ms = now + (uint64_t)L->recall_ms;
                 add_recall(&rs, h->bc, l->path, "", 0);
-                pthread_cond_broadcast(&L->cond);
+                watch(L);
             }
-            l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
+            cool(L, l, now);
             parked = 1;
         }
     }
