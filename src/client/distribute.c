@@ -306,6 +306,7 @@ void dht__fan_run(struct dht *d, struct cl_op *subs, uint64_t mask)
     for (int i = 0; i < d->n; i++)
         if (mask >> i & 1)
             cl_submit(d->layer.children[i], &subs[i]);
+    rpc_cork_flush();
     pthread_mutex_lock(&w.lock);
     while (w.remaining > 0)
         pthread_cond_wait(&w.cond, &w.lock);

@@ -39,6 +39,7 @@ int cl_op_run(struct cl_layer *l, struct cl_op *op)
     op->done = run_done_cb;
     op->ctx = &w;
     cl_submit(l, op);
+    rpc_cork_flush(); /* what this thread held back goes before it waits */
     pthread_mutex_lock(&w.lock);
     while (!w.done)
         pthread_cond_wait(&w.cond, &w.lock);

@@ -47,6 +47,7 @@
 #define WB_FH_BIT (1ull << 63)
 #define WB_SEND_DELAY_MS 10
 #define WB_CLOSED_MAX 256
+#define WB_BATCH 64
 
 enum wb_state {
     WB_OPEN,         /* the kernel holds the handle */
@@ -121,7 +122,9 @@ static struct wb_file *first_in(struct cf_wb *w, uint64_t dir, int closed);
 static void release_parent(struct cf_wb *w, struct wb_file *f);
 
 /* Sends closed files once they have waited WB_SEND_DELAY_MS (at once
- * while more than WB_CLOSED_MAX wait). */
+ * while more than WB_CLOSED_MAX wait). The files that have waited half as
+ * long go with the due one, up to WB_BATCH, corked (rpc_cork): one message
+ * per brick for the lot, and one wake-up of each brick's reader. */
 static void *sender_main(void *arg)
 {
     struct cf_wb *w = arg;
@@ -132,12 +135,20 @@ static void *sender_main(void *arg)
             pthread_cond_wait(&w->fcond, &w->lock);
             continue;
         }
-        uint64_t due = f->closed_ms + WB_SEND_DELAY_MS;
-        if (w->n_closed <= WB_CLOSED_MAX && cf_mono_ms() < due) {
+        uint64_t now = cf_mono_ms(), due = f->closed_ms + WB_SEND_DELAY_MS;
+        if (w->n_closed <= WB_CLOSED_MAX && now < due) {
             cf_wait_until_ms(&w->fcond, &w->lock, due);
             continue;
         }
-        send_locked(w, f);
+        rpc_cork();
+        for (int n = 0; f && n < WB_BATCH; f = w->closed, n++) {
+            if (n > 0 && w->n_closed <= WB_CLOSED_MAX && f->closed_ms + WB_SEND_DELAY_MS / 2 > now)
+                break;
+            send_locked(w, f);
+        }
+        pthread_mutex_unlock(&w->lock);
+        rpc_uncork();
+        pthread_mutex_lock(&w->lock);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
@@ -648,16 +659,22 @@ static struct wb_file *first_in(struct cf_wb *w, uint64_t dir, int closed)
 }
 
 /* Every file of dir (0: all) on the bricks. The closed ones are sent
- * first, then all are waited for: one round trip of wall time for the lot,
- * not one per file. send_locked and settle_locked drop the lock, so each
+ * first (corked), then all are waited for: one round trip of wall time for
+ * the lot, not one per file. send_locked and settle_locked drop the lock, so each
  * step looks for the next file again. */
 static int settle_in(struct cf_wb *w, uint64_t dir)
 {
     int rc = 0;
     struct wb_file *f;
     pthread_mutex_lock(&w->lock);
-    while ((f = first_in(w, dir, 1)))
-        send_locked(w, f);
+    if (first_in(w, dir, 1)) {
+        rpc_cork(); /* one message per brick for the lot */
+        while ((f = first_in(w, dir, 1)))
+            send_locked(w, f);
+        pthread_mutex_unlock(&w->lock);
+        rpc_uncork();
+        pthread_mutex_lock(&w->lock);
+    }
     while ((f = first_in(w, dir, 0))) {
         int r = settle_locked(w, f);
         if (r < 0 && !rc)

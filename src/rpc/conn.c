@@ -25,6 +25,14 @@
  * instead of per reply. Replies with larger bodies go at once. */
 #define TX_GATHER 16384
 #define TX_GATHER_BODY 2048
+/* Requests a thread sends while corked (rpc_cork) are gathered the same
+ * way, up to TX_CORK bytes per connection and bodies of TX_CORK_BODY, and
+ * go out at rpc_uncork: a burst of written-back files is one sendmsg per
+ * brick, and one wake-up of its reader, instead of one per file. At most
+ * CORK_CONNS connections per thread; requests on others go at once. */
+#define TX_CORK (256 * 1024)
+#define TX_CORK_BODY (64 * 1024)
+#define CORK_CONNS 16
 
 struct pending {
     struct pending *next;
@@ -51,12 +59,20 @@ struct rpc_conn {
     uint64_t last_rx_ms;
     uint8_t *rx;           /* receive buffer, the reader thread's alone */
     size_t rx_pos, rx_len; /* unconsumed bytes are rx[rx_pos, rx_len) */
-    uint8_t *tx;           /* gathered replies (TX_GATHER), under send_lock */
-    size_t tx_len;         /* written under send_lock; read racily by the reader */
+    uint8_t *tx;           /* gathered frames, under send_lock */
+    size_t tx_cap;
+    size_t tx_len; /* written under send_lock; read racily by the reader */
+    int tx_reply;  /* a gathered reply among them: the reader flushes (same) */
 };
 
 /* The connection whose reader thread this is. */
 static _Thread_local struct rpc_conn *reading;
+
+/* This thread's cork: whether on, and the connections holding its
+ * gathered requests (a reference each). */
+static _Thread_local int corked;
+static _Thread_local struct rpc_conn *cork_conns[CORK_CONNS];
+static _Thread_local int n_cork_conns;
 
 void rpc_frame_free(struct rpc_frame *f)
 {
@@ -161,16 +177,50 @@ static int send_all(struct rpc_conn *c, struct iovec *v, int niov)
     return 0;
 }
 
-/* Keeps the frame hdr + body back to go with a later one (see TX_GATHER);
- * 1 when kept. Under send_lock. */
+/* Whether c may hold this thread's corked requests (it is taken into the
+ * thread's list). Under send_lock. */
+static int cork_takes(struct rpc_conn *c)
+{
+    for (int i = 0; i < n_cork_conns; i++)
+        if (cork_conns[i] == c)
+            return 1;
+    if (n_cork_conns == CORK_CONNS)
+        return 0;
+    rpc_conn_get(c);
+    cork_conns[n_cork_conns++] = c;
+    return 1;
+}
+
+/* Keeps the frame hdr + body back to go with a later one: a reply the
+ * reader makes with more input waiting (TX_GATHER), or a request of a
+ * corked thread (TX_CORK); 1 when kept. Under send_lock. */
 static int gather(struct rpc_conn *c, uint8_t kind, const uint8_t *hdr, const void *body,
                   size_t len)
 {
-    if (kind != RPC_KIND_REPLY || reading != c || c->rx_pos == c->rx_len || len > TX_GATHER_BODY ||
-        c->tx_len + RPC_HDR_LEN + len > TX_GATHER)
+    size_t limit;
+    if (kind == RPC_KIND_REPLY && reading == c && c->rx_pos != c->rx_len && len <= TX_GATHER_BODY)
+        limit = TX_GATHER;
+    else if (kind == RPC_KIND_REQUEST && corked && len <= TX_CORK_BODY)
+        limit = TX_CORK;
+    else
         return 0;
-    if (!c->tx && !(c->tx = malloc(TX_GATHER)))
+    size_t need = c->tx_len + RPC_HDR_LEN + len;
+    if (need > limit)
         return 0;
+    if (need > c->tx_cap) {
+        size_t cap = c->tx_cap ? c->tx_cap : TX_GATHER;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *tx = realloc(c->tx, cap);
+        if (!tx)
+            return 0;
+        c->tx = tx;
+        c->tx_cap = cap;
+    }
+    if (kind == RPC_KIND_REQUEST && !cork_takes(c))
+        return 0;
+    if (kind == RPC_KIND_REPLY)
+        __atomic_store_n(&c->tx_reply, 1, __ATOMIC_RELAXED);
     memcpy(c->tx + c->tx_len, hdr, RPC_HDR_LEN);
     if (len)
         memcpy(c->tx + c->tx_len + RPC_HDR_LEN, body, len);
@@ -209,25 +259,49 @@ static int send_frame(struct rpc_conn *c, uint8_t kind, uint16_t op, uint64_t re
     int niov = (int)(iov + (h.body_len ? 3 : 2) - v);
     int rc = send_all(c, v, niov);
     __atomic_store_n(&c->tx_len, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->tx_reply, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&c->send_lock);
     if (rc < 0)
         rpc_conn_close(c, -ENOTCONN);
     return rc < 0 ? -ENOTCONN : 0;
 }
 
-/* Sends the gathered replies; the reader calls it before it waits for
- * input. */
-static void flush_gathered(struct rpc_conn *c)
+/* Sends the gathered frames: a corked thread at rpc_uncork, the reader
+ * before it waits for input when a reply it gathered is among them (not
+ * for corked requests alone: those wait for their thread). */
+static void flush_gathered(struct rpc_conn *c, int replies_only)
 {
-    if (!__atomic_load_n(&c->tx_len, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&c->tx_len, __ATOMIC_RELAXED) ||
+        (replies_only && !__atomic_load_n(&c->tx_reply, __ATOMIC_RELAXED)))
         return;
     pthread_mutex_lock(&c->send_lock);
     struct iovec iov = {c->tx, c->tx_len};
     int rc = c->tx_len ? send_all(c, &iov, 1) : 0;
     __atomic_store_n(&c->tx_len, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->tx_reply, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&c->send_lock);
     if (rc < 0)
         rpc_conn_close(c, -ENOTCONN);
+}
+
+void rpc_cork(void)
+{
+    corked = 1;
+}
+
+void rpc_cork_flush(void)
+{
+    for (int i = 0; i < n_cork_conns; i++) {
+        flush_gathered(cork_conns[i], 0);
+        rpc_conn_put(cork_conns[i]);
+    }
+    n_cork_conns = 0;
+}
+
+void rpc_uncork(void)
+{
+    corked = 0;
+    rpc_cork_flush();
 }
 
 int rpc_conn_call(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body, rpc_reply_cb cb,
@@ -305,6 +379,7 @@ int rpc_conn_call_sync(struct rpc_conn *c, uint16_t op, const struct rpc_buf *bo
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     int rc = rpc_conn_call(c, op, body, sync_cb, s);
+    rpc_cork_flush();
     if (rc < 0) {
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->cond);
@@ -430,7 +505,7 @@ static int rx_fill(struct rpc_conn *c)
         c->rx_len -= c->rx_pos;
         c->rx_pos = 0;
     }
-    flush_gathered(c);
+    flush_gathered(c, 1);
     for (;;) {
         ssize_t n = read(c->fd, c->rx + c->rx_len, RX_BUF - c->rx_len);
         if (n > 0) {
@@ -469,7 +544,7 @@ static int read_frame(struct rpc_conn *c, struct rpc_frame *f, const char **why)
     } else {
         memcpy(f->body, c->rx + c->rx_pos, have);
         c->rx_pos = c->rx_len = 0;
-        flush_gathered(c);
+        flush_gathered(c, 1);
         rc = net_read_all(c->fd, f->body + have, len - have);
         if (rc < 0) {
             *why = "connection lost inside a frame";

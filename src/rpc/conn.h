@@ -69,6 +69,16 @@ int rpc_conn_reply(struct rpc_conn *c, uint64_t reqid, uint16_t op, int status,
                    const struct rpc_buf *body);
 int rpc_conn_notify(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body);
 
+/* Corking: requests this thread sends from rpc_cork() on are held back
+ * and sent together, one sendmsg per connection, at rpc_uncork() (or
+ * earlier, when anything else goes out on that connection, or past a
+ * size bound). A corked thread must not wait for a reply to one of them:
+ * every blocking wait in the client calls rpc_cork_flush() first, which
+ * sends them and stays corked. */
+void rpc_cork(void);
+void rpc_cork_flush(void);
+void rpc_uncork(void);
+
 /* Whether received bytes wait behind the frame being handled (more requests
  * already queued). Only for callbacks running on c's reader thread, e.g. a
  * server deciding to answer a cheap request inline rather than hand it to

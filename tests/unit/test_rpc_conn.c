@@ -244,6 +244,104 @@ static void test_malformed_closes(void)
     rpc_conn_put(s);
 }
 
+/* Bytes waiting on fd within ms: 1, else 0. */
+static int readable(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, ms) == 1;
+}
+
+/* Reads the request frames waiting on fd; their paths (or "#" for one
+ * without) joined with ' ' into out. Returns how many. */
+static int read_requests(int fd, char *out, size_t outlen)
+{
+    static uint8_t buf[1 << 20];
+    size_t len = 0;
+    int n = 0;
+    out[0] = 0;
+    while (readable(fd, 100)) {
+        ssize_t r = read(fd, buf + len, sizeof(buf) - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    size_t off = 0;
+    for (;;) {
+        struct rpc_frame f;
+        const char *why;
+        long used = rpc_frame_parse(buf + off, len - off, &f, &why);
+        if (used <= 0)
+            break;
+        char path[64] = "#";
+        if (rpc_has(&f.msg, RPC_T_PATH))
+            rpc_bytes_str(&f.msg.path, path, sizeof(path));
+        size_t l = strlen(out);
+        snprintf(out + l, outlen - l, "%s%s", l ? " " : "", path);
+        free(f.body);
+        off += (size_t)used;
+        n++;
+    }
+    return n;
+}
+
+static void ignore_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+static void call_path(struct rpc_conn *c, const char *path, size_t data_len, int *done)
+{
+    struct rpc_msg m = {0};
+    struct rpc_buf b;
+    static uint8_t data[200 * 1024];
+    rpc_set_str(&m, RPC_T_PATH, &m.path, path);
+    if (data_len)
+        rpc_set_bytes(&m, RPC_T_DATA, &m.data, data, (uint32_t)data_len);
+    rpc_buf_init(&b);
+    rpc_msg_encode(&m, &b);
+    CHECK_EQ(rpc_conn_call(c, RPC_OP_LOOKUP, &b, ignore_cb, done), 0);
+    rpc_buf_free(&b);
+}
+
+/* A corked thread's requests stay in the connection until rpc_cork_flush
+ * or rpc_uncork, and then go together, in order; a large one goes at once,
+ * after those held before it; an uncorked thread's go at once. */
+static void test_corked_calls(void)
+{
+    int sv[2], done = 0;
+    char got[256];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct rpc_conn *c = rpc_conn_new(sv[1], NULL, NULL, "raw-peer");
+    rpc_conn_start(c);
+    rpc_cork();
+    call_path(c, "/a", 0, &done);
+    call_path(c, "/b", 1000, &done);
+    call_path(c, "/c", 0, &done);
+    CHECK(!readable(sv[0], 50));
+    rpc_cork_flush();
+    CHECK_EQ(read_requests(sv[0], got, sizeof(got)), 3);
+    CHECK_STR(got, "/a /b /c");
+    call_path(c, "/d", 0, &done); /* still corked */
+    CHECK(!readable(sv[0], 50));
+    call_path(c, "/big", 100 * 1024, &done); /* past the body bound: at once */
+    CHECK_EQ(read_requests(sv[0], got, sizeof(got)), 2);
+    CHECK_STR(got, "/d /big");
+    call_path(c, "/e", 0, &done);
+    CHECK(!readable(sv[0], 50));
+    rpc_uncork();
+    CHECK_EQ(read_requests(sv[0], got, sizeof(got)), 1);
+    CHECK_STR(got, "/e");
+    call_path(c, "/f", 0, &done); /* uncorked: at once */
+    CHECK_EQ(read_requests(sv[0], got, sizeof(got)), 1);
+    CHECK_STR(got, "/f");
+    close(sv[0]);
+    for (int i = 0; i < 200 && __atomic_load_n(&done, __ATOMIC_SEQ_CST) < 7; i++)
+        usleep(10000);
+    CHECK_EQ(__atomic_load_n(&done, __ATOMIC_SEQ_CST), 7); /* every call failed at the close */
+    rpc_conn_close(c, 0);
+    rpc_conn_put(c);
+}
+
 int main(void)
 {
     log_init("test", LOG_ERROR);
@@ -251,5 +349,6 @@ int main(void)
     test_burst_of_replies();
     test_pending_fail_on_close();
     test_malformed_closes();
+    test_corked_calls();
     return check_summary("test_rpc_conn");
 }
