@@ -46,6 +46,9 @@ struct brick_spare;
 /* MAKE_FILE spreads its temporary files over this many directories in
  * .cairn/tmp (see open_tmp in brick.c). */
 #define BRICK_TMP_DIRS 64
+/* A new file's name while it is built: a gfid in .cairn/tmp, or a spare's
+ * name in .cairn/spare (spare.c). */
+#define BRICK_NEW_NAME_MAX 64
 
 struct brick {
     char *path, *volume, *id;
@@ -55,6 +58,7 @@ struct brick {
     const struct brick_vfs *vfs;
     struct brick_locks *locks;
     struct brick_dircache *dircache; /* open parent directories (dircache.c) */
+    uint64_t shape_gen;              /* atomic; brick_dir_shape_changed */
     struct brick_leases *leases;     /* lease.c */
     struct brick_warm *warm;         /* warm.c; NULL: not warming */
     struct brick_trash *trash;       /* trash.c; NULL: trees are removed in place */
@@ -153,6 +157,20 @@ void brick_dircache_put(struct brick *b, struct brick_dent *dent);
  * (rename: both paths; rmdir), before replying. */
 void brick_dircache_invalidate(struct brick *b, const char *path);
 
+/* What of a directory shapes a new object made in it: its set-group-ID
+ * bit and group (BSD group semantics), and whether it has a default ACL. */
+struct brick_dir_shape {
+    int sgid;
+    gid_t gid;
+    int acl;
+};
+/* The shape kept with a cached directory, when it was read at generation
+ * gen and less than a second before now_ms: 1, else 0. */
+int brick_dircache_shape(struct brick *b, struct brick_dent *dent, uint64_t gen, uint64_t now_ms,
+                         struct brick_dir_shape *s);
+void brick_dircache_set_shape(struct brick *b, struct brick_dent *dent, uint64_t gen,
+                              uint64_t now_ms, const struct brick_dir_shape *s);
+
 /* ---- objects (object.c) ---- */
 
 /* The gfid of loc; objects without one get one (files put on the brick by
@@ -170,6 +188,15 @@ mode_t brick_create_mode(struct brick *b, const struct brick_loc *loc, const str
  * default ACL (brick_dir_default_acl: 1 yes, 0 no). */
 mode_t brick_create_mode_acl(const struct rpc_msg *in, int default_acl);
 int brick_dir_default_acl(struct brick *b, const struct brick_loc *loc);
+/* The shape of loc's directory. A copy or untar makes many files in one
+ * directory, so it is kept with the cached directory (a stat and an
+ * extended attribute read saved per file) until a request that may change
+ * a directory's mode, group or ACL runs (brick_dir_shape_changed), and for
+ * a second at most (changes made on the brick by hand). */
+void brick_dir_shape(struct brick *b, const struct brick_loc *loc, struct brick_dir_shape *s);
+/* Called after every request that may change a directory's mode, group or
+ * default ACL (SETATTR of those, SETXATTR, REMOVEXATTR, RENAME, RMDIR). */
+void brick_dir_shape_changed(struct brick *b);
 /* brick_fd_attr for an object whose gfid the caller just set. */
 int brick_fd_attr_gfid(struct brick *b, int fd, const gfid_t *g, struct rpc_attr *a);
 /* Owner of a new object: the request's UID/GID, with the parent's group when

@@ -27,6 +27,7 @@
 
 #define DC_MAX 256 /* entries (and so open fds) at most */
 #define DC_BUCKETS 512
+#define SHAPE_KEEP_MS 1000 /* brick_dir_shape */
 
 struct brick_dent {
     struct brick_dent *hnext;       /* hash chain */
@@ -34,6 +35,9 @@ struct brick_dent {
     int fd;
     int refs;   /* users, plus one while in the cache */
     int cached; /* still in the hash and the LRU list */
+    /* brick_dir_shape's copy, under the cache lock; shape_ms 0: none */
+    struct brick_dir_shape shape;
+    uint64_t shape_gen, shape_ms;
     size_t len;
     char path[]; /* relative to the root, no leading '/' */
 };
@@ -162,6 +166,7 @@ int brick_dircache_get(struct brick *b, const char *path, size_t len, struct bri
     e->fd = fd;
     e->refs = 1; /* the caller's */
     e->cached = 0;
+    e->shape_ms = 0;
     e->prev = e->next = e->hnext = NULL;
     struct brick_dent *evict = NULL;
     pthread_mutex_lock(&dc->lock);
@@ -219,4 +224,27 @@ void brick_dircache_invalidate(struct brick *b, const char *path)
         dent_free(b, dead);
         dead = n;
     }
+}
+
+int brick_dircache_shape(struct brick *b, struct brick_dent *e, uint64_t gen, uint64_t now_ms,
+                         struct brick_dir_shape *s)
+{
+    struct brick_dircache *dc = b->dircache;
+    pthread_mutex_lock(&dc->lock);
+    int ok = e->shape_ms && e->shape_gen == gen && now_ms - e->shape_ms < SHAPE_KEEP_MS;
+    if (ok)
+        *s = e->shape;
+    pthread_mutex_unlock(&dc->lock);
+    return ok;
+}
+
+void brick_dircache_set_shape(struct brick *b, struct brick_dent *e, uint64_t gen, uint64_t now_ms,
+                              const struct brick_dir_shape *s)
+{
+    struct brick_dircache *dc = b->dircache;
+    pthread_mutex_lock(&dc->lock);
+    e->shape = *s;
+    e->shape_gen = gen;
+    e->shape_ms = now_ms ? now_ms : 1;
+    pthread_mutex_unlock(&dc->lock);
 }

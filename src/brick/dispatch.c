@@ -67,6 +67,25 @@ static uint64_t moved_bytes(const struct brick_req *r, int rc)
     return 0;
 }
 
+/* Whether r may have changed a directory's mode, group or default ACL
+ * (brick_dir_shape). Asked whether it failed or not: a failure may come
+ * after part of the change. */
+static int may_reshape_dirs(const struct brick_req *r)
+{
+    switch (r->opcode) {
+    case RPC_OP_SETATTR:
+        return rpc_has(r->in, RPC_T_VALID) &&
+               (r->in->valid & (RPC_SET_MODE | RPC_SET_UID | RPC_SET_GID));
+    case RPC_OP_SETXATTR:
+    case RPC_OP_REMOVEXATTR:
+    case RPC_OP_RENAME:
+    case RPC_OP_RMDIR:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static int exec_one(struct brick_req *r)
 {
     if (r->opcode >= RPC_OP_MAX || !op_table[r->opcode])
@@ -87,6 +106,8 @@ static int exec_one(struct brick_req *r)
         rpc_put_u64(r->out, RPC_T_ERRNO, ENODATA);
         rc = 0;
     }
+    if (may_reshape_dirs(r))
+        brick_dir_shape_changed(r->b);
     brick_lease_post(r, rc);
     brick_stats_note(r->opcode, brick_stats_now() - t0, moved_bytes(r, rc));
     if (rc < 0 && rc != -ENOENT)

@@ -776,9 +776,10 @@ void brick_lease_post(struct brick_req *r, int rc)
         r->lease_ok = grant_entries(r, p, len);
     if (r->lease_ok) {
         rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ | (r->lease_excl ? RPC_LEASE_EXCL : 0));
+        /* not for MAKE_FILE: the client made the file in its own cache,
+         * directory attributes included, before it sent it */
         switch (r->opcode) {
         case RPC_OP_CREATE:
-        case RPC_OP_MAKE_FILE:
         case RPC_OP_MKDIR:
         case RPC_OP_MKNOD:
         case RPC_OP_SYMLINK:

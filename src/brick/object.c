@@ -5,6 +5,7 @@
 #include <sys/xattr.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "brick.h"
 
 int brick_req_gfid(const struct rpc_msg *in, gfid_t *g)
@@ -119,9 +120,33 @@ int brick_kill_setid_at(struct brick *b, int dirfd, const char *name, int *kille
     return 0;
 }
 
+void brick_dir_shape(struct brick *b, const struct brick_loc *loc, struct brick_dir_shape *s)
+{
+    /* the generation is read before the directory: a change that ends
+     * meanwhile leaves what is kept stale */
+    uint64_t gen = __atomic_load_n(&b->shape_gen, __ATOMIC_ACQUIRE);
+    uint64_t now = net_now_ms();
+    if (loc->dent && brick_dircache_shape(b, loc->dent, gen, now, s))
+        return;
+    struct stat st;
+    int ok = b->vfs->fstatat(loc->dirfd, "", &st) == 0;
+    s->sgid = ok && (st.st_mode & S_ISGID);
+    s->gid = ok ? st.st_gid : 0;
+    s->acl = b->vfs->getxattr(loc->dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
+    if (ok && loc->dent)
+        brick_dircache_set_shape(b, loc->dent, gen, now, s);
+}
+
+void brick_dir_shape_changed(struct brick *b)
+{
+    __atomic_add_fetch(&b->shape_gen, 1, __ATOMIC_RELEASE);
+}
+
 int brick_dir_default_acl(struct brick *b, const struct brick_loc *loc)
 {
-    return b->vfs->getxattr(loc->dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
+    struct brick_dir_shape s;
+    brick_dir_shape(b, loc, &s);
+    return s.acl;
 }
 
 mode_t brick_create_mode_acl(const struct rpc_msg *in, int default_acl)
@@ -144,7 +169,8 @@ void brick_create_owner(struct brick *b, const struct brick_loc *loc, const stru
 {
     *uid = rpc_has(in, RPC_T_UID) ? (uid_t)in->uid : 0;
     *gid = rpc_has(in, RPC_T_GID) ? (gid_t)in->gid : 0;
-    struct stat pst;
-    if (b->vfs->fstatat(loc->dirfd, "", &pst) == 0 && (pst.st_mode & S_ISGID))
-        *gid = pst.st_gid; /* BSD group semantics of a setgid directory */
+    struct brick_dir_shape s;
+    brick_dir_shape(b, loc, &s);
+    if (s.sgid)
+        *gid = s.gid; /* BSD group semantics of a setgid directory */
 }

@@ -163,10 +163,10 @@ static int init_created(struct brick_req *r, const struct brick_loc *loc, int fd
  * .cairn/tmp. *dirfd and name get where it is; *how says what init_created
  * may skip (a spare's attributes are known: st). times_later: the caller
  * sets both times itself. */
-static int open_new(struct brick *b, const gfid_t *g, int *dirfd, char name[GFID_STRLEN], int flags,
-                    mode_t mode, int times_later, struct stat *st, unsigned *how)
+static int open_new(struct brick *b, const gfid_t *g, int *dirfd, char name[BRICK_NEW_NAME_MAX],
+                    int flags, mode_t mode, int times_later, struct stat *st, unsigned *how)
 {
-    int fd = brick_spare_take(b, dirfd, name, GFID_STRLEN, flags, mode, times_later, st);
+    int fd = brick_spare_take(b, dirfd, name, BRICK_NEW_NAME_MAX, flags, mode, times_later, st);
     *how = NEW_STAGED | (fd >= 0 ? NEW_ST_KNOWN : 0);
     if (fd >= 0)
         return fd;
@@ -182,7 +182,7 @@ static int open_new(struct brick *b, const gfid_t *g, int *dirfd, char name[GFID
 static int create_staged(struct brick_req *r, const struct brick_loc *loc, const gfid_t *g,
                          int flags, mode_t mode, struct stat *st)
 {
-    char tmp[GFID_STRLEN];
+    char tmp[BRICK_NEW_NAME_MAX];
     int tdir;
     unsigned how;
     int fd = open_new(r->b, g, &tdir, tmp, flags, mode, 0, st, &how);
@@ -529,7 +529,7 @@ int brick_op_make_file(struct brick_req *r)
      * named first, and loses its name again on failure. */
     int acl = brick_dir_default_acl(r->b, &loc);
     mode_t mode = brick_create_mode_acl(r->in, acl);
-    char tmp[GFID_STRLEN];
+    char tmp[BRICK_NEW_NAME_MAX];
     int named = r->b->tmp_fd < 0 || acl;
     int tdir = -1;
     uint64_t v = rpc_has(r->in, RPC_T_VALID) ? r->in->valid : 0;

@@ -232,6 +232,54 @@ static void create_taken(struct tb *t)
     CHECK_EQ(staged_count(t), 0);
 }
 
+/* MAKE_FILE in dir as uid 1234 gid 5678, mode 0666 less umask 022; the
+ * new file's attributes in *seen. */
+static void make_in(struct tb *t, const char *path, struct rpc_attr *seen)
+{
+    gfid_t g;
+    struct rpc_msg m = new_object(path, &g, S_IFREG | 0666, 1234, 5678);
+    CHECK_EQ(tb_do(t, RPC_OP_MAKE_FILE, &m), 0);
+    CHECK_EQ(tb_lookup(t, path, seen), 0);
+}
+
+/* What of a directory shapes a new file (set-group-ID bit and group,
+ * default ACL) is kept with the cached directory between files: a change
+ * of those through the brick shows in the very next file. */
+static void dir_shape_follows_changes(struct tb *t)
+{
+    struct rpc_attr seen;
+    CHECK_EQ(tb_mkdir(t, "/shape", 0777), 0);
+    make_in(t, "/shape/f1", &seen);
+    CHECK_EQ(seen.gid, 5678);
+    CHECK_EQ(seen.mode & 07777, 0644);
+    make_in(t, "/shape/f2", &seen); /* from what was kept */
+    CHECK_EQ(seen.gid, 5678);
+    struct rpc_msg m = tb_msg("/shape");
+    RPC_SET(&m, valid, RPC_T_VALID, RPC_SET_MODE | RPC_SET_GID);
+    RPC_SET(&m, mode, RPC_T_MODE, 02777);
+    RPC_SET(&m, gid, RPC_T_GID, 4321);
+    CHECK_EQ(tb_do(t, RPC_OP_SETATTR, &m), 0);
+    make_in(t, "/shape/f3", &seen);
+    CHECK_EQ(seen.gid, 4321); /* the setgid parent's group */
+    /* a default ACL granting everything: the umask no longer applies */
+    static const uint8_t acl[] = {2,    0, 0, 0,                          /* version */
+                                  1,    0, 7, 0, 0xff, 0xff, 0xff, 0xff,  /* user:: rwx */
+                                  4,    0, 7, 0, 0xff, 0xff, 0xff, 0xff,  /* group:: rwx */
+                                  0x20, 0, 7, 0, 0xff, 0xff, 0xff, 0xff}; /* other:: rwx */
+    m = tb_msg("/shape");
+    rpc_set_str(&m, RPC_T_NAME, &m.name, "system.posix_acl_default");
+    rpc_set_bytes(&m, RPC_T_DATA, &m.data, acl, sizeof(acl));
+    CHECK_EQ(tb_do(t, RPC_OP_SETXATTR, &m), 0);
+    make_in(t, "/shape/f4", &seen);
+    CHECK_EQ(seen.mode & 07777, 0666);
+    m = tb_msg("/shape");
+    rpc_set_str(&m, RPC_T_NAME, &m.name, "system.posix_acl_default");
+    CHECK_EQ(tb_do(t, RPC_OP_REMOVEXATTR, &m), 0);
+    make_in(t, "/shape/f5", &seen);
+    CHECK_EQ(seen.mode & 07777, 0644);
+    CHECK_EQ(seen.gid, 4321);
+}
+
 int main(void)
 {
     struct tb t;
@@ -245,6 +293,7 @@ int main(void)
     create_taken(&t);
     make_dir(&t);
     make_node_and_link(&t);
+    dir_shape_follows_changes(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_create");
 }
