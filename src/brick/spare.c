@@ -11,17 +11,18 @@
  *
  * So the trash's purge (trash.c) does not unlink a regular file with one
  * link that no handle has open: it empties it (no data, no extended
- * attribute but its old id) and renames it into .cairn/spare. MAKE_FILE
- * and CREATE (ops_data.c) take one there instead of creating an inode in
- * .cairn/tmp and give it the new file's mode and times; the rest (id,
- * owner, data, and the rename to its name) is done as for a new inode. A
- * spare found when the brick starts is emptied by its taker. The purge
- * truncates, not the taker: ext4 flushes a file truncated to zero when it
- * is next closed (its guard for rewrite-by-truncate), which made every new
- * file a synchronous write. At most SPARE_MAX are kept, and per purge pass
- * no more than a quarter of the file system's free inodes, so spares never
- * starve directories or symlinks. The spares survive a restart (the
- * directory is read when the brick opens).
+ * attribute but its old id) and renames it into .cairn/spare (one of its
+ * SPARE_DIRS subdirectories). MAKE_FILE and CREATE (ops_data.c) take one
+ * there instead of creating an inode in .cairn/tmp and give it the new
+ * file's mode and times; the rest (id, owner, data, and the rename to its
+ * name) is done as for a new inode. A spare found when the brick starts
+ * is emptied by its taker. The purge truncates, not the taker: ext4
+ * flushes a file truncated to zero when it is next closed (its guard for
+ * rewrite-by-truncate), which made every new file a synchronous write. At
+ * most SPARE_MAX are kept, and per purge pass no more than a quarter of
+ * the file system's free inodes, so spares never starve directories or
+ * symlinks. The spares survive a restart (the directories are read when
+ * the brick opens).
  *
  * The open set: the purge must not keep a file some handle still has
  * open (POSIX keeps an unlinked file's data for whoever has it open), so
@@ -57,6 +58,15 @@
  * emptied when taken: a crash may have left one half built. */
 #define SPARE_CLEAN (1ull << 63)
 #define SPARE_NAME_MAX 64
+/* Spares are kept in this many subdirectories of .cairn/spare, by number:
+ * ext4 allocates a file's inode in its directory's block group and skips,
+ * one by one, the inodes freed there in the last minute or so, so a brick
+ * making spares ahead in one directory right after other removals on the
+ * file system scanned the same freed inodes for every one. .cairn/spare
+ * is a "top" directory (chattr +T), so its subdirectories, and the spares
+ * made in them, spread over block groups; a taker's rename also searches
+ * a directory of about a hundred names instead of thousands. */
+#define SPARE_DIRS 64
 /* inode flags a file system sets on a plain new file (ext4: extents) */
 #define PLAIN_FLAGS (FS_EXTENT_FL | FS_HUGE_FILE_FL)
 
@@ -68,7 +78,8 @@ struct open_ino {
 };
 
 struct brick_spare {
-    int fd; /* .cairn/spare */
+    int fd;              /* .cairn/spare */
+    int fds[SPARE_DIRS]; /* its subdirectories, where the spares are */
     pthread_mutex_t lock;
     uint64_t *ids; /* the spares' names, a stack */
     size_t n, cap;
@@ -91,6 +102,12 @@ static void spare_name(uint64_t id, char *out, size_t len)
     snprintf(out, len, "%llu" SPARE_SUFFIX, (unsigned long long)(id & ~SPARE_CLEAN));
 }
 
+/* The subdirectory holding spare id. */
+static int spare_dir(const struct brick_spare *S, uint64_t id)
+{
+    return S->fds[(id & ~SPARE_CLEAN) % SPARE_DIRS];
+}
+
 static int push_locked(struct brick_spare *S, uint64_t id)
 {
     if (S->n == S->cap) {
@@ -105,25 +122,11 @@ static int push_locked(struct brick_spare *S, uint64_t id)
     return 0;
 }
 
-int brick_spare_init(struct brick *b)
+/* Reads one directory of spares an earlier run kept: names it gave, in
+ * the directory their number says; anything else goes. */
+static void read_kept(struct brick_spare *S, int i)
 {
-    int rc = VFS->mkdirat(b->root_fd, BRICK_PRIVATE "/spare", 0700);
-    if (rc < 0 && rc != -EEXIST)
-        return rc;
-    struct brick_spare *S = calloc(1, sizeof(*S));
-    if (!S)
-        return -ENOMEM;
-    S->fd = VFS->openat(b->root_fd, BRICK_PRIVATE "/spare", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-    if (S->fd < 0) {
-        rc = S->fd;
-        free(S);
-        return rc;
-    }
-    pthread_mutex_init(&S->lock, NULL);
-    S->ahead = AHEAD_DEFAULT;
-    S->last_new_ms = net_now_ms(); /* the volume's options arrive meanwhile */
-    /* what an earlier run kept: only names it gave, anything else goes */
-    int dfd = dup(S->fd);
+    int dfd = dup(S->fds[i]);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!d && dfd >= 0)
         close(dfd);
@@ -133,8 +136,9 @@ int brick_spare_init(struct brick *b)
         char *end;
         unsigned long long id = strtoull(e->d_name, &end, 10);
         if (strcmp(end, SPARE_SUFFIX) != 0 || e->d_name[0] < '0' || e->d_name[0] > '9' ||
-            id >= SPARE_CLEAN || S->n >= SPARE_MAX || push_locked(S, id) < 0) {
-            (void)unlinkat(S->fd, e->d_name, 0);
+            id >= SPARE_CLEAN || id % SPARE_DIRS != (unsigned)i || S->n >= SPARE_MAX ||
+            push_locked(S, id) < 0) {
+            (void)unlinkat(S->fds[i], e->d_name, 0);
             continue;
         }
         if (id >= S->next_id)
@@ -142,6 +146,67 @@ int brick_spare_init(struct brick *b)
     }
     if (d)
         closedir(d);
+}
+
+/* Unlinks the files directly in .cairn/spare (where spares were kept
+ * before it had subdirectories). */
+static void drop_top_files(struct brick_spare *S)
+{
+    int dfd = dup(S->fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d && dfd >= 0)
+        close(dfd);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_type != DT_DIR)
+            (void)unlinkat(S->fd, e->d_name, 0);
+    if (d)
+        closedir(d);
+}
+
+int brick_spare_init(struct brick *b)
+{
+    int rc = VFS->mkdirat(b->root_fd, BRICK_PRIVATE "/spare", 0700);
+    if (rc < 0 && rc != -EEXIST)
+        return rc;
+    struct brick_spare *S = calloc(1, sizeof(*S));
+    if (!S)
+        return -ENOMEM;
+    for (int i = 0; i < SPARE_DIRS; i++)
+        S->fds[i] = -1;
+    S->fd = VFS->openat(b->root_fd, BRICK_PRIVATE "/spare", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    rc = S->fd < 0 ? S->fd : 0;
+    if (rc == 0) {
+        int fl = 0;
+        if (ioctl(S->fd, FS_IOC_GETFLAGS, &fl) == 0 && !(fl & FS_TOPDIR_FL)) {
+            fl |= FS_TOPDIR_FL; /* its subdirectories spread over block groups */
+            (void)ioctl(S->fd, FS_IOC_SETFLAGS, &fl);
+        }
+        drop_top_files(S);
+    }
+    for (int i = 0; rc == 0 && i < SPARE_DIRS; i++) {
+        char name[8];
+        snprintf(name, sizeof(name), "%02x", i);
+        rc = VFS->mkdirat(S->fd, name, 0700);
+        if (rc == 0 || rc == -EEXIST)
+            rc = S->fds[i] = VFS->openat(S->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        if (rc >= 0) {
+            rc = 0;
+            read_kept(S, i);
+        }
+    }
+    if (rc < 0) {
+        for (int i = 0; i < SPARE_DIRS; i++)
+            if (S->fds[i] >= 0)
+                VFS->close(S->fds[i]);
+        if (S->fd >= 0)
+            VFS->close(S->fd);
+        free(S->ids);
+        free(S);
+        return rc;
+    }
+    pthread_mutex_init(&S->lock, NULL);
+    S->ahead = AHEAD_DEFAULT;
+    S->last_new_ms = net_now_ms(); /* the volume's options arrive meanwhile */
     b->spare = S;
     return 0;
 }
@@ -156,6 +221,8 @@ void brick_spare_fini(struct brick *b)
             nx = o->next;
             free(o);
         }
+    for (int i = 0; i < SPARE_DIRS; i++)
+        VFS->close(S->fds[i]);
     VFS->close(S->fd);
     pthread_mutex_destroy(&S->lock);
     free(S->ids);
@@ -274,13 +341,13 @@ int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int fl
     spare_name(id, name, len);
     if (strlen(name) + 1 >= len)
         return -ENAMETOOLONG; /* the caller's buffer; never with BRICK_NEW_NAME_MAX */
-    *dirfd = S->fd;
+    int sd = *dirfd = spare_dir(S, id);
     /* checked read-write (a crash may have left it half built, or undone
      * part of the purge's work), then opened as asked if that is
      * something else */
     int base = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
     int want = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW;
-    int rc, fd = VFS->openat(S->fd, name, O_RDWR | base, 0);
+    int rc, fd = VFS->openat(sd, name, O_RDWR | base, 0);
     if (fd >= 0 &&
         ((rc = (id & SPARE_CLEAN) ? plain_file(fd, st) : empty_file(fd, st)) < 0 ||
          ((st->st_mode & 07777) != (mode & 07777) && (rc = VFS->fchmod(fd, mode & 07777)) < 0) ||
@@ -293,12 +360,12 @@ int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int fl
         st->st_size = 0;
     }
     if (fd >= 0 && (want | base) != (O_RDWR | base)) {
-        int fd2 = VFS->openat(S->fd, name, want, 0);
+        int fd2 = VFS->openat(sd, name, want, 0);
         VFS->close(fd);
         fd = fd2;
     }
     if (fd < 0) {
-        VFS->unlinkat(S->fd, name, 0);
+        VFS->unlinkat(sd, name, 0);
         return fd;
     }
     __atomic_add_fetch(&S->taken, 1, __ATOMIC_RELAXED);
@@ -344,7 +411,8 @@ int brick_spare_keep(struct brick *b, int dirfd, const char *name)
     char sn[SPARE_NAME_MAX];
     spare_name(id, sn, sizeof(sn));
     /* emptied here, in the purge, rather than by the taker */
-    ok = ok && empty_file(fd, &st) == 0 && renameat2(dirfd, name, S->fd, sn, RENAME_NOREPLACE) == 0;
+    ok = ok && empty_file(fd, &st) == 0 &&
+         renameat2(dirfd, name, spare_dir(S, id), sn, RENAME_NOREPLACE) == 0;
     close(fd);
     if (!ok)
         return 0;
@@ -356,7 +424,7 @@ int brick_spare_keep(struct brick *b, int dirfd, const char *name)
     }
     pthread_mutex_unlock(&S->lock);
     if (!pushed)
-        (void)unlinkat(S->fd, sn, 0);
+        (void)unlinkat(spare_dir(S, id), sn, 0);
     return 1;
 }
 
@@ -400,7 +468,8 @@ int brick_spare_make_ahead(struct brick *b, unsigned max)
         char sn[SPARE_NAME_MAX];
         spare_name(id, sn, sizeof(sn));
         /* plain system calls: housekeeping, as the purge */
-        int fd = openat(S->fd, sn, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd =
+            openat(spare_dir(S, id), sn, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0)
             break;
         close(fd);
@@ -408,7 +477,7 @@ int brick_spare_make_ahead(struct brick *b, unsigned max)
         int pushed = S->n < SPARE_MAX && push_locked(S, id | SPARE_CLEAN) == 0;
         pthread_mutex_unlock(&S->lock);
         if (!pushed) {
-            (void)unlinkat(S->fd, sn, 0);
+            (void)unlinkat(spare_dir(S, id), sn, 0);
             break;
         }
     }

@@ -180,8 +180,20 @@ def test_tree_removed_while_a_brick_was_stopped_goes_there_by_heal(tc):
     assert not os.path.exists(os.path.join(m2.path, "d"))
 
 
+def spare_paths(b):
+    """The spare inodes' paths on brick b (in the subdirectories of
+    .cairn/spare, none beside them)."""
+    top = os.path.join(b, ".cairn", "spare")
+    out = []
+    for s in os.listdir(top):
+        d = os.path.join(top, s)
+        assert os.path.isdir(d), d
+        out += [os.path.join(d, n) for n in os.listdir(d)]
+    return out
+
+
 def spares(b):
-    return len(os.listdir(os.path.join(b, ".cairn", "spare")))
+    return len(spare_paths(b))
 
 
 def fsync_dir(d):
@@ -318,8 +330,7 @@ def test_files_removed_one_by_one_become_spares(tc):
 
 
 def spare_inodes(b):
-    d = os.path.join(b, ".cairn", "spare")
-    return {os.lstat(os.path.join(d, n)).st_ino for n in os.listdir(d)}
+    return {os.lstat(p).st_ino for p in spare_paths(b)}
 
 
 def wait_spares(bricks, n, wait=30):

@@ -536,25 +536,36 @@ static void test_rmdir_tree(struct tb *t)
     CHECK_EQ(rmdir_tree(t, "/", all, sizeof(all) - 1), -EBUSY);
 }
 
-/* Applies fn to every spare inode the brick holds on disk; returns how
- * many there were. */
+/* Applies fn to every spare inode the brick holds on disk (in the
+ * subdirectories of .cairn/spare, none beside them); returns how many
+ * there were. */
 static int each_spare(struct tb *t, void (*fn)(int fd, void *arg), void *arg)
 {
-    DIR *d = opendir(tb_path(t, "/.cairn/spare"));
+    DIR *top = opendir(tb_path(t, "/.cairn/spare"));
     int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (e->d_name[0] == '.')
+    CHECK(top != NULL);
+    for (struct dirent *s; top && (s = readdir(top));) {
+        if (s->d_name[0] == '.')
             continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDWR | O_NOFOLLOW);
-        CHECK(fd >= 0);
-        if (fd >= 0) {
-            fn(fd, arg);
-            close(fd);
+        int sfd = openat(dirfd(top), s->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        CHECK(sfd >= 0); /* nothing but the subdirectories */
+        DIR *d = sfd >= 0 ? fdopendir(sfd) : NULL;
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] == '.')
+                continue;
+            int fd = openat(dirfd(d), e->d_name, O_RDWR | O_NOFOLLOW);
+            CHECK(fd >= 0);
+            if (fd >= 0) {
+                fn(fd, arg);
+                close(fd);
+            }
+            n++;
         }
-        n++;
+        if (d)
+            closedir(d);
     }
-    if (d)
-        closedir(d);
+    if (top)
+        closedir(top);
     return n;
 }
 
@@ -570,6 +581,12 @@ static void flag_spare(int fd, void *arg)
     int fl = 0;
     *(int *)arg += ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0 &&
                    ioctl(fd, FS_IOC_SETFLAGS, &(int){fl | FS_NODUMP_FL}) == 0;
+}
+
+static void count_nothing(int fd, void *arg)
+{
+    (void)fd;
+    (void)arg;
 }
 
 /* Counts (in *arg) spares with data or an attribute other than the id. */
@@ -688,14 +705,15 @@ static void test_spare_inodes(struct tb *t)
  * spares stay spares. */
 static void test_trash_leftovers(struct tb *t)
 {
+    uint64_t kept, taken, held, held0;
+    brick_spare_counts(t->b, &kept, &taken, &held0);
+    tb_close(t, 0);
+    /* made while the brick is down: a running purge would take them */
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "mkdir -p '%s/x/y' && touch '%s/x/y/z' '%s/w'",
              tb_path(t, "/.cairn/trash"), tb_path(t, "/.cairn/trash"), tb_path(t, "/.cairn/trash"));
     CHECK_EQ(system(cmd), 0);
     CHECK(trash_entries(t));
-    uint64_t kept, taken, held, held0;
-    brick_spare_counts(t->b, &kept, &taken, &held0);
-    tb_close(t, 0);
     CHECK_EQ(tb_open_at(t, t->dir, "testvol", NULL), 0);
     CHECK_EQ(brick_trash_settle(t->b), 4);
     CHECK(!trash_entries(t));
@@ -763,6 +781,55 @@ static void test_spares_made_ahead(struct tb *t)
     brick_set_option(t->b, "storage.spare-inodes", "0");
 }
 
+/* Spares are kept in 64 subdirectories of .cairn/spare by number (spread
+ * over block groups); at start the brick keeps those it finds where their
+ * number says, and drops anything else there. */
+static void test_spare_dirs(struct tb *t)
+{
+    uint64_t kept, taken, held0, held;
+    brick_spare_counts(t->b, &kept, &taken, &held0);
+    char n[32];
+    snprintf(n, sizeof(n), "%llu", (unsigned long long)held0 + 128);
+    brick_set_option(t->b, "storage.spare-inodes", n);
+    CHECK_EQ(held_after_idle(t, held0 + 128), held0 + 128);
+    brick_set_option(t->b, "storage.spare-inodes", "0");
+    int used = 0;
+    for (int i = 0; i < 64; i++) {
+        char p[64];
+        snprintf(p, sizeof(p), "/.cairn/spare/%02x", i);
+        DIR *d = opendir(tb_path(t, p));
+        int files = 0;
+        for (struct dirent *e; d && (e = readdir(d));)
+            files += e->d_name[0] != '.';
+        if (d)
+            closedir(d);
+        used += files > 0;
+    }
+    CHECK_EQ(used, 64); /* 128 made one after another: every directory */
+    /* what a restart finds: a spare of the old layout, one in the wrong
+     * directory, a stray name; all go, the rest stay */
+    FILE *f = fopen(tb_path(t, "/.cairn/spare/123"), "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    f = fopen(tb_path(t, "/.cairn/spare/06/5.spare-inode-for-the-next-new-file"), "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    f = fopen(tb_path(t, "/.cairn/spare/07/stray"), "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    tb_close(t, 0);
+    CHECK_EQ(tb_open_at(t, t->dir, "testvol", NULL), 0);
+    brick_spare_counts(t->b, &kept, &taken, &held);
+    CHECK_EQ(held, held0 + 128);
+    CHECK(access(tb_path(t, "/.cairn/spare/123"), F_OK) < 0);
+    CHECK(access(tb_path(t, "/.cairn/spare/06/5.spare-inode-for-the-next-new-file"), F_OK) < 0);
+    CHECK(access(tb_path(t, "/.cairn/spare/07/stray"), F_OK) < 0);
+    CHECK_EQ(each_spare(t, count_nothing, NULL), (int)(held0 + 128));
+}
+
 int main(void)
 {
     log_init("test", LOG_WARN);
@@ -782,6 +849,7 @@ int main(void)
     test_rmdir_tree(&t);
     test_spare_inodes(&t);
     test_spares_made_ahead(&t);
+    test_spare_dirs(&t);
     test_trash_leftovers(&t);
     tb_close(&t, 1);
     return check_summary("test_brick_ops");
