@@ -164,8 +164,9 @@ struct brick_dir_shape {
     gid_t gid;
     int acl;
 };
-/* The shape kept with a cached directory, when it was read at generation
- * gen and less than a second before now_ms: 1, else 0. */
+/* The shape kept with a cached directory (dent NULL: the root), when it
+ * was read at generation gen and less than a second before now_ms: 1,
+ * else 0. */
 int brick_dircache_shape(struct brick *b, struct brick_dent *dent, uint64_t gen, uint64_t now_ms,
                          struct brick_dir_shape *s);
 void brick_dircache_set_shape(struct brick *b, struct brick_dent *dent, uint64_t gen,

@@ -48,6 +48,9 @@ struct brick_dircache {
     struct brick_dent *hash[DC_BUCKETS];
     struct brick_dent *head, *tail;
     unsigned n;
+    /* brick_dir_shape's copy for the root, which is never cached here */
+    struct brick_dir_shape root_shape;
+    uint64_t root_shape_gen, root_shape_ms;
 };
 
 static unsigned dc_hash(const char *p, size_t len)
@@ -231,9 +234,10 @@ int brick_dircache_shape(struct brick *b, struct brick_dent *e, uint64_t gen, ui
 {
     struct brick_dircache *dc = b->dircache;
     pthread_mutex_lock(&dc->lock);
-    int ok = e->shape_ms && e->shape_gen == gen && now_ms - e->shape_ms < SHAPE_KEEP_MS;
+    uint64_t ms = e ? e->shape_ms : dc->root_shape_ms;
+    int ok = ms && (e ? e->shape_gen : dc->root_shape_gen) == gen && now_ms - ms < SHAPE_KEEP_MS;
     if (ok)
-        *s = e->shape;
+        *s = e ? e->shape : dc->root_shape;
     pthread_mutex_unlock(&dc->lock);
     return ok;
 }
@@ -243,8 +247,8 @@ void brick_dircache_set_shape(struct brick *b, struct brick_dent *e, uint64_t ge
 {
     struct brick_dircache *dc = b->dircache;
     pthread_mutex_lock(&dc->lock);
-    e->shape = *s;
-    e->shape_gen = gen;
-    e->shape_ms = now_ms ? now_ms : 1;
+    *(e ? &e->shape : &dc->root_shape) = *s;
+    *(e ? &e->shape_gen : &dc->root_shape_gen) = gen;
+    *(e ? &e->shape_ms : &dc->root_shape_ms) = now_ms ? now_ms : 1;
     pthread_mutex_unlock(&dc->lock);
 }

@@ -126,14 +126,15 @@ void brick_dir_shape(struct brick *b, const struct brick_loc *loc, struct brick_
      * meanwhile leaves what is kept stale */
     uint64_t gen = __atomic_load_n(&b->shape_gen, __ATOMIC_ACQUIRE);
     uint64_t now = net_now_ms();
-    if (loc->dent && brick_dircache_shape(b, loc->dent, gen, now, s))
+    int kept = loc->dent || loc->dirfd == b->root_fd; /* a cached directory, or the root */
+    if (kept && brick_dircache_shape(b, loc->dent, gen, now, s))
         return;
     struct stat st;
     int ok = b->vfs->fstatat(loc->dirfd, "", &st) == 0;
     s->sgid = ok && (st.st_mode & S_ISGID);
     s->gid = ok ? st.st_gid : 0;
     s->acl = b->vfs->getxattr(loc->dirfd, ".", "system.posix_acl_default", NULL, 0) > 0;
-    if (ok && loc->dent)
+    if (ok && kept)
         brick_dircache_set_shape(b, loc->dent, gen, now, s);
 }
 

@@ -660,8 +660,8 @@ static struct wb_file *first_in(struct cf_wb *w, uint64_t dir, int closed)
 
 /* Every file of dir (0: all) on the bricks. The closed ones are sent
  * first (corked), then all are waited for: one round trip of wall time for
- * the lot, not one per file. send_locked and settle_locked drop the lock, so each
- * step looks for the next file again. */
+ * the lot, not one per file. send_locked and settle_locked drop the lock,
+ * so each step looks for the next file again. */
 static int settle_in(struct cf_wb *w, uint64_t dir)
 {
     int rc = 0;

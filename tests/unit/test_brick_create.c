@@ -278,6 +278,23 @@ static void dir_shape_follows_changes(struct tb *t)
     make_in(t, "/shape/f5", &seen);
     CHECK_EQ(seen.mode & 07777, 0644);
     CHECK_EQ(seen.gid, 4321);
+    /* the same for the root, which the directory cache does not hold */
+    struct rpc_attr root;
+    CHECK_EQ(tb_lookup(t, "/", &root), 0);
+    make_in(t, "/rootf1", &seen);
+    CHECK_EQ(seen.gid, 5678);
+    m = tb_msg("/");
+    RPC_SET(&m, valid, RPC_T_VALID, RPC_SET_MODE | RPC_SET_GID);
+    RPC_SET(&m, mode, RPC_T_MODE, (root.mode & 07777) | S_ISGID);
+    RPC_SET(&m, gid, RPC_T_GID, 4321);
+    CHECK_EQ(tb_do(t, RPC_OP_SETATTR, &m), 0);
+    make_in(t, "/rootf2", &seen);
+    CHECK_EQ(seen.gid, 4321);
+    RPC_SET(&m, mode, RPC_T_MODE, root.mode & 07777);
+    RPC_SET(&m, gid, RPC_T_GID, root.gid);
+    CHECK_EQ(tb_do(t, RPC_OP_SETATTR, &m), 0);
+    make_in(t, "/rootf3", &seen);
+    CHECK_EQ(seen.gid, 5678);
 }
 
 int main(void)
