@@ -29,15 +29,20 @@
 #define DC_BUCKETS 512
 #define SHAPE_KEEP_MS 1000 /* brick_dir_shape */
 
+/* brick_dir_shape's copy of a directory's shape, under the cache lock:
+ * read at generation gen, at ms (0: none). */
+struct shape_copy {
+    struct brick_dir_shape s;
+    uint64_t gen, ms;
+};
+
 struct brick_dent {
     struct brick_dent *hnext;       /* hash chain */
     struct brick_dent *prev, *next; /* LRU list, most recent first */
     int fd;
     int refs;   /* users, plus one while in the cache */
     int cached; /* still in the hash and the LRU list */
-    /* brick_dir_shape's copy, under the cache lock; shape_ms 0: none */
-    struct brick_dir_shape shape;
-    uint64_t shape_gen, shape_ms;
+    struct shape_copy shape;
     size_t len;
     char path[]; /* relative to the root, no leading '/' */
 };
@@ -48,9 +53,7 @@ struct brick_dircache {
     struct brick_dent *hash[DC_BUCKETS];
     struct brick_dent *head, *tail;
     unsigned n;
-    /* brick_dir_shape's copy for the root, which is never cached here */
-    struct brick_dir_shape root_shape;
-    uint64_t root_shape_gen, root_shape_ms;
+    struct shape_copy root_shape; /* the root is never cached here */
 };
 
 static unsigned dc_hash(const char *p, size_t len)
@@ -169,7 +172,7 @@ int brick_dircache_get(struct brick *b, const char *path, size_t len, struct bri
     e->fd = fd;
     e->refs = 1; /* the caller's */
     e->cached = 0;
-    e->shape_ms = 0;
+    e->shape.ms = 0;
     e->prev = e->next = e->hnext = NULL;
     struct brick_dent *evict = NULL;
     pthread_mutex_lock(&dc->lock);
@@ -234,10 +237,10 @@ int brick_dircache_shape(struct brick *b, struct brick_dent *e, uint64_t gen, ui
 {
     struct brick_dircache *dc = b->dircache;
     pthread_mutex_lock(&dc->lock);
-    uint64_t ms = e ? e->shape_ms : dc->root_shape_ms;
-    int ok = ms && (e ? e->shape_gen : dc->root_shape_gen) == gen && now_ms - ms < SHAPE_KEEP_MS;
+    const struct shape_copy *c = e ? &e->shape : &dc->root_shape;
+    int ok = c->ms && c->gen == gen && now_ms - c->ms < SHAPE_KEEP_MS;
     if (ok)
-        *s = e ? e->shape : dc->root_shape;
+        *s = c->s;
     pthread_mutex_unlock(&dc->lock);
     return ok;
 }
@@ -247,8 +250,7 @@ void brick_dircache_set_shape(struct brick *b, struct brick_dent *e, uint64_t ge
 {
     struct brick_dircache *dc = b->dircache;
     pthread_mutex_lock(&dc->lock);
-    *(e ? &e->shape : &dc->root_shape) = *s;
-    *(e ? &e->shape_gen : &dc->root_shape_gen) = gen;
-    *(e ? &e->shape_ms : &dc->root_shape_ms) = now_ms ? now_ms : 1;
+    *(e ? &e->shape : &dc->root_shape) =
+        (struct shape_copy){.s = *s, .gen = gen, .ms = now_ms ? now_ms : 1};
     pthread_mutex_unlock(&dc->lock);
 }

@@ -122,14 +122,21 @@ static int push_locked(struct brick_spare *S, uint64_t id)
     return 0;
 }
 
+/* A listing of the directory open as fd (which stays open), or NULL. */
+static DIR *dir_of(int fd)
+{
+    int dfd = dup(fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d && dfd >= 0)
+        close(dfd);
+    return d;
+}
+
 /* Reads one directory of spares an earlier run kept: names it gave, in
  * the directory their number says; anything else goes. */
 static void read_kept(struct brick_spare *S, int i)
 {
-    int dfd = dup(S->fds[i]);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d && dfd >= 0)
-        close(dfd);
+    DIR *d = dir_of(S->fds[i]);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
             continue;
@@ -152,10 +159,7 @@ static void read_kept(struct brick_spare *S, int i)
  * before it had subdirectories). */
 static void drop_top_files(struct brick_spare *S)
 {
-    int dfd = dup(S->fd);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d && dfd >= 0)
-        close(dfd);
+    DIR *d = dir_of(S->fd);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_type != DT_DIR)
             (void)unlinkat(S->fd, e->d_name, 0);
