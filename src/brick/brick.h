@@ -224,7 +224,8 @@ struct brick_req {
     char text[256];        /* optional error text for the reply */
     struct brick_req *top; /* the compound a sub-request belongs to, else NULL */
     int lease_ok;          /* lease.c: the leases asked for are registered */
-    int lease_excl;        /* ... and the new directory's is exclusive */
+    int lease_excl;        /* ... and the new directory's (or file's) is exclusive */
+    uint64_t opened;       /* OPEN, CREATE: the handle made (for lease.c), else 0 */
     uint64_t lease_seq;
     struct lease_wait *lease_wait; /* the reply waits for recalls (top request) */
 };
@@ -269,10 +270,14 @@ uint64_t brick_trash_settle(struct brick *b);
 /* Makes or reads .cairn/spare: emptied files the purge kept. */
 int brick_spare_init(struct brick *b);
 void brick_spare_fini(struct brick *b);
-/* The open set: a regular file opened through a handle, and closed. */
-int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino);
-void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino);
+/* The open set: a regular file opened through a handle, and closed, by an
+ * owner (the connection). opens_by: how many opens of the file owner has
+ * (0: none by anyone), or -1 when another owner has it open too (or had
+ * it open since the file was last closed by everyone). */
+int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino, const void *owner);
+void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino, const void *owner);
 int brick_spare_is_open(struct brick *b, dev_t dev, ino_t ino);
+int brick_spare_opens_by(struct brick *b, dev_t dev, ino_t ino, const void *owner);
 /* Takes a spare, empties it and opens it with flags (less O_CREAT,
  * O_EXCL, O_TRUNC), with mode and the current time (left to the caller
  * when times_later): a new empty file, owned by whoever owned the spare,
@@ -305,7 +310,8 @@ void brick_leases_fini(struct brick *b);
 typedef void (*brick_lease_runner)(struct brick *b, struct brick_conn *bc, struct rpc_frame *f);
 void brick_lease_set_runner(struct brick *b, brick_lease_runner run);
 /* Before a request of bc runs: when it reaches a directory another
- * connection holds exclusively (or an entry in it), the request is kept,
+ * connection holds exclusively (or an entry in it), a file another holds
+ * exclusively, or lists a directory holding such a file, the request is kept,
  * the lease recalled, and 1 returned; the runner runs it once the lease is
  * returned or revoked. 0: run it now. */
 int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *f);
@@ -321,6 +327,11 @@ void brick_lease_post(struct brick_req *r, int rc);
 int brick_lease_defer(struct brick_req *r, int rc);
 /* A connection closed: its leases go, replies waiting for them are sent. */
 void brick_lease_conn_gone(struct brick_conn *bc);
+/* A handle of owner whose open got path's lease exclusively closed: when it
+ * was owner's last handle of the file, the lease is shared again (the
+ * client sent what it wrote behind before closing). */
+void brick_lease_file_closed(struct brick *b, const void *owner, const char *path, dev_t dev,
+                             ino_t ino);
 
 /* Applies a request's VALID (MODE, UID, GID, SIZE, times) to an open fd.
  * cur, when given, is the file's owner and mode now: what matches is
@@ -412,6 +423,8 @@ struct brick_fh {
     int changed;              /* a change came through it (version.c); atomic */
     int has_gfid;             /* gfid: the file's id, read when it was opened */
     int in_open_set;          /* counted by dev/ino in spare.c's open set */
+    const void *owner;        /* ... for this connection */
+    char *xpath;              /* the path of its owner's exclusive lease (lease.c) */
     gfid_t gfid;
 };
 

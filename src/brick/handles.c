@@ -70,7 +70,10 @@ struct brick_fh *brick_fh_new(int fd, int is_dir, int flags)
 static void fh_free(struct brick *b, struct brick_fh *fh)
 {
     if (fh->in_open_set)
-        brick_spare_closed(b, fh->dev, fh->ino);
+        brick_spare_closed(b, fh->dev, fh->ino, fh->owner);
+    if (fh->xpath)
+        brick_lease_file_closed(b, fh->owner, fh->xpath, fh->dev, fh->ino);
+    free(fh->xpath);
     if (fh->fd >= 0)
         b->vfs->close(fh->fd);
     pthread_mutex_destroy(&fh->dir_lock);

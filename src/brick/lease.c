@@ -1,6 +1,14 @@
 /* Leases: which client connections cache what, and recalling them before a
  * change by another client is answered (docs/consistency.md).
  *
+ * Exclusive leases: a new directory is its creator's (asked with MKDIR),
+ * and a file opened for writing is its opener's (asked with OPEN or
+ * CREATE) while no other connection has it open; the holder writes behind
+ * under it. Another connection's request reaching such a path (or listing
+ * the directory of such a file) is held until the lease is returned
+ * (brick_lease_admit). A file's lease is shared again when its holder's
+ * last handle of it closes.
+ *
  * A lease is keyed by a request path. It covers the object's attributes and
  * extended attributes and, for a directory, its entries (so a client may
  * cache both the positive and the negative result of a lookup in it). A
@@ -38,6 +46,7 @@
 #define LEASE_RECALL_MS_DEFAULT 5000
 /* Paths tracked at most; beyond, no new leases are granted. */
 #define LEASE_MAX_PATHS (1u << 20)
+#define XDIRS 1024
 
 struct lease_wait;
 
@@ -53,6 +62,7 @@ struct holder {
     struct brick_conn *bc;
     int recalling;
     int excl;              /* an exclusive lease (RPC_LEASE_EXCL) */
+    unsigned xdir;         /* on a file: 1 + the slot of its directory in xdirs */
     struct parked *parked; /* requests waiting for it */
     uint64_t deadline_ms;
     struct lease_wait **waits; /* replies held until this holder returns */
@@ -98,6 +108,9 @@ struct brick_leases {
     size_t nb, count;
     uint64_t seq; /* changes seen, for READDIR grants */
     int n_excl;   /* exclusive holders (read without the lock as a hint) */
+    /* Exclusive leases on files, counted by a hash of their directory: a
+     * listing of one by another connection recalls them first. */
+    unsigned xdirs[XDIRS];
     /* At least the leases cooling down plus the holders being recalled:
      * what the timer has to watch. At 0 it sleeps until one comes. */
     size_t timed;
@@ -214,6 +227,19 @@ static void wait_send(struct lease_wait *w)
     free(w);
 }
 
+/* h's lease is shared from now on. Under L->lock. */
+static void unexcl(struct brick_leases *L, struct holder *h)
+{
+    if (h->excl) {
+        h->excl = 0;
+        L->n_excl--;
+    }
+    if (h->xdir) {
+        L->xdirs[h->xdir - 1]--;
+        h->xdir = 0;
+    }
+}
+
 /* One holder is resolved: its waits lose one pending recall (complete ones
  * go to res), and the requests parked on it go to res. Under L->lock. */
 static void holder_resolve(struct brick_leases *L, struct holder *h, struct resolved *res)
@@ -237,10 +263,7 @@ static void holder_resolve(struct brick_leases *L, struct holder *h, struct reso
             res->p_tail = &(*res->p_tail)->next;
         h->parked = NULL;
     }
-    if (h->excl) {
-        h->excl = 0;
-        L->n_excl--;
-    }
+    unexcl(L, h);
 }
 
 /* Returns 1 when l was freed (no holder left, not cooling down). */
@@ -630,17 +653,11 @@ static struct lease_wait *wait_of(struct brick_req *r)
     return top->lease_wait;
 }
 
-/* The change by r touched lease l (an entry name of it when name_len > 0).
- * force: the requester's own lease goes too, even alone (a rename moves the
- * paths its lease names). Under L->lock. */
-static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *l, const char *name,
-                     size_t name_len, int force, struct recalls *rs, uint64_t now)
+/* Recalls the leases of every connection but r's on l; r's reply waits
+ * until they are returned. Under L->lock. */
+static void recall_others(struct brick_leases *L, struct brick_req *r, struct lease *l,
+                          const char *name, size_t name_len, struct recalls *rs, uint64_t now)
 {
-    int self = holds(l, r->bc);
-    int others = l->n - (self >= 0);
-    if (others == 0 && !force)
-        return;
-    cool(L, l, now);
     for (int i = 0; i < l->n; i++) {
         struct holder *h = &l->h[i];
         if (h->bc == r->bc)
@@ -665,6 +682,20 @@ static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *
         h->waits[h->n_waits++] = w;
         w->pending++;
     }
+}
+
+/* The change by r touched lease l (an entry name of it when name_len > 0).
+ * force: the requester's own lease goes too, even alone (a rename moves the
+ * paths its lease names). Under L->lock. */
+static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *l, const char *name,
+                     size_t name_len, int force, struct recalls *rs, uint64_t now)
+{
+    int self = holds(l, r->bc);
+    int others = l->n - (self >= 0);
+    if (others == 0 && !force)
+        return;
+    cool(L, l, now);
+    recall_others(L, r, l, name, name_len, rs, now);
     if (self >= 0) {
         add_recall(rs, r->bc, l->path, name, name_len);
         holder_resolve(L, &l->h[self], &rs->res);
@@ -762,6 +793,114 @@ static void put_parent_attr(struct brick_req *r, const char *p, size_t len)
         brick_dircache_put(r->b, dent);
 }
 
+/* An OPEN or CREATE asked for the file exclusively (RPC_LEASE_EXCL, for
+ * its writes to be written behind): granted when the file has one link
+ * (another name would reach it without a recall), no other connection has
+ * it open or holds it exclusively, and it is not cooling down after a
+ * conflict. Other connections' shared leases on it are recalled, and the
+ * reply waits for them. 1 when r->bc holds it exclusively (now or
+ * already). Under L->lock. */
+static int grant_file(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
+                      const struct stat *st, struct recalls *rs, uint64_t now)
+{
+    if (!S_ISREG(st->st_mode) || st->st_nlink != 1 ||
+        brick_spare_opens_by(r->b, st->st_dev, st->st_ino, r->bc) <= 0)
+        return 0;
+    struct lease *l = find(L, p, len, hash_path(p, len));
+    for (int i = 0; l && i < l->n; i++)
+        if (l->h[i].bc != r->bc && l->h[i].excl)
+            return 0;
+    if (grant_one(L, r->bc, p, len, now) != 0 || !(l = find(L, p, len, hash_path(p, len))))
+        return 0;
+    struct holder *h = &l->h[holds(l, r->bc)];
+    if (h->recalling)
+        return 0;
+    recall_others(L, r, l, "", 0, rs, now);
+    if (!h->excl) {
+        h->excl = 1;
+        L->n_excl++;
+        size_t slot = hash_path(p, parent_len(p, len)) % XDIRS;
+        h->xdir = (unsigned)slot + 1;
+        L->xdirs[slot]++;
+        L->seq++; /* a listing in progress must not lease it */
+    }
+    return 1;
+}
+
+/* After an OPEN or CREATE of r->bc made handle r->opened: asked for it, the
+ * file's exclusive lease (the handle keeps its path, to share the lease
+ * again when the connection's last handle of the file closes). 1 when
+ * granted. */
+static int open_excl(struct brick_leases *L, struct brick_req *r, const char *p, size_t len)
+{
+    struct brick_fh *fh;
+    struct stat st;
+    if (!r->opened || brick_fh_get(r->bc, r->opened, 0, &fh) < 0)
+        return 0;
+    int ok = 0;
+    char *copy = NULL;
+    struct recalls rs = {.res = RESOLVED_INIT(rs.res)};
+    if (fstat(fh->fd, &st) == 0 && (copy = strndup(p, len)) != NULL) {
+        pthread_mutex_lock(&L->lock);
+        ok = grant_file(L, r, p, len, &st, &rs, now_ms());
+        pthread_mutex_unlock(&L->lock);
+    }
+    send_recalls(r->b, &rs);
+    if (ok && !fh->xpath) {
+        fh->xpath = copy;
+        copy = NULL;
+    }
+    free(copy);
+    brick_fh_put(r->bc, fh);
+    return ok;
+}
+
+void brick_lease_file_closed(struct brick *b, const void *owner, const char *path, dev_t dev,
+                             ino_t ino)
+{
+    struct brick_leases *L = b->leases;
+    if (!L || brick_spare_opens_by(b, dev, ino, owner) > 0)
+        return;
+    size_t len = strlen(path);
+    pthread_mutex_lock(&L->lock);
+    struct lease *l = find(L, path, len, hash_path(path, len));
+    for (int i = 0; l && i < l->n; i++)
+        if (l->h[i].bc == owner && l->h[i].xdir && !l->h[i].recalling)
+            unexcl(L, &l->h[i]);
+    pthread_mutex_unlock(&L->lock);
+}
+
+/* The exclusive holder other than bc of the lease on p, if any; under
+ * L->lock. */
+static struct holder *excl_other(struct brick_leases *L, const char *p, size_t len,
+                                 const struct brick_conn *bc, struct lease **lp)
+{
+    struct lease *l = find(L, p, len, hash_path(p, len));
+    for (int i = 0; l && i < l->n; i++)
+        if (l->h[i].excl && l->h[i].bc != bc) {
+            *lp = l;
+            return &l->h[i];
+        }
+    return NULL;
+}
+
+/* An OPEN by r->bc of a file another connection holds exclusively: only
+ * when the two crossed (admission holds an OPEN until such a lease is
+ * returned, and a grant needs no other connection to have the file open).
+ * The holder's writes reach the brick before the reply. */
+static void open_recall(struct brick_leases *L, struct brick_req *r, const char *p, size_t len)
+{
+    if (!__atomic_load_n(&L->n_excl, __ATOMIC_RELAXED))
+        return;
+    struct recalls rs = {.res = RESOLVED_INIT(rs.res)};
+    struct lease *l = NULL;
+    pthread_mutex_lock(&L->lock);
+    if (excl_other(L, p, len, r->bc, &l))
+        conflict(L, r, l, "", 0, 0, &rs, now_ms());
+    pthread_mutex_unlock(&L->lock);
+    send_recalls(r->b, &rs);
+}
+
 void brick_lease_post(struct brick_req *r, int rc)
 {
     struct brick_leases *L = r->b->leases;
@@ -774,6 +913,12 @@ void brick_lease_post(struct brick_req *r, int rc)
     int has2 = bytes_path(&in->path2, &p2, &len2);
     if (r->lease_ok && r->opcode == RPC_OP_READDIR && has1)
         r->lease_ok = grant_entries(r, p, len);
+    if (has1 && rpc_has(in, RPC_T_LEASE) && (in->lease & RPC_LEASE_EXCL) &&
+        (r->opcode == RPC_OP_OPEN || (r->opcode == RPC_OP_CREATE && r->lease_ok)) &&
+        open_excl(L, r, p, len)) {
+        r->lease_excl = 1;
+        r->lease_ok = 1;
+    }
     if (r->lease_ok) {
         rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ | (r->lease_excl ? RPC_LEASE_EXCL : 0));
         /* not for MAKE_FILE: the client made the file in its own cache,
@@ -795,6 +940,10 @@ void brick_lease_post(struct brick_req *r, int rc)
         default:
             break;
         }
+    }
+    if (r->opcode == RPC_OP_OPEN && has1 && !changes(r->opcode, in)) {
+        open_recall(L, r, p, len);
+        return;
     }
     if (!changes(r->opcode, in))
         return;
@@ -868,18 +1017,64 @@ int brick_lease_defer(struct brick_req *r, int rc)
     return rc;
 }
 
-/* The exclusive holder other than bc of the lease on p, if any; under
- * L->lock. */
-static struct holder *excl_other(struct brick_leases *L, const char *p, size_t len,
-                                 const struct brick_conn *bc, struct lease **lp)
+/* Keeps f (of bc) until holder h of l returns the lease, recalling it.
+ * 1, or 0 when out of memory (f runs now: the holder's unsent work may be
+ * missed). Under L->lock. */
+static int park(struct brick_leases *L, struct lease *l, struct holder *h, struct brick_conn *bc,
+                struct rpc_frame *f, struct recalls *rs, uint64_t now)
 {
-    struct lease *l = find(L, p, len, hash_path(p, len));
-    for (int i = 0; l && i < l->n; i++)
-        if (l->h[i].excl && l->h[i].bc != bc) {
-            *lp = l;
-            return &l->h[i];
+    struct parked *pk = malloc(sizeof(*pk));
+    if (!pk)
+        return 0;
+    pk->bc = bc;
+    brick_conn_get(bc);
+    pk->f = f;
+    pk->next = h->parked;
+    h->parked = pk;
+    if (!h->recalling) {
+        h->recalling = 1;
+        h->deadline_ms = now + (uint64_t)L->recall_ms;
+        add_recall(rs, h->bc, l->path, "", 0);
+        watch(L);
+    }
+    cool(L, l, now);
+    return 1;
+}
+
+/* A listing of dir shows its files' sizes and times: files in it another
+ * connection holds exclusively are all recalled, and f is kept until the
+ * first returns (then admitted again, it waits for any still held). Under
+ * L->lock. */
+static int park_listing(struct brick_leases *L, const char *dir, size_t dlen, struct brick_conn *bc,
+                        struct rpc_frame *f, struct recalls *rs, uint64_t now)
+{
+    if (!L->xdirs[hash_path(dir, dlen) % XDIRS])
+        return 0;
+    struct lease *first = NULL;
+    struct holder *fh = NULL;
+    for (size_t k = 0; k < L->nb; k++) {
+        for (struct lease *l = L->b[k]; l; l = l->next) {
+            size_t pl = parent_len(l->path, strlen(l->path));
+            if (pl != dlen || strncmp(l->path, dir, dlen) != 0 || !strcmp(l->path, "/"))
+                continue;
+            for (int i = 0; i < l->n; i++) {
+                struct holder *h = &l->h[i];
+                if (!h->xdir || h->bc == bc)
+                    continue;
+                if (!fh) {
+                    first = l;
+                    fh = h;
+                } else if (!h->recalling) {
+                    h->recalling = 1;
+                    h->deadline_ms = now + (uint64_t)L->recall_ms;
+                    add_recall(rs, h->bc, l->path, "", 0);
+                    watch(L);
+                    cool(L, l, now);
+                }
+            }
         }
-    return NULL;
+    }
+    return fh ? park(L, first, fh, bc, f, rs, now) : 0;
 }
 
 int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *f)
@@ -915,26 +1110,12 @@ int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *
         for (int k = 0; k < 2 && !parked; k++) {
             struct lease *l = NULL;
             struct holder *h = excl_other(L, ps[i], keys[k], bc, &l);
-            if (!h)
-                continue;
-            struct parked *pk = malloc(sizeof(*pk));
-            if (!pk)
-                continue; /* runs now: the holder's unsent files may be missed */
-            pk->bc = bc;
-            brick_conn_get(bc);
-            pk->f = f;
-            pk->next = h->parked;
-            h->parked = pk;
-            if (!h->recalling) {
-                h->recalling = 1;
-                h->deadline_ms = now + (uint64_t)L->recall_ms;
-                add_recall(&rs, h->bc, l->path, "", 0);
-                watch(L);
-            }
-            cool(L, l, now);
-            parked = 1;
+            if (h)
+                parked = park(L, l, h, bc, f, &rs, now);
         }
     }
+    if (!parked && f->hdr.opcode == RPC_OP_READDIR && n > 0)
+        parked = park_listing(L, ps[0], lens[0], bc, f, &rs, now);
     pthread_mutex_unlock(&L->lock);
     send_recalls(b, &rs);
     return parked;

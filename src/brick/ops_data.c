@@ -54,15 +54,17 @@ static int reply_open_known(struct brick_req *r, int fd, int flags, const struct
     fh->gfid = a.gfid;
     fh->has_gfid = 1;
     /* Counted, or the purge could reuse the inode while it is open. */
-    if ((rc = brick_spare_opened(r->b, st.st_dev, st.st_ino)) < 0) {
+    if ((rc = brick_spare_opened(r->b, st.st_dev, st.st_ino, r->bc)) < 0) {
         brick_fh_put(r->bc, fh);
         return rc;
     }
     fh->in_open_set = 1;
+    fh->owner = r->bc;
     if ((rc = brick_fh_add(r->bc, fh, &id)) < 0) {
         brick_fh_put(r->bc, fh);
         return rc;
     }
+    r->opened = id;
     rpc_put_u64(r->out, RPC_T_FH, id);
     rpc_put_attr(r->out, RPC_T_ATTR, &a);
     return 0;

@@ -75,6 +75,8 @@ struct open_ino {
     dev_t dev;
     ino_t ino;
     unsigned count;
+    const void *only; /* the one owner of every open, NULL when mixed */
+    unsigned only_n;  /* opens by only */
 };
 
 struct brick_spare {
@@ -245,7 +247,7 @@ static struct open_ino **open_slot(struct brick_spare *S, dev_t dev, ino_t ino)
     return p;
 }
 
-int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino)
+int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino, const void *owner)
 {
     struct brick_spare *S = b->spare;
     if (!S)
@@ -255,10 +257,17 @@ int brick_spare_opened(struct brick *b, dev_t dev, ino_t ino)
     if (!*p && (*p = calloc(1, sizeof(**p)))) {
         (*p)->dev = dev;
         (*p)->ino = ino;
+        (*p)->only = owner;
     }
     int rc = *p ? 0 : -ENOMEM;
-    if (*p)
-        (*p)->count++;
+    if (*p) {
+        struct open_ino *o = *p;
+        o->count++;
+        if (o->only == owner)
+            o->only_n++;
+        else
+            o->only = NULL; /* mixed until every open is closed */
+    }
     pthread_mutex_unlock(&S->lock);
     return rc;
 }
@@ -274,7 +283,19 @@ int brick_spare_is_open(struct brick *b, dev_t dev, ino_t ino)
     return open;
 }
 
-void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino)
+int brick_spare_opens_by(struct brick *b, dev_t dev, ino_t ino, const void *owner)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return -1;
+    pthread_mutex_lock(&S->lock);
+    struct open_ino *o = *open_slot(S, dev, ino);
+    int n = !o ? 0 : o->only == owner ? (int)o->only_n : -1;
+    pthread_mutex_unlock(&S->lock);
+    return n;
+}
+
+void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino, const void *owner)
 {
     struct brick_spare *S = b->spare;
     if (!S)
@@ -282,6 +303,8 @@ void brick_spare_closed(struct brick *b, dev_t dev, ino_t ino)
     pthread_mutex_lock(&S->lock);
     struct open_ino **p = open_slot(S, dev, ino);
     struct open_ino *o = *p;
+    if (o && o->only == owner && o->only_n > 0)
+        o->only_n--;
     if (o && --o->count == 0) {
         *p = o->next;
         free(o);

@@ -180,6 +180,12 @@ void cf_known_free(struct cf *cf);
 void cf_known_dir_made(struct cf *cf, uint64_t dir, int excl);
 /* 1 when dir is complete and its lease exclusive (write-back may create in it). */
 int cf_known_excl(struct cf *cf, uint64_t dir);
+/* A file this mount holds exclusively (asked with OPEN or CREATE, for
+ * write-behind), until its lease is recalled or its last handle here
+ * closes (file_shared). */
+void cf_known_file_excl(struct cf *cf, uint64_t node);
+void cf_known_file_shared(struct cf *cf, uint64_t node);
+int cf_known_is_file_excl(struct cf *cf, uint64_t node);
 /* Whether dir has a default ACL: 0 unknown, 1 none, 2 yes. */
 int cf_known_dir_acl(struct cf *cf, uint64_t dir);
 void cf_known_set_dir_acl(struct cf *cf, uint64_t dir, int acl);
@@ -310,6 +316,9 @@ int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
                  struct fuse_file_info *fi);
 /* Until node's writes behind are on the bricks. */
 void cf_wbh_sync(struct cf *cf, uint64_t node);
+/* Whether a handle opened with flags would be written behind under an
+ * exclusive lease on its file (what an OPEN or CREATE asks for). */
+int cf_wbh_wanted(struct cf *cf, int flags);
 /* The same, and returns (once) the error of one of them, as -errno. */
 int cf_wbh_flush(struct cf *cf, uint64_t node);
 /* Until the writes behind of every file of dir (or of all files) are on

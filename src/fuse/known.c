@@ -47,6 +47,7 @@ enum {
     K_LEASED = 1 << 5,   /* a reply under a lease named it (its entries too) */
     K_LISTED = 1 << 6,   /* the kernel's listing cache was started under it */
     K_NOSETID = 1 << 7,  /* made here without set-id bits, none set since */
+    K_FEXCL = 1 << 8,    /* a file under an exclusive lease (write-behind) */
 };
 
 struct kname {
@@ -431,6 +432,21 @@ static void set_flags(struct cf *cf, uint64_t node, unsigned fl)
     if (x)
         x->flags |= fl;
     pthread_mutex_unlock(&k->lock);
+}
+
+void cf_known_file_excl(struct cf *cf, uint64_t node)
+{
+    set_flags(cf, node, K_FEXCL);
+}
+
+void cf_known_file_shared(struct cf *cf, uint64_t node)
+{
+    clear_flags(cf, node, K_FEXCL, 0);
+}
+
+int cf_known_is_file_excl(struct cf *cf, uint64_t node)
+{
+    return (flags_of(cf, node, NULL) & K_FEXCL) != 0;
 }
 
 void cf_known_nocaps(struct cf *cf, uint64_t node)

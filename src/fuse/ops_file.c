@@ -24,6 +24,24 @@ static void note_cleared_setid(struct fop *f, const struct rpc_msg *m)
         cf_lease_inval_attr(f->cf, f->parent);
 }
 
+/* An OPEN or CREATE of a handle whose writes would be written behind asks
+ * for the file exclusively (docs/consistency.md, "Data: write-behind"). */
+static void ask_excl(struct fop *f)
+{
+    if (!cf_wbh_wanted(f->cf, f->fi.flags) || !f->lease_seq)
+        return;
+    f->op.args.lease |= RPC_LEASE_EXCL;
+}
+
+/* Every brick granted it, and no recall came since the request went. Under
+ * cf_reply_begin, so a recall after this clears what it sets. */
+static void note_excl(struct fop *f, uint64_t node)
+{
+    const struct rpc_msg *m = &f->op.reply->msg;
+    if (rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) && cf_lease_held(f))
+        cf_known_file_excl(f->cf, node);
+}
+
 static void open_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
@@ -35,10 +53,13 @@ static void open_cb(struct cl_op *op)
     set_open_flags(f);
     note_cleared_setid(f, &op->reply->msg);
     cl_itable_open_fh(f->cf->it, f->parent, f->fi.fh);
+    cf_reply_begin(f->cf);
+    note_excl(f, f->parent);
     if (fuse_reply_open(f->req, &f->fi) != 0) {
         cl_itable_close_fh(f->cf->it, f->parent, f->fi.fh);
         fop_release_orphan(f->cf, RPC_OP_RELEASE, f->fi.fh);
     }
+    cf_reply_end(f->cf);
     fop_free(f);
 }
 
@@ -60,6 +81,10 @@ void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if ((fi->flags & O_TRUNC) && cf_killpriv_asked())
         flags |= RPC_OPEN_KILL_SUIDGID;
     RPC_SET(&f->op.args, flags, RPC_T_FLAGS, flags);
+    if ((f->lease_seq = cf_lease_mark(f->cf)) != 0) {
+        RPC_SET(&f->op.args, lease, RPC_T_LEASE, RPC_LEASE_READ);
+        ask_excl(f);
+    }
     fop_submit(f);
 }
 
@@ -85,6 +110,7 @@ static void create_cb(struct cl_op *op)
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
     cf_known_add(f->cf, f->parent, f->name);
     fop_parent_attr(f, f->parent);
+    note_excl(f, e.ino);
     if (cf_lease_held(f)) {
         cf_known_nocaps(f->cf, e.ino);
         cf_known_nosetid(f->cf, e.ino, !cf_killpriv_bits(e.attr.st_mode));
@@ -124,6 +150,7 @@ void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     RPC_SET(a, mode, RPC_T_MODE, mode);
     RPC_SET(a, flags, RPC_T_FLAGS, (uint64_t)(unsigned)fi->flags);
     cf_lease_ask(f);
+    ask_excl(f);
     fop_submit(f);
 }
 
@@ -325,6 +352,11 @@ void cf_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         }
     }
     cl_itable_close_fh(cf->it, ino, fh);
+    /* The bricks share the file again once its last handle here closes;
+     * what was written behind went above. */
+    uint64_t other;
+    if (cl_itable_any_fh(cf->it, ino, &other) < 0)
+        cf_known_file_shared(cf, ino);
     cf_rc_release_wait(cf, fh); /* windows read ahead through it */
     struct fop *f = fop_new(req, RPC_OP_RELEASE, fop_done_release_cb);
     if (!f)

@@ -1,9 +1,10 @@
 /* Write-behind of file data (docs/consistency.md, "Data: write-behind").
  *
- * A write to a file whose directory this mount made and holds exclusively
- * (cf_known_excl: no other client can reach the file before the brick
- * recalls that lease) is answered at once, and its data reaches the bricks
- * in the background. Writes that continue one another are aggregated into
+ * A write to a file this mount holds exclusively, by its directory's lease
+ * (a directory it made, cf_known_excl) or by its own (granted with the open,
+ * cf_known_is_file_excl), is answered at once, and its data reaches the
+ * bricks in the background: no other client can reach the file before a
+ * brick recalls that lease. Writes that continue one another are aggregated into
  * one extent of up to performance.aggregate-size bytes. While nothing of
  * the file is in flight, the extents are sent at once, except that the last
  * one waits for more when performance.write-behind-trickling-writes is off.
@@ -451,6 +452,20 @@ static int handle_ok(const struct cf_wbh *W, int flags)
     return !(flags & O_DIRECT) || !W->strict_direct;
 }
 
+int cf_wbh_wanted(struct cf *cf, int flags)
+{
+    struct cf_wbh *W = cf->wbh;
+    return W && (flags & O_ACCMODE) != O_RDONLY && __atomic_load_n(&W->on, __ATOMIC_RELAXED) &&
+           handle_ok(W, flags) && cf_wb_enabled(cf);
+}
+
+/* No other client can reach the file before a brick recalls a lease this
+ * mount holds exclusively: on its directory (made here) or on the file. */
+static int held(struct cf *cf, uint64_t parent, uint64_t ino)
+{
+    return cf_known_excl(cf, parent) || cf_known_is_file_excl(cf, ino);
+}
+
 /* Adds the write to f (under W->lock): to the last pending extent when it
  * continues it, else as a new one. */
 static int add(struct cf *cf, struct wbh_file *f, uint64_t fh, const char *buf, size_t size,
@@ -514,12 +529,12 @@ int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
      * (lease.c), so a write added here is drained by it. */
     struct wbh_file *f = NULL;
     if (W->on && size <= W->window && W->bytes + size <= W->max_bytes && !is_linked(W, ino) &&
-        cf_known_excl(cf, parent))
+        held(cf, parent, ino))
         f = get(W, ino);
     int ok = f && !f->err;
     if (ok && (overlaps(f->pend, (uint64_t)off, size) || overlaps(f->fly, (uint64_t)off, size))) {
-        drain(W, f); /* in order: the older data goes first */
-        ok = !f->err && W->on && cf_known_excl(cf, parent); /* the lock was dropped */
+        drain(W, f);                                    /* in order: the older data goes first */
+        ok = !f->err && W->on && held(cf, parent, ino); /* the lock was dropped */
     }
     int queued = ok && add(cf, f, fh, buf, size, (uint64_t)off) == 0;
     struct wbh_reply *r = NULL;

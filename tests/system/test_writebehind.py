@@ -210,6 +210,27 @@ def test_moving_the_directory_sends_what_is_behind_below_it(wc):
         os.close(fd)
 
 
+def fsync_then_kill(mount, fd, model, bricks, rel):
+    """fsync fd, write more past the end of model, kill the mount -9; then
+    every brick's copy of rel holds what was fsynced, and after it only
+    zeros or the later writes."""
+    os.fsync(fd)
+    synced = bytes(model)
+    first = -(-len(model) // PAGE)
+    for i in range(200):  # after the fsync: may or may not arrive
+        os.pwrite(fd, b"\xff" * PAGE, (first + i) * PAGE)
+    mount.proc.send_signal(signal.SIGKILL)
+    mount.proc.wait(timeout=10)
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    for b in bricks:
+        got = read_all(os.path.join(b, rel))
+        assert got[:len(synced)] == synced, b
+        assert set(got[len(synced):]) <= {0, 0xff}, b
+
+
 def test_fsync_then_kill_keeps_what_was_fsynced(wc):
     bricks, (m1,) = volume(wc, mounts=1)
     d = os.path.join(m1.path, "d")
@@ -217,21 +238,7 @@ def test_fsync_then_kill_keeps_what_was_fsynced(wc):
     model = bytearray()
     fd = os.open(os.path.join(d, "k"), os.O_CREAT | os.O_RDWR, 0o644)
     scatter(fd, model, 2000, 3, 2048)
-    os.fsync(fd)
-    synced = bytes(model)
-    for i in range(200):  # after the fsync: may or may not arrive
-        os.pwrite(fd, b"\xff" * PAGE, (2048 + i) * PAGE)
-    m1.proc.send_signal(signal.SIGKILL)
-    m1.proc.wait(timeout=10)
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-    for b in bricks:
-        got = read_all(os.path.join(b, "d", "k"))
-        assert got[:len(synced)] == synced, b
-        rest = got[len(synced):]
-        assert rest == bytes(len(rest)) or set(rest) <= {0, 0xff}, b
+    fsync_then_kill(m1, fd, model, bricks, "d/k")
 
 
 @pytest.mark.parametrize("order", ["sequential", "scattered"])
