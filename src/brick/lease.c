@@ -827,22 +827,33 @@ static int grant_file(struct brick_leases *L, struct brick_req *r, const char *p
     return 1;
 }
 
-/* After an OPEN or CREATE of r->bc made handle r->opened: asked for it, the
- * file's exclusive lease (the handle keeps its path, to share the lease
- * again when the connection's last handle of the file closes). 1 when
- * granted. */
-static int open_excl(struct brick_leases *L, struct brick_req *r, const char *p, size_t len)
+/* Whether bc holds the file at p exclusively; under L->lock. */
+static int holds_file(struct brick_leases *L, const struct brick_conn *bc, const char *p,
+                      size_t len)
+{
+    struct lease *l = find(L, p, len, hash_path(p, len));
+    int i = l ? holds(l, bc) : -1;
+    return i >= 0 && l->h[i].xdir && !l->h[i].recalling;
+}
+
+/* After an OPEN or CREATE of r->bc made handle r->opened: when asked for
+ * (ask), the file's exclusive lease. A handle of a file its connection
+ * holds exclusively keeps the path, to share the lease again when the
+ * connection's last handle of the file closes. 1 when held. */
+static int open_excl(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
+                     int ask)
 {
     struct brick_fh *fh;
     struct stat st;
-    if (!r->opened || brick_fh_get(r->bc, r->opened, 0, &fh) < 0)
+    if (!r->opened || (!ask && !__atomic_load_n(&L->n_excl, __ATOMIC_RELAXED)) ||
+        brick_fh_get(r->bc, r->opened, 0, &fh) < 0)
         return 0;
     int ok = 0;
     char *copy = NULL;
     struct recalls rs = {.res = RESOLVED_INIT(rs.res)};
-    if (fstat(fh->fd, &st) == 0 && (copy = strndup(p, len)) != NULL) {
+    if ((!ask || fstat(fh->fd, &st) == 0) && (copy = strndup(p, len)) != NULL) {
         pthread_mutex_lock(&L->lock);
-        ok = grant_file(L, r, p, len, &st, &rs, now_ms());
+        ok = ask ? grant_file(L, r, p, len, &st, &rs, now_ms()) : holds_file(L, r->bc, p, len);
         pthread_mutex_unlock(&L->lock);
     }
     send_recalls(r->b, &rs);
@@ -913,11 +924,13 @@ void brick_lease_post(struct brick_req *r, int rc)
     int has2 = bytes_path(&in->path2, &p2, &len2);
     if (r->lease_ok && r->opcode == RPC_OP_READDIR && has1)
         r->lease_ok = grant_entries(r, p, len);
-    if (has1 && rpc_has(in, RPC_T_LEASE) && (in->lease & RPC_LEASE_EXCL) &&
-        (r->opcode == RPC_OP_OPEN || (r->opcode == RPC_OP_CREATE && r->lease_ok)) &&
-        open_excl(L, r, p, len)) {
-        r->lease_excl = 1;
-        r->lease_ok = 1;
+    if (has1 && (r->opcode == RPC_OP_OPEN || r->opcode == RPC_OP_CREATE)) {
+        int ask = rpc_has(in, RPC_T_LEASE) && (in->lease & RPC_LEASE_EXCL) &&
+                  (r->opcode == RPC_OP_OPEN || r->lease_ok);
+        if (open_excl(L, r, p, len, ask) && ask) {
+            r->lease_excl = 1;
+            r->lease_ok = 1;
+        }
     }
     if (r->lease_ok) {
         rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ | (r->lease_excl ? RPC_LEASE_EXCL : 0));

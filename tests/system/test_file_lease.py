@@ -49,6 +49,9 @@ def made_by(mount, name, size):
     with open(path, "wb") as fh:
         fh.write(bytes(size))
         os.fsync(fh.fileno())
+    # the kernel releases the handle in the background; while the bricks
+    # see it open, no other client is given the file exclusively
+    time.sleep(0.3)
     return path
 
 
@@ -146,6 +149,48 @@ def test_lease_is_shared_again_after_close(fc):
         assert behind(m1.path)[0] == before
     finally:
         os.close(other)
+
+
+def stat_read_while_hung(fc, holder, path):
+    """Seconds another client's stat and read of path take while the
+    holder's mount is stopped (it cannot answer a recall), and the data."""
+    fc.stop_signal(holder.proc.pid)
+    try:
+        t0 = time.monotonic()
+        os.stat(path)
+        data = read_all(path)
+        return time.monotonic() - t0, data
+    finally:
+        fc.cont(holder.proc.pid)
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_lease_is_shared_again_when_the_last_handle_closes(fc, closed):
+    # Held exclusively, the file's lease must be recalled before another
+    # client reads it: with its holder hung, that read waits for the recall
+    # timeout. Shared again, it does not.
+    _, (m1, m2) = volume(fc, opts={"features.lease-recall-timeout": "2"})
+    made_by(m2, "s", PAGE)
+    path = os.path.join(m1.path, "s")
+    w = os.open(path, os.O_RDWR)
+    os.pwrite(w, b"a" * PAGE, 0)
+    os.fsync(w)
+    assert behind(m1.path)[0] >= 1
+    r = os.open(path, os.O_RDONLY)  # a second handle, not asking for it
+    os.close(w)
+    if closed:
+        os.close(r)
+        time.sleep(0.5)  # the kernel sends the release in the background
+    try:
+        took, data = stat_read_while_hung(fc, m1, os.path.join(m2.path, "s"))
+    finally:
+        if not closed:
+            os.close(r)
+    assert data == b"a" * PAGE
+    if closed:
+        assert took < 1.5, f"a shared lease was recalled ({took:.1f}s)"
+    else:
+        assert took >= 1.5, f"an exclusive lease was not recalled ({took:.1f}s)"
 
 
 def test_fsync_then_kill_keeps_what_was_fsynced(fc):
