@@ -94,7 +94,8 @@ const struct opt_def opt_table[] = {
      "on: writes through O_DIRECT handles wait for the bricks. off: they are written behind "
      "like others (GlusterFS's default)."},
     {"performance.write-behind", OPT_BOOL, "on", 0, 0, NULL, true,
-     "A FUSE client answers writes to files in a directory it made and holds alone at once "
+     "A FUSE client answers writes to files it holds alone (opened for writing while no other "
+     "client had them open, or in a directory it made) at once "
      "and sends them in the background, aggregated; fsync and close wait for them and return "
      "their errors, another client's access makes the holder send them first "
      "(docs/consistency.md). off: every write waits for the bricks."},
