@@ -156,14 +156,31 @@ def test_two_down_writes_fail_reads_work(rep3):
     st = c.brick_status("rv")
     for s in st[1:]:
         c.stop_signal(s[3])
-    with pytest.raises(OSError) as e:
+    try:
         with open(os.path.join(mnt, "new"), "wb") as f:
             f.write(b"x")
-    assert e.value.errno in (errno.EIO, errno.ENOTCONN, errno.EROFS)
+    except OSError as e:
+        assert e.errno in (errno.EIO, errno.ENOTCONN, errno.EROFS)
+    else:
+        # Seen once in CI (ASan build, full suite), never reproduced: say
+        # what the processes and bricks looked like.
+        states = {s[3]: proc_state(s[3]) for s in st}
+        on = [os.path.exists(os.path.join(b, "new")) for b in bricks]
+        log = [m for m in c.mounts if m.path == mnt][0].tail(3000)
+        pytest.fail(f"created with two of three bricks stopped: status {st}, "
+                    f"process states {states}, 'new' on bricks {on}, mount log:\n{log}")
     with open(os.path.join(mnt, "keep"), "rb") as f:
         assert f.read() == b"intact"
     for s in st[1:]:
         c.cont(s[3])
+
+
+def proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError as e:
+        return str(e)
 
 
 def arbiter_volume(c, name, opts=()):
