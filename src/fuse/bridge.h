@@ -74,6 +74,7 @@ struct cf {
     struct cf_rc *rc;         /* readcache.c */
     struct cf_ps *ps;         /* pagestore.c */
     struct cf_wbh *wbh;       /* wbehind.c */
+    struct cf_lsa *lsa;       /* lsahead.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;
@@ -331,6 +332,30 @@ int cf_wbh_busy(struct cf *cf);
 void cf_wbh_linked(struct cf *cf, uint64_t node);
 /* "FUSE write-behind: ..." line of the io-stats. */
 size_t cf_wbh_format(struct cf *cf, char *buf, size_t n);
+/* ---- lsahead.c: listings of subdirectories fetched ahead ---- */
+struct cf_lsa_list {
+    struct cf_lsa_list *prev, *next;
+    uint64_t dir, mark, gen, made_ms;
+    gfid_t gfid;
+    struct rpc_frame **fr; /* READDIR replies, in order; the last has EOF */
+    size_t n, bytes;
+};
+int cf_lsa_init(struct cf *cf);
+void cf_lsa_free(struct cf *cf);
+/* Something changed through this mount: no listing fetched before serves. */
+void cf_lsa_changed(struct cf *cf);
+/* A listing under the lease showed directory dir: fetch its listing. */
+void cf_lsa_want(struct cf *cf, uint64_t dir);
+/* An OPENDIR of dir found no listing: it is not fetched, or if it is
+ * being fetched, waits for it; 1: it has come. */
+int cf_lsa_unwant(struct cf *cf, uint64_t dir);
+/* dir's listing, fetched ahead and still good, held (locked) until
+ * cf_lsa_done (drop: it was served to its end); or NULL. */
+const struct cf_lsa_list *cf_lsa_get(struct cf *cf, uint64_t dir);
+void cf_lsa_done(struct cf *cf, const struct cf_lsa_list *l, int drop);
+int cf_lsa_has(struct cf *cf, uint64_t dir);
+/* "FUSE listing-ahead: ..." line of the io-stats. */
+size_t cf_lsa_format(struct cf *cf, char *buf, size_t n);
 /* fop.c: the brick handle behind a handle the kernel holds (a write-back
  * file's or a lazy directory's is made real first). 0 or -errno. */
 int fop_real_fh(struct cf *cf, uint64_t *fh);

@@ -113,11 +113,41 @@ void fop_lease_key(struct fop *f, fuse_ino_t ino)
         (void)fop_path(f, ino, NULL);
 }
 
+/* Whether an operation may change what a listing shows (lsahead.c). */
+static int changes(unsigned op)
+{
+    switch (op) {
+    case RPC_OP_LOOKUP:
+    case RPC_OP_GETATTR:
+    case RPC_OP_READLINK:
+    case RPC_OP_READ:
+    case RPC_OP_FLUSH:
+    case RPC_OP_FSYNC:
+    case RPC_OP_LSEEK:
+    case RPC_OP_OPENDIR:
+    case RPC_OP_READDIR:
+    case RPC_OP_RELEASEDIR:
+    case RPC_OP_STATFS:
+    case RPC_OP_GETXATTR:
+    case RPC_OP_LISTXATTR:
+    case RPC_OP_GETLK:
+    case RPC_OP_SETLK:
+    case RPC_OP_FLOCK:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 /* Counts the operation (cf->stats), then runs the handler's completion. */
 static void counted_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
     cl_opstats_note(&f->cf->stats, (unsigned)op->args.op, op->rounds, op->status);
+    /* Done on the bricks: a listing fetched while it was under way may
+     * lack it. */
+    if (changes((unsigned)op->args.op))
+        cf_lsa_changed(f->cf);
     op->done = f->user_done;
     op->done(op);
 }
@@ -142,6 +172,8 @@ void fop_submit(struct fop *f)
         fop_fail(f, rc);
         return;
     }
+    if (changes((unsigned)a->op))
+        cf_lsa_changed(f->cf);
     f->user_done = f->op.done;
     f->op.done = counted_cb;
     f->op.rounds = 0;

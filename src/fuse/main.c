@@ -209,6 +209,8 @@ int main(int argc, char **argv)
         cf_wbh_free(&cf);
         goto out_unmount;
     }
+    if (cf_lsa_init(&cf) < 0)
+        log_error("cannot start the listing-ahead threads: every listing waits for the bricks");
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
         log_error("cannot keep the management connection: volume changes will not reach this "
                   "mount until it is remounted");
@@ -228,6 +230,7 @@ int main(int argc, char **argv)
 out_stack:
     cf_uring_stop(&cf);
     cf_ps_stop(&cf);
+    cf_lsa_free(&cf);
     cf_live_stop(&cf);
     cf_wb_settle_all(&cf);
     cf_wbh_settle_all(&cf);

@@ -111,28 +111,45 @@ int cf_dir_real_fh(struct cf *cf, uint64_t fh, uint64_t *real)
     return rc;
 }
 
+/* Answers an OPENDIR with a lazy handle; cache as cf_known_dir_cache
+ * says. 0 without memory (the caller opens on the bricks). */
+static int open_lazy(fuse_req_t req, struct fuse_file_info *fi, fuse_ino_t ino, int cache)
+{
+    struct lazy_dir *d = calloc(1, sizeof(*d));
+    if (!d)
+        return 0;
+    pthread_mutex_init(&d->lock, NULL);
+    d->ino = ino;
+    struct fuse_file_info o = *fi;
+    o.fh = (uint64_t)(uintptr_t)d | LAZY_BIT;
+    o.cache_readdir = cache > 0;
+    o.keep_cache = cache == 2;
+    if (fuse_reply_open(req, &o) != 0) {
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+    }
+    return 1;
+}
+
 void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
     cf_reply_begin(cf);
-    if (cf_known_dir_cache_kept(cf, ino)) {
-        struct lazy_dir *d = calloc(1, sizeof(*d));
-        if (d) {
-            pthread_mutex_init(&d->lock, NULL);
-            d->ino = ino;
-            struct fuse_file_info o = *fi;
-            o.fh = (uint64_t)(uintptr_t)d | LAZY_BIT;
-            o.cache_readdir = 1;
-            o.keep_cache = 1;
-            if (fuse_reply_open(req, &o) != 0) {
-                pthread_mutex_destroy(&d->lock);
-                free(d);
-            }
-            cf_reply_end(cf);
-            return;
-        }
-    }
+    /* The kernel lists it from its cache, or its listing was fetched ahead
+     * (lsahead.c): no brick handle unless something needs one. */
+    int done = cf_known_dir_cache_kept(cf, ino) ? open_lazy(req, fi, ino, 2)
+               : cf_lsa_has(cf, ino) ? open_lazy(req, fi, ino, cf_known_dir_cache(cf, ino))
+                                     : 0;
     cf_reply_end(cf);
+    if (done)
+        return;
+    if (cf_lsa_unwant(cf, ino)) {
+        cf_reply_begin(cf);
+        done = open_lazy(req, fi, ino, cf_known_dir_cache(cf, ino));
+        cf_reply_end(cf);
+        if (done)
+            return;
+    }
     struct fop *f = fop_new(req, RPC_OP_OPENDIR, opendir_cb);
     if (!f)
         return;
@@ -144,10 +161,13 @@ void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fop_submit(f);
 }
 
-/* Adds one entry; returns 0, or 1 when the buffer is full. */
+/* Adds one entry; returns 0, or 1 when the buffer is full. *sub (when not
+ * NULL): the node of a subdirectory listed under the lease, else 0. */
 static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
-                     const struct rpc_msg *d, uint64_t dir_ino_number)
+                     const struct rpc_msg *d, uint64_t dir_ino_number, uint64_t *sub)
 {
+    if (sub)
+        *sub = 0;
     char *buf = (char *)f->data + f->pos;
     size_t room = f->size - f->pos;
     int dots = name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
@@ -188,6 +208,8 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
             cf_known_leased(f->cf, e.ino);
             if (rpc_has(d, RPC_T_NOXATTRS))
                 cf_known_noxattrs(f->cf, e.ino);
+            if (sub && S_ISDIR(d->attr.mode))
+                *sub = e.ino;
         }
     } else {
         e.attr.st_ino = 1;
@@ -199,6 +221,37 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
 
 static void submit_readdir(struct fop *f, uint64_t cookie);
 
+/* One DIRENT of a READDIR reply: its fields and its name checked. */
+static int decode_dirent(const struct rpc_field *fld, struct rpc_msg *d, char name[NAME_MAX + 1])
+{
+    if (rpc_msg_decode(fld->val, fld->len, d, NULL) < 0 || !rpc_has(d, RPC_T_NAME) ||
+        !rpc_has(d, RPC_T_OFFSET) || d->name.len == 0 ||
+        rpc_bytes_str(&d->name, name, NAME_MAX + 1) < 0 || memchr(name, '/', d->name.len) ||
+        memchr(d->name.p, 0, d->name.len))
+        return -EPROTO;
+    return 0;
+}
+
+/* Subdirectories a reply showed, whose listings are fetched ahead once the
+ * reply is out (lsahead.c). */
+#define SUBS_MAX 64
+struct subs {
+    uint64_t node[SUBS_MAX];
+    int n;
+};
+
+static void note_sub(struct subs *s, uint64_t node)
+{
+    if (node && s->n < SUBS_MAX)
+        s->node[s->n++] = node;
+}
+
+static void want_subs(struct cf *cf, const struct subs *s)
+{
+    for (int i = 0; i < s->n; i++)
+        cf_lsa_want(cf, s->node[i]);
+}
+
 static void readdir_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
@@ -208,8 +261,9 @@ static void readdir_cb(struct cl_op *op)
     const struct rpc_frame *r = op->reply;
     struct rpc_iter it;
     struct rpc_field fld;
-    uint64_t last_cookie = 0;
+    uint64_t last_cookie = 0, sub;
     int full = 0, seen = 0, rc;
+    struct subs subs = {.n = 0};
     /* Held to the reply: the entries' timeouts depend on the lease. */
     cf_reply_begin(f->cf);
     rpc_iter_init(&it, r->body, r->hdr.body_len);
@@ -218,10 +272,7 @@ static void readdir_cb(struct cl_op *op)
             continue;
         struct rpc_msg d;
         char name[NAME_MAX + 1];
-        if (rpc_msg_decode(fld.val, fld.len, &d, NULL) < 0 || !rpc_has(&d, RPC_T_NAME) ||
-            !rpc_has(&d, RPC_T_OFFSET) || d.name.len == 0 ||
-            rpc_bytes_str(&d.name, name, sizeof(name)) < 0 || memchr(name, '/', d.name.len) ||
-            memchr(d.name.p, 0, d.name.len)) {
+        if (decode_dirent(&fld, &d, name) < 0) {
             cf_reply_end(f->cf);
             FOP_FAIL(f, -EPROTO);
         }
@@ -229,7 +280,8 @@ static void readdir_cb(struct cl_op *op)
         last_cookie = d.offset;
         if (!strcmp(name, ".") || !strcmp(name, ".."))
             continue; /* we add our own */
-        full = add_entry(f, plus, name, kernel_off(d.offset), &d, 0);
+        full = add_entry(f, plus, name, kernel_off(d.offset), &d, 0, &sub);
+        note_sub(&subs, sub);
     }
     /* The kernel may cache this listing (opendir_cb): only under the lease. */
     if (cf_lease_held(f))
@@ -248,7 +300,68 @@ static void readdir_cb(struct cl_op *op)
     }
     fuse_reply_buf(f->req, f->data, f->pos);
     cf_reply_end(f->cf);
+    want_subs(f->cf, &subs);
     fop_free(f);
+}
+
+/* A READDIR of a directory whose listing was fetched ahead (lsahead.c),
+ * answered from it as readdir_cb answers from a brick's reply. 0: not
+ * answered (no good listing, or the cookie is not in it). */
+static int serve_ahead(struct fop *f, uint64_t cookie)
+{
+    struct cf *cf = f->cf;
+    int plus = f->flags & 1, started = cookie == 0, full = 0, bad = 0;
+    size_t pos0 = f->pos;
+    struct subs subs = {.n = 0};
+    cf_reply_begin(cf);
+    const struct cf_lsa_list *l = cf_lsa_get(cf, f->parent);
+    if (!l) {
+        cf_reply_end(cf);
+        return 0;
+    }
+    /* The entries' timeouts follow the lease the listing was fetched under
+     * (every reply of it granted it; no recall since: cf_lsa_get): its mark
+     * and a reply lent for cf_lease_held, taken back before fop_free. */
+    f->lease_seq = l->mark;
+    f->op.reply = l->fr[0];
+    for (size_t i = 0; i < l->n && !full && !bad; i++) {
+        struct rpc_iter it;
+        struct rpc_field fld;
+        rpc_iter_init(&it, l->fr[i]->body, l->fr[i]->hdr.body_len);
+        while (!full && rpc_iter_next(&it, &fld) > 0) {
+            struct rpc_msg d;
+            char name[NAME_MAX + 1];
+            uint64_t sub;
+            if (fld.tag != RPC_T_DIRENT)
+                continue;
+            if (decode_dirent(&fld, &d, name) < 0) {
+                bad = 1; /* the bricks are asked again, and their error returned */
+                break;
+            }
+            if (!started) {
+                started = d.offset == cookie;
+                continue;
+            }
+            if (!strcmp(name, ".") || !strcmp(name, ".."))
+                continue;
+            full = add_entry(f, plus, name, kernel_off(d.offset), &d, 0, &sub);
+            note_sub(&subs, sub);
+        }
+    }
+    f->op.reply = NULL;
+    if (!started || bad) {
+        f->pos = pos0;
+        cf_lsa_done(cf, l, 1);
+        cf_reply_end(cf);
+        return 0;
+    }
+    cf_known_leased(cf, f->parent);
+    cf_lsa_done(cf, l, !full); /* served to its end: dropped */
+    fuse_reply_buf(f->req, f->data, f->pos);
+    cf_reply_end(cf);
+    want_subs(cf, &subs);
+    fop_free(f);
+    return 1;
 }
 
 static void submit_readdir(struct fop *f, uint64_t cookie)
@@ -294,10 +407,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         uint64_t dino = cl_itable_gfid(cf->it, ino, &g) == 0 ? gfid_ino(&g) : 1;
         struct rpc_msg none = {0};
         if (f->off == 0)
-            add_entry(f, plus, ".", 1, &none, dino);
-        add_entry(f, plus, "..", 2, &none, 1);
+            add_entry(f, plus, ".", 1, &none, dino, NULL);
+        add_entry(f, plus, "..", 2, &none, 1, NULL);
     }
-    submit_readdir(f, f->off <= OFF_SHIFT ? 0 : f->off - OFF_SHIFT);
+    uint64_t cookie = f->off <= OFF_SHIFT ? 0 : f->off - OFF_SHIFT;
+    if (cf_dir_is_lazy(fi->fh) && serve_ahead(f, cookie))
+        return;
+    submit_readdir(f, cookie);
 }
 
 void cf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)

@@ -171,6 +171,7 @@ void cf_setattr_args(struct rpc_msg *a, const struct stat *attr, int to_set)
 void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                 struct fuse_file_info *fi)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (to_set & FUSE_SET_ATTR_SIZE)
         cf_rc_changed(fuse_req_userdata(req), ino);
     if ((to_set & FUSE_SET_ATTR_MODE) && cf_killpriv_bits(attr->st_mode))
@@ -243,6 +244,7 @@ static struct fop *new_entry_op(fuse_req_t req, uint16_t opcode, fuse_ino_t pare
 
 void cf_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     struct fop *f = new_entry_op(req, RPC_OP_MKNOD, parent, name, 1);
     if (!f)
         return;
@@ -253,6 +255,7 @@ void cf_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 
 void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (cf_wbm_mkdir(req, parent, name, mode))
         return;
     struct fop *f = new_entry_op(req, RPC_OP_MKDIR, parent, name, 1);
@@ -264,6 +267,7 @@ void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 
 void cf_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (cf_wbm_symlink(req, link, parent, name))
         return;
     struct fop *f = new_entry_op(req, RPC_OP_SYMLINK, parent, name, 0);
@@ -313,11 +317,13 @@ static void remove_name(fuse_req_t req, uint16_t opcode, fuse_ino_t parent, cons
 
 void cf_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     remove_name(req, RPC_OP_UNLINK, parent, name);
 }
 
 void cf_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     remove_name(req, RPC_OP_RMDIR, parent, name);
 }
 
@@ -347,6 +353,7 @@ static void rename_cb(struct cl_op *op)
 void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                const char *newname, unsigned int flags)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (cf_wb_rename(req, parent, name, newparent, newname, flags))
         return;
     /* A directory moved takes the leases below it along (the brick drops
@@ -379,6 +386,7 @@ void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 
 void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     cf_wbh_linked(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_LINK, fop_done_entry_cb);
     if (!f)

@@ -65,8 +65,10 @@ static void open_cb(struct cl_op *op)
 
 void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
         cf_ps_writer(fuse_req_userdata(req), ino);
+        cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
+    }
     if (cf_wb_open(req, ino, fi))
         return;
     struct fop *f = fop_new(req, RPC_OP_OPEN, open_cb);
@@ -127,6 +129,7 @@ static void create_cb(struct cl_op *op)
 void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                struct fuse_file_info *fi)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     struct cf *cf = fuse_req_userdata(req);
     int err = cf_wb_dir_error(cf, parent);
     if (err) {
@@ -279,6 +282,7 @@ static void write_cb(struct cl_op *op)
 void cf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
               struct fuse_file_info *fi)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     struct cf *cf = fuse_req_userdata(req);
     cf_rc_changed(cf, ino);
     if (cf_wb_write(req, fi, buf, size, off))
@@ -385,6 +389,7 @@ void cf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 void cf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   struct fuse_file_info *fi)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     cf_rc_changed(fuse_req_userdata(req), ino);
     cf_wbh_sync(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_FALLOCATE, fop_done_err_cb);

@@ -43,6 +43,7 @@ static int stats_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
     n += cf_rc_format(cf, buf + n, 65536 - n);
     n += cf_ps_format(cf, buf + n, 65536 - n);
     n += cf_wbh_format(cf, buf + n, 65536 - n);
+    n += cf_lsa_format(cf, buf + n, 65536 - n);
     n += cf_uring_format(cf, buf + n, 65536 - n);
     if (size == 0)
         fuse_reply_xattr(req, n);
@@ -72,6 +73,7 @@ static int stats_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, cons
 void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                  int flags)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (stats_setxattr(req, ino, name, value, size) || selinux_refused(req, name))
         return;
     if (cf_wb_setxattr(req, ino, name, value, size, flags) ||
@@ -198,6 +200,7 @@ void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+    cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (selinux_refused(req, name))
         return;
     if (cf_wb_removexattr(req, ino, name) || cf_wbd_acl(req, ino, name, NULL, 0, 0))
