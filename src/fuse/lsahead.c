@@ -186,6 +186,10 @@ static struct cf_lsa_list *fetch(struct cf_lsa *A, struct fop *f, uint64_t dir)
     l->mark = cf_lease_mark(cf);
     l->gen = __atomic_load_n(&A->gen, __ATOMIC_ACQUIRE);
     l->made_ms = now_ms();
+    if (cl_itable_gfid(cf->it, dir, &l->gfid) < 0) {
+        free(l);
+        return NULL;
+    }
     memset(f, 0, sizeof(*f));
     f->cf = cf;
     f->parent = dir;
@@ -238,7 +242,9 @@ static struct cf_lsa_list *fetch(struct cf_lsa *A, struct fop *f, uint64_t dir)
     RPC_SET(&f->op.args, fh, RPC_T_FH, fh);
     (void)run(cf, f);
     cl_op_release(&f->op);
-    if (!ok || cl_itable_gfid(cf->it, dir, &l->gfid) < 0) {
+    /* The node still names the directory the listing is of. */
+    gfid_t now;
+    if (!ok || cl_itable_gfid(cf->it, dir, &now) < 0 || !gfid_equal(&now, &l->gfid)) {
         list_free(l);
         return NULL;
     }
