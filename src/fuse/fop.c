@@ -114,14 +114,17 @@ void fop_lease_key(struct fop *f, fuse_ino_t ino)
 }
 
 /* Whether an operation may change what a listing shows (lsahead.c). */
-static int changes(unsigned op)
+static int changes(const struct rpc_msg *a)
 {
-    switch (op) {
+    switch (a->op) {
+    case RPC_OP_OPEN:
+        return (a->flags & O_TRUNC) != 0;
     case RPC_OP_LOOKUP:
     case RPC_OP_GETATTR:
     case RPC_OP_READLINK:
     case RPC_OP_READ:
     case RPC_OP_FLUSH:
+    case RPC_OP_RELEASE:
     case RPC_OP_FSYNC:
     case RPC_OP_LSEEK:
     case RPC_OP_OPENDIR:
@@ -145,8 +148,8 @@ static void counted_cb(struct cl_op *op)
     struct fop *f = op->ctx;
     cl_opstats_note(&f->cf->stats, (unsigned)op->args.op, op->rounds, op->status);
     /* Done on the bricks: a listing fetched while it was under way may
-     * lack it. */
-    if (changes((unsigned)op->args.op))
+     * lack it (its handler counted its start). */
+    if (changes(&op->args))
         cf_lsa_changed(f->cf);
     op->done = f->user_done;
     op->done(op);
@@ -172,8 +175,6 @@ void fop_submit(struct fop *f)
         fop_fail(f, rc);
         return;
     }
-    if (changes((unsigned)a->op))
-        cf_lsa_changed(f->cf);
     f->user_done = f->op.done;
     f->op.done = counted_cb;
     f->op.rounds = 0;

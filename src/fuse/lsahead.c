@@ -357,7 +357,14 @@ void cf_lsa_changed(struct cf *cf)
     }
 }
 
-static int busy(const struct cf_lsa *A, uint64_t dir);
+/* Under A->qlock: being fetched. */
+static int busy(const struct cf_lsa *A, uint64_t dir)
+{
+    for (int i = 0; i < A->n_threads; i++)
+        if (A->busy[i] == dir)
+            return 1;
+    return 0;
+}
 
 /* Under A->qlock: queued or being fetched. */
 static int pending(const struct cf_lsa *A, uint64_t dir)
@@ -389,14 +396,6 @@ void cf_lsa_want(struct cf *cf, uint64_t dir)
         pthread_cond_signal(&A->qcond);
     }
     pthread_mutex_unlock(&A->qlock);
-}
-
-static int busy(const struct cf_lsa *A, uint64_t dir)
-{
-    for (int i = 0; i < A->n_threads; i++)
-        if (A->busy[i] == dir)
-            return 1;
-    return 0;
 }
 
 int cf_lsa_unwant(struct cf *cf, uint64_t dir)

@@ -71,6 +71,26 @@ def wait_fetched(mnt, at_least, timeout=10):
         time.sleep(0.05)
 
 
+def apply_change(change, d, k, mode):
+    """One change in directory d, to its file f<k> where it needs one."""
+    f = os.path.join(d, f"f{k}")
+    if change == "create":
+        open(os.path.join(d, "new"), "wb").close()
+    elif change == "unlink":
+        os.unlink(f)
+    elif change == "rename":
+        os.rename(f, os.path.join(d, f"g{k}"))
+    elif change == "write":
+        with open(f, "ab") as fh:
+            fh.write(b"y" * 1000)
+    elif change == "truncate":
+        os.truncate(f, 4000)
+    elif change == "chmod":
+        os.chmod(f, mode)
+    elif change == "mkdir":
+        os.mkdir(os.path.join(d, "newdir"))
+
+
 def test_a_walk_is_answered_from_listings_fetched_ahead(two):
     c, a, b = two
     make_tree(os.path.join(b, "t"), os.path.join(a, "t"))
@@ -98,19 +118,7 @@ def test_another_clients_change_is_seen_after_listing_ahead(two, change):
     os.listdir(top_a)  # shows s0..s3: their listings are fetched
     wait_fetched(a, before + 4)
     d_b = os.path.join(b, "t", "d0", "s2")
-    if change == "create":
-        open(os.path.join(d_b, "new"), "wb").close()
-    elif change == "unlink":
-        os.unlink(os.path.join(d_b, "f1"))
-    elif change == "rename":
-        os.rename(os.path.join(d_b, "f1"), os.path.join(d_b, "g1"))
-    elif change == "write":
-        with open(os.path.join(d_b, "f1"), "ab") as fh:
-            fh.write(b"y" * 1000)
-    elif change == "chmod":
-        os.chmod(os.path.join(d_b, "f1"), 0o600)
-    elif change == "mkdir":
-        os.mkdir(os.path.join(d_b, "newdir"))
+    apply_change(change, d_b, "1", 0o600)
     assert walk(os.path.join(a, "t", "d0", "s2")) == walk(d_b)
 
 
@@ -125,16 +133,7 @@ def test_own_change_is_seen_after_listing_ahead(two, change):
     os.listdir(os.path.join(a, "t", "d0"))
     wait_fetched(a, before + 4)
     d = os.path.join(a, "t", "d0", "s1")
-    if change == "create":
-        open(os.path.join(d, "new"), "wb").close()
-    elif change == "unlink":
-        os.unlink(os.path.join(d, "f2"))
-    elif change == "rename":
-        os.rename(os.path.join(d, "f2"), os.path.join(d, "g2"))
-    elif change == "truncate":
-        os.truncate(os.path.join(d, "f2"), 4000)
-    elif change == "chmod":
-        os.chmod(os.path.join(d, "f2"), 0o640)
+    apply_change(change, d, "2", 0o640)
     # readdirplus: names with their attributes, as listed
     out_a = subprocess.run(["ls", "-l", "--time-style=+%s", d], check=True,
                            capture_output=True, text=True).stdout
