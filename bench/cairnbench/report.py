@@ -26,7 +26,7 @@ def fmt_value(v, unit):
         if v < 100:
             return f"{v:.2f}"
         return f"{v:.1f}"
-    if unit == "IOPS":
+    if unit in ("IOPS", "MiB"):
         return f"{v:,.0f}"
     return f"{v:,.1f}"
 
@@ -71,6 +71,8 @@ def speed(metric, value, base):
     """How many times faster than base (>1 = faster)."""
     if base is None or value is None or value <= 0 or base <= 0:
         return None
+    if metric["kind"] == "memory":
+        return None  # a size, not a speed
     return base / value if metric["kind"] == "time" else value / base
 
 
@@ -104,8 +106,8 @@ def render(data):
         out.append(f"Runs per measurement: {c.get('runs')}; "
                    f"timeout per timed step: {c.get('timeout')} s")
     out.append("")
-    out.append("Median of the runs; times in seconds (lower is better), "
-               "IOPS and MB/s higher is better.")
+    out.append("Median of the runs; times in seconds and memory in MiB "
+               "(lower is better), IOPS and MB/s higher is better.")
     out.append("")
     out.append("| workload | " + " | ".join(cell(labels[s]) for s in systems)
                + " |")

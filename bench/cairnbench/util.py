@@ -173,6 +173,16 @@ def wait_for(pred, timeout, interval=0.2, what="condition"):
     raise BenchFailure(f"timed out after {timeout}s waiting for {what}")
 
 
+def cmdline(pid):
+    """The command line of pid with its arguments joined by spaces, or ""
+    when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def pids_matching(substrings):
     """PIDs of processes whose command line contains any of substrings."""
     me = os.getpid()
@@ -180,14 +190,36 @@ def pids_matching(substrings):
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == me:
             continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if any(s in cmd for s in substrings):
+        cmd = cmdline(d)
+        if cmd and any(s in cmd for s in substrings):
             res.append(int(d))
     return res
+
+
+def reset_peak_rss(pids):
+    """Start a new peak-memory measurement of pids (clear_refs 5 resets
+    VmHWM to the current resident size)."""
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/clear_refs", "w") as f:
+                f.write("5")
+        except OSError as e:
+            raise BenchFailure(f"cannot reset the peak memory of {p}: {e}")
+
+
+def peak_rss_mib(pids):
+    """The sum of VmHWM (peak resident memory) of pids, in MiB."""
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/status") as f:
+                hwm = [ln for ln in f if ln.startswith("VmHWM:")]
+        except OSError as e:
+            raise BenchFailure(f"cannot read the peak memory of {p}: {e}")
+        if not hwm:
+            raise BenchFailure(f"no VmHWM in /proc/{p}/status")
+        total += int(hwm[0].split()[1])
+    return total / 1024
 
 
 def kill_pids(pids, grace=5.0):

@@ -14,7 +14,7 @@ from cairnbench import util
 
 q = shlex.quote
 
-TIME, RATE = "time", "rate"
+TIME, RATE, MEMORY = "time", "rate", "memory"
 
 
 class Metric:
@@ -147,15 +147,22 @@ class TarExtract(Workload):
     def metrics(self, ctx):
         what = "include/ (5,912 files)" if self.which == "include" else \
             "whole tree (~78,000 files)"
-        return [Metric(self.key, f"tar x Linux 6.1 {what}", "s", TIME)]
+        return [Metric(self.key, f"tar x Linux 6.1 {what}", "s", TIME),
+                Metric(self.key + "_client_mib",
+                       f"peak client memory, tar x {what}", "MiB", MEMORY)]
 
     def run(self, system, ctx, record):
         tarp, top, manifest = ctx.assets.tar(self.which)
         self.warm(ctx, tarp)
+        clients = system.client_pids()
+        util.reset_peak_rss(clients)
         t = self.timed(system, ctx, self.key,
                        lambda t: f"tar -xf {q(tarp)} -C {q(t)}")
+        peak = util.peak_rss_mib(clients) if clients else None
         self.verify_tree(system, top, manifest, self.key)
         record(self.key, t)
+        if peak is not None:
+            record(self.key + "_client_mib", peak)
 
 
 class ListStat(Workload):

@@ -73,3 +73,18 @@ def test_summary_matrix_and_statuses():
 def test_median_even_count():
     assert report.summarize({"status": "ok", "values": [1, 2, 3, 10],
                              "reason": None}) == (2.5, 1, 10)
+
+
+def test_memory_has_no_speed_ratio():
+    data = _data()
+    data["metrics"].append({"key": "mib", "title": "peak client memory",
+                            "unit": "MiB", "kind": "memory"})
+    data["results"]["glusterfs"]["mib"] = {
+        "status": "ok", "values": [180.0], "extra": [], "reason": None}
+    data["results"]["cairn"]["mib"] = {
+        "status": "ok", "values": [55.4], "extra": [], "reason": None}
+    text = report.render(data)
+    row = _row(text, "peak client memory (MiB)", "cairn (1 brick)")
+    assert row[2] == "55" and row[6] == "-" and row[7] == "-"
+    row = _row(text, "peak client memory (MiB)")
+    assert row[1:] == ["-", "180", "55"]

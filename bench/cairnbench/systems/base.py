@@ -48,6 +48,11 @@ class System:
         """argv prefix for workload commands (e.g. enter a namespace)."""
         return []
 
+    def client_pids(self):
+        """PIDs of the processes that serve the mount (none for a local
+        directory); their peak resident memory is measured."""
+        return []
+
     def describe(self):
         """Details recorded in the JSON results."""
         return {"label": self.label}

@@ -175,6 +175,10 @@ class CairnSystem(System):
     def targets(self):
         return [os.path.join(self.mnt, "t0")]
 
+    def client_pids(self):
+        return util.pids_matching([f"cairn-fuse {HOSTS[0]}:{PORT}:/{VOLUME} "
+                                   f"{self.mnt}"])
+
     def reset(self):
         try:
             super().reset()

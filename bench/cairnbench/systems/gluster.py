@@ -143,6 +143,10 @@ class GlusterSystem(System):
     def prefix(self):
         return self.ns.prefix()
 
+    def client_pids(self):
+        return [p for p in util.pids_matching([f" {self.mnt}"])
+                if "--volfile-id" in util.cmdline(p)]
+
     def reset(self):
         # Removing a big tree through GlusterFS takes minutes; a fresh
         # volume takes seconds and is a cleaner start.
