@@ -75,6 +75,7 @@ struct cf {
     struct cf_ps *ps;         /* pagestore.c */
     struct cf_wbh *wbh;       /* wbehind.c */
     struct cf_lsa *lsa;       /* lsahead.c */
+    struct memtrim *trim;     /* ../lib/memtrim.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;

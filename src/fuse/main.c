@@ -16,10 +16,15 @@
 
 #include "../client/volwatch.h"
 #include "../lib/log.h"
+#include "../lib/memtrim.h"
 #include "bridge.h"
 
 #define FETCH_TIMEOUT_MS 10000
 #define MAX_IO (1u << 20)
+/* Freed memory goes back to the system once more than 32 MiB, and more
+ * than is in use, is free; looked at every 2 s (../lib/memtrim.c). */
+#define TRIM_PERIOD_MS 2000
+#define TRIM_SLACK (32u << 20)
 
 void cf_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -216,6 +221,11 @@ int main(int argc, char **argv)
                   "mount until it is remounted");
     if (cf_ps_start(&cf, se) < 0)
         log_error("cannot start the page-cache fill thread: read-ahead stays in this process");
+    rc = memtrim_start(&cf.trim, TRIM_PERIOD_MS, TRIM_SLACK);
+    if (rc == -ENOTSUP)
+        log_info("sanitizer build: freed memory is not trimmed");
+    else if (rc < 0)
+        log_error("cannot start the memory trim thread: freed memory stays resident");
     if (cfg.io_uring && cf_uring_attach(&cf, se) < 0)
         log_error("cannot attach io_uring to the session: requests use /dev/fuse");
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -228,6 +238,7 @@ int main(int argc, char **argv)
     status = rc == 0 ? 0 : 1;
     log_info("unmounting %s", cfg.mountpoint);
 out_stack:
+    memtrim_stop(cf.trim);
     cf_uring_stop(&cf);
     cf_ps_stop(&cf);
     cf_lsa_free(&cf);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/memtrim.h"
 #include "bridge.h"
 
 #define CAPS "security.capability"
@@ -45,6 +46,7 @@ static int stats_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
     n += cf_wbh_format(cf, buf + n, 65536 - n);
     n += cf_lsa_format(cf, buf + n, 65536 - n);
     n += cf_uring_format(cf, buf + n, 65536 - n);
+    n += cf_fmt_len(memtrim_format(cf->trim, buf + n, 65536 - n), 65536 - n);
     if (size == 0)
         fuse_reply_xattr(req, n);
     else if (n > size)

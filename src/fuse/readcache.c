@@ -18,7 +18,9 @@
  *   windows when they start, and a window read before such a change is
  *   not kept (a generation per bucket of inode numbers, compared under
  *   the cache's lock when the window arrives).
- * Windows whose generation is stale are never used and leave by LRU.
+ * A window made stale by a change is freed with the change (every window
+ * of the bucket: they share the generation), so the cache holds only
+ * windows it may still answer from.
  *
  * Reading ahead of misses. A file read at random densely (the whole of it,
  * in any order) pays a brick round trip per window, one after another.
@@ -50,6 +52,8 @@
 struct win {
     struct win *hnext;       /* hash chain */
     struct win *prev, *next; /* LRU, most recent first */
+    struct win *bnext;       /* the windows of the bucket of ino */
+    struct win **bpp;        /* what points to this one in that list */
     fuse_ino_t ino;
     uint64_t start, gen, epoch;
     size_t len;
@@ -75,6 +79,7 @@ struct cf_rc {
     struct dens dens[DENS];
     struct fly fly[AHEAD_FLY];
     struct win *hash[HASH];
+    struct win *by_bucket[BUCKETS];
     struct win lru; /* sentinel */
     size_t bytes, max;
     int pages;             /* window in UNITs; 0: off */
@@ -101,6 +106,9 @@ static void unlink_win(struct cf_rc *r, struct win **pp)
 {
     struct win *w = *pp;
     *pp = w->hnext;
+    *w->bpp = w->bnext;
+    if (w->bnext)
+        w->bnext->bpp = w->bpp;
     w->prev->next = w->next;
     w->next->prev = w->prev;
     r->bytes -= w->len;
@@ -182,8 +190,11 @@ void cf_rc_changed(struct cf *cf, fuse_ino_t ino)
     struct cf_rc *r = cf->rc;
     if (!r)
         return;
+    unsigned b = bucket(ino);
     pthread_mutex_lock(&r->lock);
-    r->gen[bucket(ino)]++;
+    r->gen[b]++;
+    for (struct win *w; (w = r->by_bucket[b]);)
+        unlink_win(r, slot(r, w->ino, w->start));
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -194,6 +205,7 @@ void cf_rc_forget_all(struct cf *cf)
         return;
     pthread_mutex_lock(&r->lock);
     r->epoch++;
+    clear(r);
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -271,6 +283,11 @@ void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, 
         unlink_win(r, pp); /* *pp is now the rest of the chain */
     w->hnext = *pp;
     *pp = w;
+    struct win **bl = &r->by_bucket[bucket(ino)];
+    if ((w->bnext = *bl))
+        w->bnext->bpp = &w->bnext;
+    *bl = w;
+    w->bpp = bl;
     w->next = r->lru.next;
     w->prev = &r->lru;
     r->lru.next->prev = w;

@@ -78,7 +78,7 @@ const struct opt_def opt_table[] = {
     {"performance.aggregate-size", OPT_SIZE, "128KB", 4096, 1048576, NULL, true,
      "Write-behind sends writes that continue one another as one write of up to this many "
      "bytes (docs/consistency.md, Data: write-behind)."},
-    {"performance.cache-size", OPT_SIZE, "256MB", 0, 17179869184LL, NULL, true,
+    {"performance.cache-size", OPT_SIZE, "32MB", 0, 17179869184LL, NULL, true,
      "Bytes of file data a FUSE client keeps in its read cache (windows of files read at "
      "random, valid while the client holds the file's lease; docs/consistency.md)."},
     {"performance.io-thread-count", OPT_INT, "16", 1, 64, NULL, false,

@@ -34,6 +34,11 @@ def cache_line(mount):
     return stats(mount, r"^FUSE read cache: (\d+) reads answered, (\d+) bytes fetched")
 
 
+def held(mount):
+    """Bytes of windows the mount holds, and at most."""
+    return stats(mount, r"^FUSE read cache: .* (\d+) of (\d+) bytes held")
+
+
 def read_ahead(mount):
     return stats(mount, r"^FUSE read cache: .*, (\d+) windows read ahead$")[0]
 
@@ -364,3 +369,22 @@ def test_off_by_volume_option(vol):
         assert cache_line(vol.m2) == (h0, f0)
     finally:
         os.close(fd)
+
+
+def test_a_change_frees_the_files_windows(vol):
+    """The cache holds only what it may answer from: a write drops the
+    file's windows at once, not when they reach the end of the LRU. The
+    default size is GlusterFS's, 32 MB."""
+    data, p = make(vol, 4 * WIN)
+    assert held(vol.m2) == (0, 32 << 20)
+    fd = os.open(p, os.O_RDWR)
+    try:
+        assert windows_read(fd, vol.m2, data, [PAGE, 2 * WIN + PAGE]) == 2
+        assert held(vol.m2)[0] == 2 * WIN
+        os.pwrite(fd, b"x" * 10, 3 * WIN)
+        data[3 * WIN:3 * WIN + 10] = b"x" * 10
+        assert held(vol.m2)[0] == 0
+        assert pread(fd, 2 * WIN + PAGE) == data[2 * WIN + PAGE:2 * WIN + 2 * PAGE]
+    finally:
+        os.close(fd)
+    assert_whole(p, data)
