@@ -157,8 +157,9 @@ int memtrim_format(struct memtrim *m, char *buf, size_t n)
         pthread_mutex_unlock(&m->lock);
     }
     if (!m)
-        return snprintf(buf, n, "memory: %zu KiB resident, not trimmed\n", resident() / 1024);
-    return snprintf(buf, n, "memory: %zu KiB resident, %llu trims returned %llu KiB freed\n",
-                    resident() / 1024, (unsigned long long)trims,
-                    (unsigned long long)(returned / 1024));
+        return snprintf(buf, n, "FUSE client memory: %zu KiB resident, not trimmed\n",
+                        resident() / 1024);
+    return snprintf(
+        buf, n, "FUSE client memory: %zu KiB resident, %llu trims returned %llu KiB freed\n",
+        resident() / 1024, (unsigned long long)trims, (unsigned long long)(returned / 1024));
 }

@@ -33,7 +33,7 @@ def mnt():
 
 def memory_line(path):
     text = os.getxattr(path, STATS).decode()
-    m = re.search(r"^memory: (\d+) KiB resident, (.*)$", text, re.M)
+    m = re.search(r"^FUSE client memory: (\d+) KiB resident, (.*)$", text, re.M)
     assert m, text
     return int(m.group(1)), m.group(2)
 
