@@ -81,9 +81,13 @@ static int send_one(struct wbq *q, struct wbq_item *it)
     if (rc < 0)
         log_debug("files of node %llu before its attributes: %s", (unsigned long long)it->node,
                   strerror(-rc));
-    if ((rc = cf_wbm_gone(cf, it->node)) < 0)
-        return rc;
-    return cf_wbd_send_attr(cf, it->node, &d->attr, d->to_set);
+    if ((rc = cf_wbm_gone(cf, it->node)) == 0)
+        rc = cf_wbd_send_attr(cf, it->node, &d->attr, d->to_set);
+    /* Recorded while the item is still queued: a waiter woken by its
+     * answer (fsync of a directory) then finds the error. */
+    if (rc < 0)
+        cf_wb_note_error(cf, it->parent, rc);
+    return rc;
 }
 
 int cf_wbd_send_attr(struct cf *cf, uint64_t node, const struct stat *attr, int to_set)
@@ -110,8 +114,7 @@ int cf_wbd_send_attr(struct cf *cf, uint64_t node, const struct stat *attr, int 
 static void sent(struct wbq *q, struct wbq_item *it, int rc)
 {
     struct cf *cf = q->ctx;
-    if (rc < 0)
-        cf_wb_note_error(cf, it->parent, rc);
+    (void)rc; /* its error was noted by send_one */
     cl_itable_forget(cf->it, it->node, 1);
     free(it);
 }

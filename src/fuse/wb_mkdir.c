@@ -154,7 +154,9 @@ static int send_one(struct wbq *q, struct wbq_item *it)
         symlink_attrs(q->ctx, q, d);
     if (rc < 0) {
         /* Recorded before the waiters wake: what they would send into it
-         * checks this first (cf_wbm_gone). */
+         * checks this first (cf_wbm_gone), and fsync of a directory finds
+         * the error. */
+        cf_wb_note_error(q->ctx, it->parent, rc);
         pthread_mutex_lock(&q->lock);
         unsigned i = __atomic_fetch_add(&w->n_failed, 1, __ATOMIC_RELAXED) % FAILED_KEPT;
         w->failed[i] = it->node;
@@ -175,7 +177,6 @@ static void sent(struct wbq *q, struct wbq_item *it, int rc)
         size_t lost = d->target ? 0 : cf_wb_drop_dir(cf, it->node);
         if (lost)
             log_error("%zu files written back into directory %s were not sent", lost, d->name);
-        cf_wb_note_error(cf, it->parent, rc);
         cf_known_forget(cf, it->node);
         cf_known_forget(cf, it->parent);
         cf_lease_drop_node(cf, it->parent);
