@@ -25,7 +25,9 @@ struct wbq {
     pthread_t worker;
     int started, stop;
     /* On the worker, without the lock: sends it (0 or -errno); then done
-     * is called after waiters were woken, and frees it. */
+     * is called after waiters were woken, and frees it. What a woken
+     * waiter must find (an error for the next fsync) is recorded by send,
+     * while the item is still queued. */
     int (*send)(struct wbq *q, struct wbq_item *it);
     void (*done_fn)(struct wbq *q, struct wbq_item *it, int rc);
     void *ctx;
