@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net.h"
+
 #define BACKOFF_MAX 32        /* periods */
 #define PRODUCTIVE (1u << 20) /* a trim that returned at least this much */
 
@@ -64,13 +66,7 @@ static void *trim_main(void *arg)
     pthread_mutex_lock(&m->lock);
     while (!m->stop) {
         struct timespec at;
-        clock_gettime(CLOCK_MONOTONIC, &at);
-        at.tv_sec += m->period_ms / 1000;
-        at.tv_nsec += (long)(m->period_ms % 1000) * 1000000L;
-        if (at.tv_nsec >= 1000000000L) {
-            at.tv_sec++;
-            at.tv_nsec -= 1000000000L;
-        }
+        net_deadline(&at, CLOCK_MONOTONIC, m->period_ms);
         while (!m->stop && pthread_cond_timedwait(&m->cond, &m->lock, &at) != ETIMEDOUT)
             ;
         if (m->stop)
