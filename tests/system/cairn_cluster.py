@@ -266,19 +266,34 @@ class Cluster:
     def brick_path(self, name):
         return os.path.join(self.root, name)
 
-    def create_volume(self, name, bricks=None, start=True, options=None):
+    def create_volume(self, name, bricks=None, start=True, options=None, replica=None):
         """Creates (force) and optionally starts a volume; bricks are paths on
         this host (default one brick <root>/<name>-brick)."""
         bricks = bricks or [os.path.join(self.root, f"{name}-brick")]
         for b in bricks:
             os.makedirs(b, exist_ok=True)
         self.volumes[name] = list(bricks)
-        self.cli("volume", "create", name, *[f"{self.host}:{b}" for b in bricks], "force")
+        kind = ["replica", str(replica)] if replica else []
+        self.cli("volume", "create", name, *kind, *[f"{self.host}:{b}" for b in bricks], "force")
         for k, v in (options or {}).items():
             self.cli("volume", "set", name, k, v)
         if start:
             self.cli("volume", "start", name)
         return bricks
+
+    def replica3(self, name, options=None, mounts=2, brick_size=None):
+        """A started replica 3 volume of bricks <root>/b0..b2 (each a tmpfs
+        of brick_size when given) with options set, and mounts of it at
+        <root>/m0, m1, ...; returns (bricks, mounts)."""
+        bricks = [os.path.join(self.root, f"b{i}") for i in range(3)]
+        for b in bricks:
+            os.makedirs(b, exist_ok=True)
+            if brick_size:
+                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={brick_size}", "tmpfs", b],
+                               check=True)
+                self.extra_mounts.append(b)
+        self.create_volume(name, bricks, options=options, replica=3)
+        return bricks, [self.mount(name, os.path.join(self.root, f"m{i}")) for i in range(mounts)]
 
     def stop_volume(self, name, check=True):
         # `volume stop` asks for confirmation in GlusterFS's CLI; pass --mode=script

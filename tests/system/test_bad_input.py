@@ -208,7 +208,6 @@ import errno  # noqa: E402
 import hashlib  # noqa: E402
 import os  # noqa: E402
 import stat  # noqa: E402
-import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
 

@@ -10,7 +10,6 @@ show too.
 
 import os
 import re
-import signal
 import time
 
 import pytest

@@ -32,15 +32,7 @@ def fc():
 
 
 def volume(c, mounts=2, opts=None):
-    bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
-    for b in bricks:
-        os.makedirs(b)
-    c.volumes["fx"] = bricks
-    c.cli("volume", "create", "fx", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
-    for k, v in (opts or {}).items():
-        c.cli("volume", "set", "fx", k, v)
-    c.cli("volume", "start", "fx")
-    return bricks, [c.mount("fx", os.path.join(c.root, f"m{i}")) for i in range(mounts)]
+    return c.replica3("fx", opts, mounts)
 
 
 def made_by(mount, name, size):

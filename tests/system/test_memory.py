@@ -17,18 +17,8 @@ STATS = "trusted.cairn.io-stats"
 
 @pytest.fixture
 def mnt():
-    c = Cluster(host="127.0.0.46", prefix="memtrim-")
-    try:
-        c.start()
-        bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
-        for b in bricks:
-            os.makedirs(b)
-        c.cli("volume", "create", "mt", "replica", "3", *[f"{c.host}:{b}" for b in bricks],
-              "force")
-        c.cli("volume", "start", "mt")
-        yield c.mount("mt", os.path.join(c.root, "m"))
-    finally:
-        c.close()
+    with Cluster(host="127.0.0.46", prefix="memtrim-") as c:
+        yield c.replica3("mt", mounts=1)[1][0]
 
 
 def memory_line(path):

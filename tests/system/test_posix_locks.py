@@ -3,11 +3,9 @@
 Locks belong to processes, so each lock holder is a separate process (an
 "agent") driven over pipes: one line per command, one line per answer."""
 
-import errno
 import os
 import select
 import subprocess
-import sys
 import time
 
 import pytest

@@ -146,7 +146,7 @@ def test_selinux_label_unsupported_by_default(tdir):
 
 
 def test_selinux_label_stored_with_mount_option(vol, tdir):
-    p = mkfile(tdir)
+    mkfile(tdir)  # makes f
     m = vol.cluster.mount(vol.name, os.path.join(vol.cluster.root, "m-selinux"),
                           opts=["selinux"])
     try:

@@ -93,18 +93,9 @@ class Vol:
 
 @pytest.fixture
 def vol():
-    c = Cluster(host="127.0.0.37", prefix="rcache-")
-    try:
-        c.start()
-        bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
-        for b in bricks:
-            os.makedirs(b)
-        c.cli("volume", "create", "rc", "replica", "3", *[f"{c.host}:{b}" for b in bricks],
-              "force")
-        c.cli("volume", "start", "rc")
+    with Cluster(host="127.0.0.37", prefix="rcache-") as c:
+        c.replica3("rc", mounts=0)
         yield Vol(c)
-    finally:
-        c.close()
 
 
 def make(vol, size):

@@ -34,17 +34,8 @@ def tc():
 
 
 def replica3(c):
-    bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
-    for b in bricks:
-        os.makedirs(b)
-    c.volumes["tv"] = bricks
-    c.cli("volume", "create", "tv", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
-    c.cli("volume", "set", "tv", "network.ping-timeout", "2")
     # no spares made ahead: the tests count the ones removals leave
-    c.cli("volume", "set", "tv", "storage.spare-inodes", "0")
-    c.cli("volume", "start", "tv")
-    ms = [c.mount("tv", os.path.join(c.root, f"m{i}")) for i in range(2)]
-    return bricks, ms
+    return c.replica3("tv", {"network.ping-timeout": "2", "storage.spare-inodes": "0"})
 
 
 def make_tree(top):

@@ -41,16 +41,7 @@ def wc():
 
 
 def replica3(c, opts=None, mounts=2):
-    bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
-    for b in bricks:
-        os.makedirs(b)
-    c.volumes["wv"] = bricks
-    c.cli("volume", "create", "wv", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
-    for k, v in (opts or {}).items():
-        c.cli("volume", "set", "wv", k, v)
-    c.cli("volume", "start", "wv")
-    ms = [c.mount("wv", os.path.join(c.root, f"m{i}")) for i in range(mounts)]
-    return bricks, ms
+    return c.replica3("wv", opts, mounts)
 
 
 def content(i):

@@ -18,7 +18,6 @@ import random
 import re
 import signal
 import stat
-import subprocess
 import time
 
 import pytest
@@ -56,20 +55,7 @@ def wc():
 
 
 def volume(c, opts=None, mounts=2, brick_size=None):
-    bricks = [os.path.join(c.root, f"b{i}") for i in range(3)]
-    for b in bricks:
-        os.makedirs(b)
-        if brick_size:
-            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={brick_size}", "tmpfs", b],
-                           check=True)
-            c.extra_mounts.append(b)
-    c.volumes["wh"] = bricks
-    c.cli("volume", "create", "wh", "replica", "3", *[f"{c.host}:{b}" for b in bricks], "force")
-    for k, v in (opts or {}).items():
-        c.cli("volume", "set", "wh", k, v)
-    c.cli("volume", "start", "wh")
-    ms = [c.mount("wh", os.path.join(c.root, f"m{i}")) for i in range(mounts)]
-    return bricks, ms
+    return c.replica3("wh", opts, mounts, brick_size)
 
 
 def scatter(fd, model, count, seed, span_pages):
