@@ -333,6 +333,8 @@ int cf_wbh_busy(struct cf *cf);
 void cf_wbh_linked(struct cf *cf, uint64_t node);
 /* "FUSE write-behind: ..." line of the io-stats. */
 size_t cf_wbh_format(struct cf *cf, char *buf, size_t n);
+/* The write-back counters, one line of io-stats. */
+size_t cf_wb_format(struct cf *cf, char *buf, size_t n);
 /* ---- lsahead.c: listings of subdirectories fetched ahead ---- */
 struct cf_lsa_list {
     struct cf_lsa_list *prev, *next;

@@ -43,6 +43,7 @@ static int stats_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
         buf[n++] = '\n';
     n += cf_rc_format(cf, buf + n, 65536 - n);
     n += cf_ps_format(cf, buf + n, 65536 - n);
+    n += cf_wb_format(cf, buf + n, 65536 - n);
     n += cf_wbh_format(cf, buf + n, 65536 - n);
     n += cf_lsa_format(cf, buf + n, 65536 - n);
     n += cf_uring_format(cf, buf + n, 65536 - n);

@@ -28,8 +28,9 @@
  * Errors of the background request are logged, make the file disappear
  * from this mount's caches, and are returned by the next create, fsync or
  * fsyncdir in that directory. Bounded by client.write-back-size bytes and
- * client.write-back-files files pending; past either, creates wait for the
- * bricks as without write-back. */
+ * client.write-back-files files pending; past either, a create waits for
+ * the bricks to take files from the queue (room()), and is made on the
+ * bricks at once, as without write-back, only when none leave it. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@
 #define WB_SEND_DELAY_MS 10
 #define WB_CLOSED_MAX 256
 #define WB_BATCH 64
+#define WB_ROOM_WAIT_MS 1000
 
 enum wb_state {
     WB_OPEN,         /* the kernel holds the handle */
@@ -98,6 +100,11 @@ struct cf_wb {
     uint64_t next_id;
     size_t files, bytes; /* pending (not yet on the bricks) */
     size_t max_files, max_bytes;
+    size_t n_sending;    /* in SENDING */
+    int room_waiters;    /* creates waiting for room: closed files go at once */
+    uint64_t left;       /* files that stopped being pending */
+    uint64_t stall_mark; /* left + 1 when a wait for room saw none leave; else 0 */
+    uint64_t made, room_waits, room_wait_ms, full; /* counters (cf_wb_format) */
     int enabled;
     struct dir_err *errs;
     struct wb_file *closed, *closed_tail; /* CLOSED files, oldest first */
@@ -122,9 +129,9 @@ static struct wb_file *first_in(struct cf_wb *w, uint64_t dir, int closed);
 static void release_parent(struct cf_wb *w, struct wb_file *f);
 
 /* Sends closed files once they have waited WB_SEND_DELAY_MS (at once
- * while more than WB_CLOSED_MAX wait). The files that have waited half as
- * long go with the due one, up to WB_BATCH, corked (rpc_cork): one message
- * per brick for the lot, and one wake-up of each brick's reader. */
+ * while more than WB_CLOSED_MAX wait, or a create waits for room). The files that have waited half
+ * as long go with the due one, up to WB_BATCH, corked (rpc_cork): one message per brick for the
+ * lot, and one wake-up of each brick's reader. */
 static void *sender_main(void *arg)
 {
     struct cf_wb *w = arg;
@@ -136,13 +143,14 @@ static void *sender_main(void *arg)
             continue;
         }
         uint64_t now = cf_mono_ms(), due = f->closed_ms + WB_SEND_DELAY_MS;
-        if (w->n_closed <= WB_CLOSED_MAX && now < due) {
+        int now_all = w->n_closed > WB_CLOSED_MAX || w->room_waiters > 0;
+        if (!now_all && now < due) {
             cf_wait_until_ms(&w->fcond, &w->lock, due);
             continue;
         }
         rpc_cork();
         for (int n = 0; f && n < WB_BATCH; f = w->closed, n++) {
-            if (n > 0 && w->n_closed <= WB_CLOSED_MAX && f->closed_ms + WB_SEND_DELAY_MS / 2 > now)
+            if (n > 0 && !now_all && f->closed_ms + WB_SEND_DELAY_MS / 2 > now)
                 break;
             send_locked(w, f);
         }
@@ -162,7 +170,7 @@ int cf_wb_init(struct cf *cf)
     w->cf = cf;
     w->next_id = 1;
     pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
+    cf_cond_init_mono(&w->cond);
     cf_cond_init_mono(&w->fcond);
     cf->wb = w;
     int rc = cf_wbrm_init(cf);
@@ -189,6 +197,7 @@ void cf_wb_configure(struct cf *cf, int enabled, size_t max_bytes, size_t max_fi
     w->enabled = enabled;
     w->max_bytes = max_bytes;
     w->max_files = max_files;
+    pthread_cond_broadcast(&w->cond); /* creates waiting for room: maybe there is now */
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -346,6 +355,7 @@ static void drop_closed(struct cf_wb *w, struct wb_file *f)
     release_parent(w, f);
     w->bytes -= f->cap;
     w->files--;
+    w->left++;
     unlink_file(w, f);
     file_free(f);
     pthread_cond_broadcast(&w->cond);
@@ -428,6 +438,8 @@ static void finish(struct cf_wb *w, struct wb_file *f, int status, int lease)
     struct cf *cf = w->cf;
     closed_remove(w, f);
     release_parent(w, f);
+    if (f->state == WB_SENDING)
+        w->n_sending--;
     if (status < 0) {
         log_error("write-back of %s (in directory node %llu) failed: %s; the file did not reach "
                   "the bricks",
@@ -445,6 +457,7 @@ static void finish(struct cf_wb *w, struct wb_file *f, int status, int lease)
         f->cap = 0;
     }
     w->files--;
+    w->left++;
     uint64_t node = f->node, parent = f->parent;
     if (!f->kernel_open) {
         /* Nothing refers to it any more. */
@@ -537,6 +550,7 @@ static struct send *build(struct cf_wb *w, struct wb_file *f)
     RPC_SET(a, lease, RPC_T_LEASE, RPC_LEASE_READ);
     closed_remove(w, f);
     f->state = WB_SENDING;
+    w->n_sending++;
     return s;
 }
 
@@ -751,6 +765,62 @@ static int ask_default_acl(struct cf *cf, uint64_t dir)
     return rc == -ENODATA ? 1 : 2;
 }
 
+static int full(const struct cf_wb *w)
+{
+    return w->files >= w->max_files || w->bytes >= w->max_bytes;
+}
+
+/* Back-pressure, under w->lock: a create that finds the queue full waits
+ * while files closed or in flight leave it, and goes on written back once
+ * there is room; 1 then. 0, and the file is made on the bricks at once,
+ * when none of the pending files can leave (the application keeps them
+ * all open), or when none left for WB_ROOM_WAIT_MS (bricks that do not
+ * answer); the creates after such a wait do not wait until one leaves. */
+static int room(struct cf_wb *w)
+{
+    if (!full(w))
+        return 1;
+    if (w->n_closed + w->n_sending == 0 || w->stall_mark == w->left + 1)
+        return 0;
+    w->stall_mark = 0;
+    w->room_waits++;
+    w->room_waiters++;
+    pthread_cond_signal(&w->fcond); /* the closed files need not wait for more */
+    uint64_t start = cf_mono_ms(), due = start + WB_ROOM_WAIT_MS, seen = w->left;
+    while (full(w) && w->n_closed + w->n_sending > 0) {
+        cf_wait_until_ms(&w->cond, &w->lock, due);
+        uint64_t now = cf_mono_ms();
+        if (w->left != seen) {
+            seen = w->left;
+            due = now + WB_ROOM_WAIT_MS;
+        } else if (now >= due) {
+            w->stall_mark = w->left + 1;
+            break;
+        }
+    }
+    w->room_waiters--;
+    w->room_wait_ms += cf_mono_ms() - start;
+    return !full(w);
+}
+
+size_t cf_wb_format(struct cf *cf, char *buf, size_t n)
+{
+    struct cf_wb *w = cf->wb;
+    int len = 0;
+    if (w) {
+        pthread_mutex_lock(&w->lock);
+        len = snprintf(buf, n,
+                       "FUSE write-back: %llu files made here, %llu waits for room (%llu ms), "
+                       "%llu made on the bricks at once with the queue full, %zu files and %zu "
+                       "bytes pending\n",
+                       (unsigned long long)w->made, (unsigned long long)w->room_waits,
+                       (unsigned long long)w->room_wait_ms, (unsigned long long)w->full, w->files,
+                       w->bytes);
+        pthread_mutex_unlock(&w->lock);
+    }
+    return cf_fmt_len(len, n);
+}
+
 void cf_wb_order_new(struct cf *cf, uint64_t parent, const char *name)
 {
     (void)cf_wbd_settle(cf, parent);
@@ -780,11 +850,13 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     if (!f)
         return 0;
     pthread_mutex_lock(&w->lock);
-    if (w->files >= w->max_files || w->bytes >= w->max_bytes) {
+    if (!room(w)) {
+        w->full++;
         pthread_mutex_unlock(&w->lock);
         free(f);
         return 0;
     }
+    w->made++;
     f->id = w->next_id++;
     pthread_mutex_unlock(&w->lock);
     f->parent = parent;

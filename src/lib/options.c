@@ -43,11 +43,11 @@ const struct opt_def opt_table[] = {
      "makes the holder send them first (docs/consistency.md). off: every operation waits "
      "for the bricks."},
     {"client.write-back-files", OPT_INT, "4096", 1, 1048576, NULL, true,
-     "Files a client may hold written back but not yet on the bricks; beyond, creates wait "
-     "for the bricks."},
+     "Files a client may hold written back but not yet on the bricks; beyond, a create waits "
+     "until the bricks have taken some."},
     {"client.write-back-size", OPT_SIZE, "64MB", 1048576, 4294967296LL, NULL, true,
      "Bytes of file data a client may hold written back but not yet on the bricks; beyond, "
-     "creates wait for the bricks."},
+     "a create waits until the bricks have taken some."},
     {"cluster.favorite-child-policy", OPT_ENUM, "none", 0, 0, "none|size|mtime|ctime|majority",
      true,
      "How the self-heal daemon resolves a split brain by itself: none leaves it to the "
