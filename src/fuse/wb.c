@@ -67,7 +67,8 @@ struct wb_xattr {
 };
 
 struct wb_file {
-    struct wb_file *next;
+    struct wb_file *next;          /* in b: by node */
+    struct wb_file *inext;         /* in ib: by id (the handle) */
     struct wb_file *cprev, *cnext; /* CLOSED: the queue to send, oldest first */
     uint64_t closed_ms;
     uint64_t node, parent, id;
@@ -97,6 +98,7 @@ struct cf_wb {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     struct wb_file *b[WB_BUCKETS];
+    struct wb_file *ib[WB_BUCKETS];
     uint64_t next_id;
     size_t files, bytes; /* pending (not yet on the bricks) */
     size_t max_files, max_bytes;
@@ -229,10 +231,9 @@ static struct wb_file *find_node(struct cf_wb *w, uint64_t node)
 static struct wb_file *find_fh(struct cf_wb *w, uint64_t fh)
 {
     uint64_t id = fh & ~WB_FH_BIT;
-    for (size_t k = 0; k < WB_BUCKETS; k++)
-        for (struct wb_file *f = w->b[k]; f; f = f->next)
-            if (f->id == id)
-                return f;
+    for (struct wb_file *f = w->ib[slot(id)]; f; f = f->inext)
+        if (f->id == id)
+            return f;
     return NULL;
 }
 
@@ -242,6 +243,9 @@ static void unlink_file(struct cf_wb *w, struct wb_file *f)
     while (*pp != f)
         pp = &(*pp)->next;
     *pp = f->next;
+    for (pp = &w->ib[slot(f->id)]; *pp != f;)
+        pp = &(*pp)->inext;
+    *pp = f->inext;
 }
 
 static int pending(const struct wb_file *f)
@@ -893,6 +897,8 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     pthread_mutex_lock(&w->lock);
     f->next = w->b[slot(f->node)];
     w->b[slot(f->node)] = f;
+    f->inext = w->ib[slot(f->id)];
+    w->ib[slot(f->id)] = f;
     w->files++;
     pthread_mutex_unlock(&w->lock);
 
