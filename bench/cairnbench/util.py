@@ -112,11 +112,13 @@ def run_timed(body, prefix=(), timeout=300, what="timed command"):
     raise BenchFailure(f"{what}: no timing marker in output")
 
 
-def drop_caches():
+def drop_caches(what=3):
+    """sync, then drop the kernel's clean caches: 1 the page cache, 2
+    dentries and inodes, 3 both."""
     os.sync()
     try:
         with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
+            f.write(f"{what}\n")
     except OSError as e:
         debug(f"drop_caches failed: {e}")
 

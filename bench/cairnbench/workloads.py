@@ -46,16 +46,29 @@ class Workload:
         raise NotImplementedError
 
     # -- helpers ---------------------------------------------------------
-    def timed(self, system, ctx, metric, body_for_target):
+    def timed(self, system, ctx, metric, body_for_target, fresh=False):
         """Run body_for_target(t) for every target in one timed shell,
         followed by an fsync of each target directory (a client that
         writes back waits there until its files are on the bricks), a
         sync of each target's file system and a global sync (the bricks
-        live on the same local file system)."""
+        live on the same local file system).
+
+        fresh: the step makes many files. The kernel's clean page cache is
+        dropped first and the inputs warm() read are read again, so every
+        system starts it from the same state of the disk: ext4 without a
+        journal (this machine's root) skips, for each new inode, every
+        inode of its block group freed in the last minute whose block of
+        the inode table is still cached, so the step would otherwise pay
+        for whatever the steps before it removed, the previous system's
+        included (docs/performance-notes.md, round eighteen)."""
         ts = system.targets()
         # Flush what earlier steps left dirty, so the timed sync below only
         # pays for this step's work.
         util.run(["sync"], timeout=ctx.prepare_timeout, what="sync")
+        if fresh:
+            util.drop_caches(1)
+            for path in getattr(self, "warmed", ()):
+                self.warm(ctx, path)
         body = "\n".join(body_for_target(t) for t in ts)
         body += "\n" + "\n".join(f"sync {q(t)}; sync -f {q(t)}" for t in ts) + "\nsync"
         try:
@@ -79,6 +92,8 @@ class Workload:
         the page cache, whatever an earlier cold step dropped."""
         util.run(f"find {q(path)} -type f -print0 | xargs -0 cat > /dev/null",
                  timeout=ctx.prepare_timeout, what="warm input")
+        if path not in getattr(self, "warmed", ()):
+            self.warmed = getattr(self, "warmed", []) + [path]
 
     def verify_tree(self, system, rel, manifest, metric):
         for t in system.targets():
@@ -111,7 +126,7 @@ class CopyTree(Workload):
         src, manifest = ctx.assets.tree()
         self.warm(ctx, src)
         t = self.timed(system, ctx, "cp_a",
-                       lambda t: f"cp -a {q(src)} {q(t)}/tree")
+                       lambda t: f"cp -a {q(src)} {q(t)}/tree", fresh=True)
         self.verify_tree(system, "tree", manifest, "cp_a")
         record("cp_a", t)
 
@@ -157,7 +172,7 @@ class TarExtract(Workload):
         clients = system.client_pids()
         util.reset_peak_rss(clients)
         t = self.timed(system, ctx, self.key,
-                       lambda t: f"tar -xf {q(tarp)} -C {q(t)}")
+                       lambda t: f"tar -xf {q(tarp)} -C {q(t)}", fresh=True)
         peak = util.peak_rss_mib(clients) if clients else None
         self.verify_tree(system, top, manifest, self.key)
         record(self.key, t)
@@ -235,7 +250,7 @@ class DdLoop(Workload):
                     f"  rm -f {b}/$id\n"
                     "done\n"
                     f"rmdir {b}")
-        t = self.timed(system, ctx, "dd_loop", body)
+        t = self.timed(system, ctx, "dd_loop", body, fresh=True)
         for tg in system.targets():
             if os.listdir(tg):
                 raise _tag(util.BenchFailure(
@@ -368,7 +383,8 @@ class Rsync(Workload):
         src, manifest = ctx.assets.tree()
         self.warm(ctx, src)
         t = self.timed(system, ctx, "rsync",
-                       lambda t: f"rsync -a {q(src)}/ {q(t)}/tree/")
+                       lambda t: f"rsync -a {q(src)}/ {q(t)}/tree/",
+                       fresh=True)
         self.verify_tree(system, "tree", manifest, "rsync")
         record("rsync", t)
 
@@ -409,7 +425,7 @@ class Parallel(Workload):
                 lines.append('for p in "${pids[@]}"; do wait "$p"; done')
                 return "\n".join(lines)
 
-            t = self.timed(system, ctx, metric, body)
+            t = self.timed(system, ctx, metric, body, fresh=True)
             for tg in system.targets():
                 total = 0
                 for dp, _, files in os.walk(os.path.join(tg, mode)):
