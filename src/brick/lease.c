@@ -381,11 +381,7 @@ int brick_leases_init(struct brick *b)
     L->nb = 1024;
     L->b = calloc(L->nb, sizeof(*L->b));
     L->recall_ms = LEASE_RECALL_MS_DEFAULT;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&L->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    net_cond_init_mono(&L->cond);
     pthread_mutex_init(&L->lock, NULL);
     b->leases = L;
     if (!L->b || pthread_create(&L->timer, NULL, timer_main, b) != 0) {

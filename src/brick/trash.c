@@ -353,11 +353,7 @@ int brick_trash_init(struct brick *b)
     }
     T->b = b;
     pthread_mutex_init(&T->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&T->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    net_cond_init_mono(&T->cond);
     T->work = 1; /* what an earlier run left */
     if ((rc = pthread_create(&T->thread, NULL, purge_main, T)) != 0) {
         b->vfs->close(T->fd);

@@ -553,11 +553,7 @@ struct cl_layer *cl_proto_new(const struct cl_proto_params *params)
     p->recall = params->recall;
     p->recall_ctx = params->recall_ctx;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    net_cond_init_mono(&p->cond);
     p->wait_tail = &p->wait_head;
     p->backoff_ms = BACKOFF_MIN_MS;
     p->layer.name = "protocol/client";

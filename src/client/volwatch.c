@@ -404,11 +404,7 @@ struct cl_volwatch *cl_volwatch_start(const struct cl_volwatch_params *p)
     w->gen = p->gen;
     w->q_tail = &w->q_head;
     pthread_mutex_init(&w->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    net_cond_init_mono(&w->cond);
     if (pthread_create(&w->thread, NULL, watch_thread, w) != 0) {
         log_error("cannot start the management connection thread");
         pthread_mutex_destroy(&w->lock);

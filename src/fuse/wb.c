@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "aclmode.h"
 #include "bridge.h"
 
@@ -172,8 +173,8 @@ int cf_wb_init(struct cf *cf)
     w->cf = cf;
     w->next_id = 1;
     pthread_mutex_init(&w->lock, NULL);
-    cf_cond_init_mono(&w->cond);
-    cf_cond_init_mono(&w->fcond);
+    net_cond_init_mono(&w->cond);
+    net_cond_init_mono(&w->fcond);
     cf->wb = w;
     int rc = cf_wbrm_init(cf);
     if (rc == 0)
@@ -263,15 +264,6 @@ uint64_t cf_mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-void cf_cond_init_mono(pthread_cond_t *c)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &ca);
-    pthread_condattr_destroy(&ca);
 }
 
 void cf_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, uint64_t due_ms)

@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "bridge.h"
 
 #define RM_WINDOW 64             /* requests in flight */
@@ -106,7 +107,7 @@ int cf_wbrm_init(struct cf *cf)
     q->cf = cf;
     q->tail = &q->head;
     pthread_mutex_init(&q->lock, NULL);
-    cf_cond_init_mono(&q->cond);
+    net_cond_init_mono(&q->cond);
     pthread_cond_init(&q->idle, NULL);
     cf->wbrm = q;
     return 0;

@@ -110,11 +110,7 @@ int memtrim_start(struct memtrim **out, unsigned period_ms, size_t slack)
     struct memtrim *m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    net_cond_init_mono(&m->cond);
     pthread_mutex_init(&m->lock, NULL);
     m->period_ms = period_ms ? period_ms : 1;
     m->slack = slack;
@@ -145,16 +141,12 @@ void memtrim_stop(struct memtrim *m)
 
 int memtrim_format(struct memtrim *m, char *buf, size_t n)
 {
-    uint64_t trims = 0, returned = 0;
-    if (m) {
-        pthread_mutex_lock(&m->lock);
-        trims = m->trims;
-        returned = m->returned;
-        pthread_mutex_unlock(&m->lock);
-    }
     if (!m)
         return snprintf(buf, n, "FUSE client memory: %zu KiB resident, not trimmed\n",
                         resident() / 1024);
+    pthread_mutex_lock(&m->lock);
+    uint64_t trims = m->trims, returned = m->returned;
+    pthread_mutex_unlock(&m->lock);
     return snprintf(
         buf, n, "FUSE client memory: %zu KiB resident, %llu trims returned %llu KiB freed\n",
         resident() / 1024, (unsigned long long)trims, (unsigned long long)(returned / 1024));

@@ -193,6 +193,15 @@ int net_read_all(int fd, void *buf, size_t len)
     return 0;
 }
 
+void net_cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 void net_deadline(struct timespec *ts, clockid_t clock, uint64_t ms)
 {
     clock_gettime(clock, ts);

@@ -2,6 +2,7 @@
 #ifndef CAIRN_NET_H
 #define CAIRN_NET_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/socket.h>
@@ -46,5 +47,8 @@ uint64_t net_now_ms(void);
 /* *ts = clock's now + ms: the deadline of a timed wait
  * (pthread_cond_timedwait on a condition using that clock). */
 void net_deadline(struct timespec *ts, clockid_t clock, uint64_t ms);
+
+/* Initializes c for timed waits against CLOCK_MONOTONIC (net_deadline). */
+void net_cond_init_mono(pthread_cond_t *c);
 
 #endif
