@@ -289,8 +289,12 @@ int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int fl
                      int times_later, struct stat *st);
 /* storage.spare-inodes: how many spares to make ahead in idle time. */
 void brick_spare_set_ahead(struct brick *b, size_t n);
-/* The purge thread between passes: makes up to max spares ahead when the
- * brick made no new file for a while and holds fewer than wanted. Returns
+/* A client asked for a change (the server, for each such request): spares
+ * are made ahead only after a while without one. */
+void brick_spare_busy(struct brick *b);
+/* The purge thread between passes: makes up to max spares ahead when no
+ * client asked for a change for a while and the brick holds fewer than
+ * wanted. Returns
  * 0 when it made some (call again), else the milliseconds to wait before
  * asking again. */
 int brick_spare_make_ahead(struct brick *b, unsigned max);

@@ -748,27 +748,9 @@ static void send_recalls(struct brick *b, struct recalls *rs)
 
 static int changes(uint16_t op, const struct rpc_msg *in)
 {
-    switch (op) {
-    case RPC_OP_SETATTR:
-    case RPC_OP_SETXATTR:
-    case RPC_OP_REMOVEXATTR:
-    case RPC_OP_WRITE:
-    case RPC_OP_FALLOCATE:
-    case RPC_OP_CREATE:
-    case RPC_OP_MAKE_FILE:
-    case RPC_OP_MKDIR:
-    case RPC_OP_MKNOD:
-    case RPC_OP_SYMLINK:
-    case RPC_OP_LINK:
-    case RPC_OP_UNLINK:
-    case RPC_OP_RMDIR:
-    case RPC_OP_RENAME:
-        return 1;
-    case RPC_OP_OPEN:
+    if (op == RPC_OP_OPEN)
         return (in->flags & O_TRUNC) != 0;
-    default:
-        return 0;
-    }
+    return rpc_op_changes(op);
 }
 
 /* The attributes of the directory whose entries a change by r altered,

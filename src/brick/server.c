@@ -236,6 +236,8 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
         rpc_frame_free(f);
         return;
     }
+    if (op == RPC_OP_COMPOUND || rpc_op_changes(op))
+        brick_spare_busy(s->b); /* not idle: no spares made ahead now */
     if (brick_lease_admit(s->b, bc, f))
         return; /* runs once another client's exclusive lease is returned */
     if (runs_inline(f) && (!rpc_conn_rx_pending(c) || f->hdr.opcode == RPC_OP_MAKE_FILE)) {

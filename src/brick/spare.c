@@ -48,8 +48,11 @@
 
 #define VFS (b->vfs)
 #define SPARE_MAX 65536
-#define AHEAD_DEFAULT 8192 /* storage.spare-inodes */
-#define AHEAD_IDLE_MS 1000 /* no new file for this long: make spares ahead */
+#define AHEAD_DEFAULT 32768 /* storage.spare-inodes */
+/* No request that changes anything for this long: make spares ahead. Not
+ * sooner: a copy or an untar is usually followed by a sync, which would
+ * also have to write the spares made meanwhile. */
+#define AHEAD_IDLE_MS 3000
 #define AHEAD_CHECK_MS 1000
 #define OPEN_BUCKETS 1024
 #define XLIST_MAX 4096 /* a spare with a longer attribute list is not taken */
@@ -86,10 +89,10 @@ struct brick_spare {
     uint64_t *ids; /* the spares' names, a stack */
     size_t n, cap;
     uint64_t next_id;
-    size_t room;          /* how many more this purge pass may keep */
-    uint64_t taken, kept; /* counters, for the log and tests */
-    size_t ahead;         /* spares to make ahead in idle time */
-    uint64_t last_new_ms; /* when a new file last asked for one (or the start) */
+    size_t room;           /* how many more this purge pass may keep */
+    uint64_t taken, kept;  /* counters, for the log and tests */
+    size_t ahead;          /* spares to make ahead in idle time */
+    uint64_t last_busy_ms; /* the last change a client asked for (or the start) */
     struct open_ino *open[OPEN_BUCKETS];
 };
 
@@ -212,7 +215,7 @@ int brick_spare_init(struct brick *b)
     }
     pthread_mutex_init(&S->lock, NULL);
     S->ahead = AHEAD_DEFAULT;
-    S->last_new_ms = net_now_ms(); /* the volume's options arrive meanwhile */
+    S->last_busy_ms = net_now_ms(); /* the volume's options arrive meanwhile */
     b->spare = S;
     return 0;
 }
@@ -358,7 +361,7 @@ int brick_spare_take(struct brick *b, int *dirfd, char *name, size_t len, int fl
     struct brick_spare *S = b->spare;
     if (!S)
         return -ENOENT;
-    __atomic_store_n(&S->last_new_ms, net_now_ms(), __ATOMIC_RELAXED);
+    brick_spare_busy(b);
     pthread_mutex_lock(&S->lock);
     int have = S->n > 0;
     uint64_t id = have ? S->ids[--S->n] : 0;
@@ -457,6 +460,13 @@ int brick_spare_keep(struct brick *b, int dirfd, const char *name)
 
 /* ---- making some ahead ---- */
 
+void brick_spare_busy(struct brick *b)
+{
+    struct brick_spare *S = b->spare;
+    if (S)
+        __atomic_store_n(&S->last_busy_ms, net_now_ms(), __ATOMIC_RELAXED);
+}
+
 void brick_spare_set_ahead(struct brick *b, size_t n)
 {
     struct brick_spare *S = b->spare;
@@ -472,7 +482,7 @@ int brick_spare_make_ahead(struct brick *b, unsigned max)
     struct brick_spare *S = b->spare;
     if (!S)
         return AHEAD_CHECK_MS;
-    uint64_t idle = net_now_ms() - __atomic_load_n(&S->last_new_ms, __ATOMIC_RELAXED);
+    uint64_t idle = net_now_ms() - __atomic_load_n(&S->last_busy_ms, __ATOMIC_RELAXED);
     if (idle < AHEAD_IDLE_MS)
         return (int)(AHEAD_IDLE_MS - idle);
     pthread_mutex_lock(&S->lock);

@@ -447,6 +447,29 @@ void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b)
     }
 }
 
+int rpc_op_changes(unsigned op)
+{
+    switch (op) {
+    case RPC_OP_SETATTR:
+    case RPC_OP_SETXATTR:
+    case RPC_OP_REMOVEXATTR:
+    case RPC_OP_WRITE:
+    case RPC_OP_FALLOCATE:
+    case RPC_OP_CREATE:
+    case RPC_OP_MAKE_FILE:
+    case RPC_OP_MKDIR:
+    case RPC_OP_MKNOD:
+    case RPC_OP_SYMLINK:
+    case RPC_OP_LINK:
+    case RPC_OP_UNLINK:
+    case RPC_OP_RMDIR:
+    case RPC_OP_RENAME:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 const char *rpc_op_name(unsigned op)
 {
     static const char *const names[RPC_OP_MAX] = {

@@ -345,5 +345,8 @@ void rpc_put_statfs(struct rpc_buf *b, uint16_t tag, const struct rpc_statfs *s)
 void rpc_put_gfid(struct rpc_buf *b, uint16_t tag, const gfid_t *g);
 
 const char *rpc_op_name(unsigned op);
+/* 1 for the file operations that change a file or the namespace (an OPEN
+ * changes one only with O_TRUNC, which this does not see). */
+int rpc_op_changes(unsigned op);
 
 #endif

@@ -367,3 +367,30 @@ def test_spares_made_ahead_in_idle_time(tc):
     fsync_dir(d)
     time.sleep(1.5)
     assert [spares(b) for b in bricks] == [250] * 3
+
+
+def test_no_spares_made_while_clients_change_things(tc):
+    """Spares are made ahead only in idle time: not while a client keeps
+    writing (no new file among its requests), and once no change came for
+    3 seconds."""
+    bricks, (m1, _m2) = replica3(tc)
+    p = os.path.join(m1.path, "busy")
+    with open(p, "wb") as fh:
+        fh.write(b"0")
+    fsync_dir(m1.path)
+    start = [spares(b) for b in bricks]
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        tc.cli("volume", "set", "tv", "storage.spare-inodes", str(max(start) + 200))
+        end = time.time() + 5
+        i = 0
+        while time.time() < end:
+            os.pwrite(fd, b"%d" % i, 0)
+            os.fsync(fd)  # each write reaches the bricks
+            i += 1
+            time.sleep(0.2)
+        assert [spares(b) for b in bricks] == start
+    finally:
+        os.close(fd)
+    assert wait_spares(bricks, max(start) + 200) == [max(start) + 200] * 3
+    tc.cli("volume", "set", "tv", "storage.spare-inodes", "0")

@@ -745,7 +745,7 @@ static uint64_t held_after_idle(struct tb *t, uint64_t want)
     return held;
 }
 
-/* storage.spare-inodes: after a second without a new file the brick
+/* storage.spare-inodes: after 3 s without a change asked for, the brick
  * makes that many spares ahead, and no more; a new file takes one, and the
  * brick makes it again once idle. */
 static void test_spares_made_ahead(struct tb *t)
