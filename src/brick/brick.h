@@ -294,9 +294,8 @@ void brick_spare_set_ahead(struct brick *b, size_t n);
 void brick_spare_busy(struct brick *b);
 /* The purge thread between passes: makes up to max spares ahead when no
  * client asked for a change for a while and the brick holds fewer than
- * wanted. Returns
- * 0 when it made some (call again), else the milliseconds to wait before
- * asking again. */
+ * wanted. Returns the milliseconds to wait before asking again (a short
+ * pause after a batch, longer when none was wanted). */
 int brick_spare_make_ahead(struct brick *b, unsigned max);
 /* The purge: once per pass, then for each regular file of the trash.
  * keep returns 1 when the file became a spare (renamed away from dirfd). */

@@ -54,6 +54,9 @@
  * also have to write the spares made meanwhile. */
 #define AHEAD_IDLE_MS 3000
 #define AHEAD_CHECK_MS 1000
+/* Between two batches of spares made ahead: at most 5,120 a second, so that
+ * new bricks (and a test suite's many volumes) do not flood the disk. */
+#define AHEAD_PAUSE_MS 50
 #define OPEN_BUCKETS 1024
 #define XLIST_MAX 4096 /* a spare with a longer attribute list is not taken */
 /* On an id in the stack: the spare is known empty (made ahead, or emptied
@@ -520,7 +523,7 @@ int brick_spare_make_ahead(struct brick *b, unsigned max)
     }
     if (made)
         log_debug("spare: %u inodes made ahead", made);
-    return made == want ? 0 : AHEAD_CHECK_MS;
+    return made == want ? AHEAD_PAUSE_MS : AHEAD_CHECK_MS;
 }
 
 void brick_spare_counts(struct brick *b, uint64_t *kept, uint64_t *taken, uint64_t *held)
