@@ -54,6 +54,7 @@
  * also have to write the spares made meanwhile. */
 #define AHEAD_IDLE_MS 3000
 #define AHEAD_CHECK_MS 1000
+#define AHEAD_START_MS 1000 /* after the brick starts */
 /* Between two batches of spares made ahead: at most 5,120 a second, so that
  * new bricks (and a test suite's many volumes) do not flood the disk. */
 #define AHEAD_PAUSE_MS 50
@@ -218,7 +219,9 @@ int brick_spare_init(struct brick *b)
     }
     pthread_mutex_init(&S->lock, NULL);
     S->ahead = AHEAD_DEFAULT;
-    S->last_busy_ms = net_now_ms(); /* the volume's options arrive meanwhile */
+    /* the first ones a second after the start: the volume's options (which
+     * may say none) arrive meanwhile */
+    S->last_busy_ms = net_now_ms() - (AHEAD_IDLE_MS - AHEAD_START_MS);
     b->spare = S;
     return 0;
 }
