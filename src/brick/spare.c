@@ -469,8 +469,12 @@ int brick_spare_keep(struct brick *b, int dirfd, const char *name)
 void brick_spare_busy(struct brick *b)
 {
     struct brick_spare *S = b->spare;
-    if (S)
-        __atomic_store_n(&S->last_busy_ms, net_now_ms(), __ATOMIC_RELAXED);
+    if (!S)
+        return;
+    /* per request on every thread: write the shared line once a millisecond */
+    uint64_t now = net_now_ms();
+    if (__atomic_load_n(&S->last_busy_ms, __ATOMIC_RELAXED) != now)
+        __atomic_store_n(&S->last_busy_ms, now, __ATOMIC_RELAXED);
 }
 
 void brick_spare_set_ahead(struct brick *b, size_t n)
