@@ -1010,6 +1010,48 @@ def test_chown_of_a_written_back_file_drops_set_id_bits(wc):
             assert (stat.S_IMODE(st.st_mode), st.st_uid) == (after, 1001), (b, n)
 
 
+@pytest.mark.parametrize("how", ["create", "reopen"])
+def test_o_append_file_written_back_appends_at_the_bricks_end(wc, how):
+    """An O_APPEND handle on a file written back (made O_APPEND, or closed
+    and opened again O_APPEND before it was sent): once its fsync has put
+    the file on the bricks, its writes land at the end the bricks have, not
+    at the end this mount's kernel last knew (the kernel takes an append's
+    offset from its cached size, which another client's appends leave
+    stale)."""
+    bricks, (m1, m2) = replica3(wc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    with open(os.path.join(d, "first"), "wb") as fh:
+        fh.write(b"1")  # the directory is written back from here on
+    p = os.path.join(d, "log")
+    if how == "create":
+        f1 = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    else:
+        os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o644))
+        f1 = os.open(p, os.O_WRONLY | os.O_APPEND)
+    expect = b""
+    try:
+        for i in range(5):
+            assert os.write(f1, b"1%03d\n" % i) == 5
+            os.fsync(f1)
+            expect += b"1%03d\n" % i
+            f2 = os.open(os.path.join(m2.path, "d", "log"), os.O_WRONLY | os.O_APPEND)
+            try:
+                assert os.write(f2, b"2%03d\n" % i) == 5
+                os.fsync(f2)
+            finally:
+                os.close(f2)
+            expect += b"2%03d\n" % i
+    finally:
+        os.close(f1)
+    for m in (m1, m2):
+        with open(os.path.join(m.path, "d", "log"), "rb") as fh:
+            assert fh.read() == expect, m.path
+    for b in bricks:
+        with open(os.path.join(b, "d", "log"), "rb") as fh:
+            assert fh.read() == expect, b
+
+
 @pytest.mark.parametrize("write_back", ["on", "off"])
 def test_reader_sees_writes_to_a_new_write_only_file(wc, write_back):
     """A file created write-only bypasses the kernel's page cache (direct
