@@ -85,12 +85,14 @@ def pytest_runtest_makereport(item, call):
     if rep.when != "call" or not rep.failed:
         return
     c = item.funcargs.get("cluster") or getattr(item.funcargs.get("vol"), "cluster", None)
-    if c is None:
-        return
-    logs = [os.path.join(c.root, n) for n in ("m1.log", "m2.log", "cairnd.log")]
-    bdir = os.path.join(c.workdir, "logs", "bricks")
-    if os.path.isdir(bdir):
-        logs += [os.path.join(bdir, n) for n in sorted(os.listdir(bdir))]
+    clusters = [c] if c is not None else getattr(item.funcargs.get("pool"), "nodes", [])
+    logs = []
+    for c in clusters:
+        # cairnd's and every mount's (named after its mount point)
+        logs += [os.path.join(c.root, n) for n in sorted(os.listdir(c.root)) if n.endswith(".log")]
+        bdir = os.path.join(c.workdir, "logs", "bricks")
+        if os.path.isdir(bdir):
+            logs += [os.path.join(bdir, n) for n in sorted(os.listdir(bdir))]
     for p in logs:
         text = Cluster.tail(p, 1500)
         if text:

@@ -296,7 +296,10 @@ def test_kill_during_cp(pool, vol_factory, arbiter, what):
             len(os.listdir(os.path.join(v.bricks[0]))) < 2:
         time.sleep(0.02)
     time.sleep(0.1)
-    assert cp.poll() is None, "cp ended before the fault: raise CAIRN_FAULT_FILES"
+    if cp.poll() is not None:
+        err = cp.stderr.read()
+        assert cp.returncode == 0, f"cp failed before the fault: {err[-3000:]}"
+        pytest.fail("cp ended before the fault: raise CAIRN_FAULT_FILES")
     back = fault_kill(pool, v, what)
     _, err = cp.communicate(timeout=300)
     assert cp.returncode == 0, err
