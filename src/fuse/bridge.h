@@ -366,9 +366,8 @@ int fop_real_fh(struct cf *cf, uint64_t *fh);
 /* lease.c: drops the kernel's cached attributes of node (not its pages). */
 void cf_lease_inval_attr(struct cf *cf, uint64_t node);
 
-/* Milliseconds on CLOCK_MONOTONIC, and a wait until due_ms (or a signal)
- * on a condition variable on that clock (net_cond_init_mono). */
-uint64_t cf_mono_ms(void);
+/* A wait until due_ms (net_now_ms, CLOCK_MONOTONIC) or a signal on a
+ * condition variable on that clock (net_cond_init_mono). */
 void cf_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, uint64_t due_ms);
 
 /* ---- wb.c: write-back of new small files (docs/consistency.md) ----

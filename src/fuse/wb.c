@@ -146,7 +146,7 @@ static void *sender_main(void *arg)
             pthread_cond_wait(&w->fcond, &w->lock);
             continue;
         }
-        uint64_t now = cf_mono_ms(), due = f->closed_ms + WB_SEND_DELAY_MS;
+        uint64_t now = net_now_ms(), due = f->closed_ms + WB_SEND_DELAY_MS;
         int now_all = w->n_closed > WB_CLOSED_MAX || w->room_waiters > 0;
         if (!now_all && now < due) {
             cf_wait_until_ms(&w->fcond, &w->lock, due);
@@ -260,13 +260,6 @@ static void now_ts(struct timespec *ts)
     clock_gettime(CLOCK_REALTIME, ts);
 }
 
-uint64_t cf_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void cf_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, uint64_t due_ms)
 {
     struct timespec ts = {.tv_sec = (time_t)(due_ms / 1000),
@@ -277,7 +270,7 @@ void cf_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, uint64_t due_ms)
 /* The queue of closed files waiting to be sent; under w->lock. */
 static void closed_push(struct cf_wb *w, struct wb_file *f)
 {
-    f->closed_ms = cf_mono_ms();
+    f->closed_ms = net_now_ms();
     f->cnext = NULL;
     f->cprev = w->closed_tail;
     if (w->closed_tail)
@@ -788,10 +781,10 @@ static int room(struct cf_wb *w)
     w->room_waits++;
     w->room_waiters++;
     pthread_cond_signal(&w->fcond); /* the closed files need not wait for more */
-    uint64_t start = cf_mono_ms(), due = start + WB_ROOM_WAIT_MS, seen = w->left;
+    uint64_t start = net_now_ms(), due = start + WB_ROOM_WAIT_MS, seen = w->left;
     while (full(w) && w->n_closed + w->n_sending > 0) {
         cf_wait_until_ms(&w->cond, &w->lock, due);
-        uint64_t now = cf_mono_ms();
+        uint64_t now = net_now_ms();
         if (w->left != seen) {
             seen = w->left;
             due = now + WB_ROOM_WAIT_MS;
@@ -801,7 +794,7 @@ static int room(struct cf_wb *w)
         }
     }
     w->room_waiters--;
-    w->room_wait_ms += cf_mono_ms() - start;
+    w->room_wait_ms += net_now_ms() - start;
     return !full(w);
 }
 

@@ -186,7 +186,7 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&q->cond, &q->lock);
             continue;
         }
-        if (!ripe(q, r, cf_mono_ms())) {
+        if (!ripe(q, r, net_now_ms())) {
             cf_wait_until_ms(&q->cond, &q->lock, r->queued_ms + RM_LINGER_MS);
             continue;
         }
@@ -380,7 +380,7 @@ static void rm_push(struct cf_wbrm *q, struct rm *r, fuse_req_t req)
     const struct fuse_ctx *c = fuse_req_ctx(req);
     RPC_SET(&r->op.args, uid, RPC_T_UID, c->uid);
     RPC_SET(&r->op.args, gid, RPC_T_GID, c->gid);
-    r->queued_ms = cf_mono_ms();
+    r->queued_ms = net_now_ms();
     pthread_mutex_lock(&q->lock);
     if (r->op.args.op == RPC_OP_RMDIR)
         absorb(q, r, r->node);
