@@ -48,7 +48,7 @@
 
 #define VFS (b->vfs)
 #define SPARE_MAX 65536
-#define AHEAD_DEFAULT 32768 /* storage.spare-inodes */
+#define AHEAD_DEFAULT 65536 /* storage.spare-inodes */
 /* No request that changes anything for this long: make spares ahead. Not
  * sooner: a copy or an untar is usually followed by a sync, which would
  * also have to write the spares made meanwhile. */

@@ -106,7 +106,7 @@ const struct opt_def opt_table[] = {
     {"performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
      "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
      "once the file is back under it."},
-    {"storage.spare-inodes", OPT_INT, "32768", 0, 65536, NULL, true,
+    {"storage.spare-inodes", OPT_INT, "65536", 0, 65536, NULL, true,
      "Empty inodes each brick makes ahead in its idle time (after 3 seconds in which no "
      "client asked for a change), taken by new files instead of allocating an inode each "
      "(docs/brick-format.md, "
