@@ -83,7 +83,7 @@ struct wb_file {
     int n_xa;
     enum wb_state state;
     int kernel_open; /* the kernel holds its handle */
-    int append;      /* that handle is O_APPEND: so is the real one */
+    int append;      /* O_APPEND when that handle is: so is the real one */
     int parent_held; /* a lookup of parent held in the inode table (its path) */
     int err, want_sync;
     uint64_t real_fh;
@@ -566,7 +566,7 @@ static void send_locked(struct cf_wb *w, struct wb_file *f)
  * its handle); under w->lock. Returns 0 or -errno. */
 static int materialize(struct cf_wb *w, struct wb_file *f)
 {
-    int append = f->append ? O_APPEND : 0;
+    int append = f->append;
     struct send *s = build(w, f);
     if (!s)
         return f->err ? f->err : -ENOMEM;
@@ -885,7 +885,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     f->st.st_atim = f->st.st_ctim = f->st.st_mtim;
     f->state = WB_OPEN;
     f->kernel_open = 1;
-    f->append = !!(fi->flags & O_APPEND);
+    f->append = fi->flags & O_APPEND;
     pthread_mutex_lock(&w->lock);
     f->next = w->b[slot(f->node)];
     w->b[slot(f->node)] = f;
@@ -1218,7 +1218,7 @@ int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     closed_remove(w, f);
     f->state = WB_OPEN;
     f->kernel_open = 1;
-    f->append = !!(fi->flags & O_APPEND);
+    f->append = fi->flags & O_APPEND;
     int killed = 0;
     if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
         (void)resize(w, f, 0);

@@ -84,8 +84,8 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if rep.when != "call" or not rep.failed:
         return
-    c = item.funcargs.get("cluster") or getattr(item.funcargs.get("vol"), "cluster", None)
-    clusters = [c] if c is not None else getattr(item.funcargs.get("pool"), "nodes", [])
+    one = item.funcargs.get("cluster") or getattr(item.funcargs.get("vol"), "cluster", None)
+    clusters = [one] if one is not None else getattr(item.funcargs.get("pool"), "nodes", [])
     logs = []
     for c in clusters:
         # cairnd's and every mount's (named after its mount point)
