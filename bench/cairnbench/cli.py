@@ -21,6 +21,11 @@ BASE_PACKAGES = ("fio", "rsync", "linux-source-6.1", "xz-utils", "tar",
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(HERE)
 
+# A volume in service has been idle before most work reaches it; one
+# mounted a second ago may still be doing what a file system does after it
+# is made (ext4's lazy inode-table initialisation, Cairn's spare inodes).
+SETTLE_S = 20
+
 
 class Context:
     """Everything a workload or a system adapter needs to know."""
@@ -41,13 +46,14 @@ class Context:
         self.cairn_build_dir = os.path.abspath(
             args.cairn_build_dir or os.path.join(self.cairn_repo, "build"))
         self.assets = assets.Assets(self.cache_dir, self.nfiles)
+        self.settle = args.settle
         self.active = []
 
     def config(self):
         return {"quick": self.quick, "runs": self.runs,
                 "timeout": self.timeout,
                 "prepare_timeout": self.prepare_timeout,
-                "tree_files": self.nfiles, "seq_mib": self.seq_mib,
+                "settle_s": self.settle, "tree_files": self.nfiles, "seq_mib": self.seq_mib,
                 "parallel_files_per_proc": self.par_files,
                 "workdir": self.workdir, "cairn_repo": self.cairn_repo,
                 "cairn_build_dir": self.cairn_build_dir}
@@ -73,6 +79,10 @@ def parse_args(argv):
                     help="runs per measurement (default 3, quick 2)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds per timed step (default 600, quick 300)")
+    ap.add_argument("--settle", type=float, default=SETTLE_S,
+                    help="seconds each system's new volume rests after it "
+                         "is mounted, before its first workload (default "
+                         f"{SETTLE_S:g})")
     ap.add_argument("--files", type=int, default=None,
                     help="files in the generated tree (default 21791, "
                          "quick 5000)")

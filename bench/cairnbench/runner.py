@@ -103,6 +103,10 @@ def run_system(factory, skey, workloads, ctx, results):
         results.systems[skey]["label"] = system.label
         results.systems[skey]["info"] = system.describe()
         util.log(f"== {skey} ({system.label}) up in {time.time() - t0:.1f}s")
+        if ctx.settle > 0:
+            util.log(f"== {skey}: resting {ctx.settle:g}s before the first "
+                     "workload")
+            time.sleep(ctx.settle)
         for wl in workloads:
             util.log(f"-- {skey}: {wl.name}")
             healthy = run_workload(system, wl, ctx, results, skey)

@@ -19,5 +19,5 @@ def ctx(tmp_path):
     return types.SimpleNamespace(
         workdir=str(wd), cache_dir=str(wd / "cache"), tmpdir=str(wd / "tmp"),
         quick=True, runs=1, timeout=60, prepare_timeout=60, nfiles=200,
-        seq_mib=8, par_files=20, cairn_repo="/nonexistent",
+        seq_mib=8, par_files=20, settle=0, cairn_repo="/nonexistent",
         assets=assets.Assets(str(wd / "cache"), 200), active=[])

@@ -1,6 +1,7 @@
 """Failures and timeouts are reported as such, never timed."""
 
 import os
+import time
 
 from cairnbench import report, runner, util
 from cairnbench.systems import Unavailable
@@ -110,3 +111,28 @@ def test_unavailable_system(ctx):
             "results": r.values}
     text = report.render(data)
     assert "unavailable: build failed: no Makefile" in text
+
+
+class ClockedLocal(LocalSystem):
+    """Notes when it came up and when its first run was prepared."""
+    key = "clocked"
+    label = "clocked local"
+    times = {}
+
+    def setup(self):
+        super().setup()
+        self.times["up"] = time.monotonic()
+
+    def reset(self):
+        if "up" in self.times:  # setup resets too
+            self.times.setdefault("first_reset", time.monotonic())
+        super().reset()
+
+
+def test_new_volume_rests_before_its_first_workload(ctx):
+    ctx.settle = 0.5
+    ClockedLocal.times = {}
+    r = _run(ClockedLocal, DdLoop(), ctx)
+    assert r.values["clocked"]["dd_loop"]["status"] == "ok"
+    t = ClockedLocal.times
+    assert t["first_reset"] - t["up"] >= 0.5

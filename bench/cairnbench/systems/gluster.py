@@ -149,13 +149,15 @@ class GlusterSystem(System):
 
     def reset(self):
         # Removing a big tree through GlusterFS takes minutes; a fresh
-        # volume takes seconds and is a cleaner start.
+        # volume takes seconds and is a cleaner start. It rests as long as
+        # every system's new volume does (cli.py, SETTLE_S).
         util.unmount(self.mnt)
         self._delete_volume()
         self._create_volume()
         self._mount()
         for t in self.targets():
             os.makedirs(t)
+        time.sleep(getattr(self.ctx, "settle", 0))
 
     def make_cold(self):
         util.unmount(self.mnt)
