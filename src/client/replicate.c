@@ -183,29 +183,6 @@ struct fan {
     uint32_t rounds; /* round trips of the phase before the marks */
 };
 
-static int is_change(unsigned op)
-{
-    switch (op) {
-    case RPC_OP_CREATE:
-    case RPC_OP_MAKE_FILE:
-    case RPC_OP_MKNOD:
-    case RPC_OP_MKDIR:
-    case RPC_OP_SYMLINK:
-    case RPC_OP_LINK:
-    case RPC_OP_UNLINK:
-    case RPC_OP_RMDIR:
-    case RPC_OP_RENAME:
-    case RPC_OP_SETATTR:
-    case RPC_OP_SETXATTR:
-    case RPC_OP_REMOVEXATTR:
-    case RPC_OP_WRITE:
-    case RPC_OP_FALLOCATE:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 static int is_data(unsigned op)
 {
     return op == RPC_OP_WRITE || op == RPC_OP_FALLOCATE;
@@ -695,7 +672,7 @@ static void repl_submit(struct cl_layer *self, struct cl_op *op)
     int by_fh = rpc_has(&op->args, RPC_T_FH);
     if (code == RPC_OP_CREATE || code == RPC_OP_OPEN || code == RPC_OP_OPENDIR) {
         fan_open(r, op);
-    } else if (is_change(code)) {
+    } else if (rpc_op_changes(code)) {
         fan_change(r, op);
     } else if (code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR) {
         fan_handles(r, op, FAN_CLOSE);
