@@ -292,6 +292,9 @@ void brick_spare_set_ahead(struct brick *b, size_t n);
 /* A client asked for a change (the server, for each such request): spares
  * are made ahead only after a while without one. */
 void brick_spare_busy(struct brick *b);
+/* Milliseconds since a client last asked for a change (UINT64_MAX without
+ * the spare store). */
+uint64_t brick_idle_ms(struct brick *b);
 /* The purge thread between passes: makes up to max spares ahead when no
  * client asked for a change for a while and the brick holds fewer than
  * wanted. Returns the milliseconds to wait before asking again (a short

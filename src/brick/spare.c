@@ -477,6 +477,16 @@ void brick_spare_busy(struct brick *b)
         __atomic_store_n(&S->last_busy_ms, now, __ATOMIC_RELAXED);
 }
 
+uint64_t brick_idle_ms(struct brick *b)
+{
+    struct brick_spare *S = b->spare;
+    if (!S)
+        return UINT64_MAX;
+    uint64_t last = __atomic_load_n(&S->last_busy_ms, __ATOMIC_RELAXED);
+    uint64_t now = net_now_ms();
+    return now > last ? now - last : 0;
+}
+
 void brick_spare_set_ahead(struct brick *b, size_t n)
 {
     struct brick_spare *S = b->spare;
@@ -492,7 +502,7 @@ int brick_spare_make_ahead(struct brick *b, unsigned max)
     struct brick_spare *S = b->spare;
     if (!S)
         return AHEAD_CHECK_MS;
-    uint64_t idle = net_now_ms() - __atomic_load_n(&S->last_busy_ms, __ATOMIC_RELAXED);
+    uint64_t idle = brick_idle_ms(b);
     if (idle < AHEAD_IDLE_MS)
         return (int)(AHEAD_IDLE_MS - idle);
     pthread_mutex_lock(&S->lock);
