@@ -53,7 +53,8 @@ class Context:
         return {"quick": self.quick, "runs": self.runs,
                 "timeout": self.timeout,
                 "prepare_timeout": self.prepare_timeout,
-                "settle_s": self.settle, "tree_files": self.nfiles, "seq_mib": self.seq_mib,
+                "settle_s": self.settle, "tree_files": self.nfiles,
+                "seq_mib": self.seq_mib,
                 "parallel_files_per_proc": self.par_files,
                 "workdir": self.workdir, "cairn_repo": self.cairn_repo,
                 "cairn_build_dir": self.cairn_build_dir}

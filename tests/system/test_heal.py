@@ -383,24 +383,18 @@ def test_interrupted_split_brain_heal_keeps_its_source(pool):
     assert half != copies[0] and half != copies[1], "the copy was not interrupted"
     assert os.stat(sink).st_mtime_ns > t + 9  # the newest copy now, by mtime
     a.cli("volume", "set", "iv", "cluster.heal-rate-limit", "0")
-    try:
-        wait_for(lambda: healed_to(bricks, "/img", copies[1]), 60,
-                 "the restarted daemon to finish the heal from brick 1")
-    except AssertionError:
-        held = [sorted(set(read(os.path.join(b, "img")))) for b in bricks]
-        raise AssertionError(f"bytes each brick holds: {held}" +
-                             a.tail(f"{a.workdir}/logs/shd-iv.log"))
-    assert not split_listed(a, "iv")
-    # the heal sets a sink's times after its data: the last sink's may
-    # still be on the way when its data is all there
+
+    # the heal sets a sink's times after its data
     def mtimes():
         return [os.stat(os.path.join(b, "img")).st_mtime_ns for b in bricks]
     try:
-        wait_for(lambda: mtimes() == [t + 9] * 3, 10, "the source's mtime on every brick")
+        wait_for(lambda: healed_to(bricks, "/img", copies[1]) and mtimes() == [t + 9] * 3, 60,
+                 "the restarted daemon to finish the heal from brick 1, times included")
     except AssertionError:
-        raise AssertionError(f"mtimes {mtimes()}, want {t + 9}" +
-                             a.tail(f"{a.workdir}/logs/shd-iv.log"))
-
+        held = [sorted(set(read(os.path.join(b, "img")))) for b in bricks]
+        raise AssertionError(f"bytes each brick holds: {held}, mtimes {mtimes()}, "
+                             f"want {t + 9}" + a.tail(f"{a.workdir}/logs/shd-iv.log"))
+    assert not split_listed(a, "iv")
 
 # ---- range heal ----
 

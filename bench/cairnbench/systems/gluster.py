@@ -157,7 +157,7 @@ class GlusterSystem(System):
         self._mount()
         for t in self.targets():
             os.makedirs(t)
-        time.sleep(getattr(self.ctx, "settle", 0))
+        time.sleep(self.ctx.settle)
 
     def make_cold(self):
         util.unmount(self.mnt)
