@@ -36,6 +36,7 @@ struct cf_config {
     int foreground, debug, read_only;
     int selinux;          /* -o selinux: security.selinux is stored (else EOPNOTSUPP) */
     int io_uring;         /* -o io-uring=on|off (default on): requests over io_uring */
+    int dio_mode;         /* -o direct-io-mode=auto|enable|disable: enum cf_dio_mode */
     char fuse_opts[4096]; /* options passed through to libfuse, comma-separated */
 };
 
@@ -63,6 +64,7 @@ struct cf {
     double attr_timeout, entry_timeout;
     int attr_fixed, entry_fixed; /* set by mount option: leases do not lengthen it */
     int selinux;                 /* -o selinux (ops_xattr.c) */
+    int dio_mode;                /* -o direct-io-mode: enum cf_dio_mode */
     struct cf_live *live;
     struct cf_leases *leases; /* lease.c */
     struct cf_known *known;   /* known.c */
@@ -89,17 +91,16 @@ static inline size_t cf_fmt_len(int len, size_t n)
     return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
 }
 
-/* The handle of a file its open created write-only (cp, tar, rsync) skips
- * the kernel's page cache: the kernel then never asks for
- * security.capability before the first write (a GETXATTR per new file).
- * Nothing is lost: without write-back caching every write reaches this
- * process anyway, and the kernel drops other handles' cached pages of what
- * a direct write covers. Set-id bits are still cleared (killpriv.c). */
-static inline void cf_new_file_direct(struct fuse_file_info *fi)
-{
-    if ((fi->flags & O_ACCMODE) == O_WRONLY)
-        fi->direct_io = 1;
-}
+/* -o direct-io-mode: which handles skip the kernel's page cache. */
+enum cf_dio_mode {
+    CF_DIO_AUTO,    /* handles opened for writing (cf_set_direct), and O_DIRECT */
+    CF_DIO_ENABLE,  /* every handle of a file */
+    CF_DIO_DISABLE, /* O_DIRECT handles only */
+};
+
+/* Sets fi->direct_io (FOPEN_DIRECT_IO) and keep_cache for a file handle
+ * about to be given to the kernel, per -o direct-io-mode (ops_file.c). */
+void cf_set_direct(struct cf *cf, struct fuse_file_info *fi);
 
 static inline double cf_attr_timeout(struct cf *cf)
 {
@@ -137,6 +138,9 @@ void cf_uring_stop(struct cf *cf);
 /* "FUSE requests over io_uring: N (Q of C CPU queues)" or "...: off", a
  * line of the mount's io-stats; returns its length (< n). */
 size_t cf_uring_format(struct cf *cf, char *buf, size_t n);
+/* 1 once the INIT reply asked for FUSE_DIRECT_IO_ALLOW_MMAP: a direct
+ * handle may be mapped shared. */
+int cf_uring_dio_mmap(struct cf *cf);
 /* Frees what cf_live_start took over (the layout): after the stack is gone. */
 void cf_live_free(struct cf *cf);
 

@@ -148,6 +148,7 @@ int main(int argc, char **argv)
     cf.attr_timeout = pick_timeout(cfg.attr_timeout, &vol, "client.attribute-timeout");
     cf.attr_fixed = cfg.attr_timeout >= 0;
     cf.selinux = cfg.selinux;
+    cf.dio_mode = cfg.dio_mode;
     cf.entry_fixed = cfg.entry_timeout >= 0;
     cf.entry_timeout = pick_timeout(cfg.entry_timeout, &vol, "client.entry-timeout");
     if (!(cf.it = cl_itable_new())) {

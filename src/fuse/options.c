@@ -24,6 +24,9 @@ static void usage(const char *prog)
             "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
             "  -o io-uring=on|off    FUSE requests over io_uring where the kernel has it\n"
             "                        (default on; turns on the fuse module's enable_uring)\n"
+            "  -o direct-io-mode=auto|enable|disable   which handles skip the kernel's\n"
+            "                        page cache: auto (default) those opened for writing,\n"
+            "                        enable every handle, disable only O_DIRECT ones\n"
             "  -o selinux            store security.selinux labels (without it that\n"
             "                        attribute is not supported: EOPNOTSUPP)\n"
             "  -o ro, allow_other, and other FUSE mount options are passed through\n",
@@ -129,6 +132,17 @@ static int parse_one(struct cf_config *c, char *o)
         if (!v || (strcmp(v, "on") && strcmp(v, "off")))
             goto bad;
         c->io_uring = !strcmp(v, "on");
+    } else if (KEY("direct-io-mode")) {
+        if (!v)
+            goto bad;
+        if (!strcmp(v, "auto"))
+            c->dio_mode = CF_DIO_AUTO;
+        else if (!strcmp(v, "enable"))
+            c->dio_mode = CF_DIO_ENABLE;
+        else if (!strcmp(v, "disable"))
+            c->dio_mode = CF_DIO_DISABLE;
+        else
+            goto bad;
     } else if (KEY("selinux")) {
         c->selinux = 1;
     } else if (KEY("debug")) {

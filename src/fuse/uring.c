@@ -50,7 +50,8 @@
 #define FUSE_BATCH_FORGET_OP 42
 #define INIT_EXT (1u << 30)
 #define HANDLE_KILLPRIV_V2 (1u << 28)
-#define OVER_IO_URING_HI (1u << (41 - 32)) /* FUSE_OVER_IO_URING in flags2 */
+#define OVER_IO_URING_HI (1u << (41 - 32))  /* FUSE_OVER_IO_URING in flags2 */
+#define DIO_ALLOW_MMAP_HI (1u << (36 - 32)) /* FUSE_DIRECT_IO_ALLOW_MMAP (7.39) in flags2 */
 #define CMD_REGISTER 1
 #define CMD_COMMIT_AND_FETCH 2
 #define HDR_SZ 128
@@ -137,6 +138,8 @@ struct cf_uring {
     int fd;
     int offered;          /* the kernel's INIT offered the ring */
     int killpriv_offered; /* ... and FUSE_HANDLE_KILLPRIV_V2 */
+    int mmap_offered;     /* ... and FUSE_DIRECT_IO_ALLOW_MMAP */
+    int dio_mmap;         /* asked for it: direct handles may be shared-mapped (atomic) */
     uint64_t init_unique; /* of the INIT request, to amend its reply */
     size_t payload;       /* per entry: the kernel's max_payload_sz or more */
     int nq;
@@ -464,6 +467,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
         const struct init_in *ii = (const void *)(in + 1);
         u->init_unique = in->unique;
         u->killpriv_offered = ii->major == 7 && ii->minor >= 33 && (ii->flags & HANDLE_KILLPRIV_V2);
+        u->mmap_offered = ii->major == 7 && ii->minor >= 39 && (ii->flags & INIT_EXT) &&
+                          (ii->flags2 & DIO_ALLOW_MMAP_HI);
         u->offered = ii->major == 7 && ii->minor >= 42 && (ii->flags & INIT_EXT) &&
                      (ii->flags2 & OVER_IO_URING_HI);
         if (!u->offered)
@@ -489,6 +494,16 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
              * before every write and leaves set-id bits to the bricks. */
             struct init_out *io = iov[1].iov_base;
             io->flags |= HANDLE_KILLPRIV_V2;
+        }
+        if (oh->unique == u->init_unique && !oh->error && count > 1 &&
+            iov[1].iov_len >= sizeof(struct init_out) && u->mmap_offered) {
+            /* A handle opened with FOPEN_DIRECT_IO may then be mapped
+             * shared (cf_set_direct): the kernel keeps the mapping's pages
+             * and drops those a direct write covers. */
+            struct init_out *io = iov[1].iov_base;
+            io->flags |= INIT_EXT;
+            io->flags2 |= DIO_ALLOW_MMAP_HI;
+            __atomic_store_n(&u->dio_mmap, 1, __ATOMIC_RELEASE);
         }
         if (oh->unique == u->init_unique && u->offered && !oh->error && count > 1 &&
             iov[1].iov_len >= sizeof(struct init_out)) {
@@ -568,6 +583,11 @@ void cf_uring_enable_kernel(void)
         return;
     }
     log_info("turned on %s (FUSE requests over io_uring)", param);
+}
+
+int cf_uring_dio_mmap(struct cf *cf)
+{
+    return cf->uring && __atomic_load_n(&cf->uring->dio_mmap, __ATOMIC_ACQUIRE);
 }
 
 size_t cf_uring_format(struct cf *cf, char *buf, size_t n)

@@ -900,8 +900,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     e.attr = f->st;
     e.attr_timeout = e.entry_timeout = cf_lease_cache_timeout(cf);
     fi->fh = WB_FH_BIT | f->id;
-    fi->keep_cache = 0;
-    cf_new_file_direct(fi);
+    cf_set_direct(cf, fi);
     cf_ps_writer(cf, f->node);
     cf_known_add(cf, parent, name);
     cf_known_nosetid(cf, f->node, !cf_killpriv_bits(f->st.st_mode));
@@ -1229,7 +1228,7 @@ int cf_wb_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (killed)
         cf_lease_inval_attr(cf, ino);
     fi->fh = WB_FH_BIT | f->id;
-    fi->keep_cache = 0;
+    cf_set_direct(cf, fi);
     if (fuse_reply_open(req, fi) != 0) {
         f->kernel_open = 0;
         f->state = WB_CLOSED;

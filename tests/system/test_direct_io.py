@@ -1,0 +1,192 @@
+"""Handles that skip the kernel's page cache (-o direct-io-mode).
+
+By default a handle opened for writing is a direct one (FOPEN_DIRECT_IO):
+what it writes goes to the mount without a copy in the kernel's page cache.
+These tests look at the page cache itself, through mincore() on a shared
+mapping made by a read-only (cached) handle, and check that every reader
+still sees every write: through the same handle, another handle of the
+same mount (read or mapping), a shared mapping of the writing handle and
+another mount."""
+import ctypes
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cairn_cluster import Cluster, ClusterError, as_user  # noqa: E402
+
+SIZE = 16384
+PAGES = SIZE // 4096
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+PROT_READ, PROT_WRITE, MAP_SHARED = 1, 2, 1
+
+
+class Mapping:
+    """A shared mapping of SIZE bytes of fd, read through ctypes, with
+    mincore() to tell which of its pages the page cache holds."""
+
+    def __init__(self, fd, prot=PROT_READ):
+        self.addr = _libc.mmap(None, SIZE, prot, MAP_SHARED, fd, 0)
+        if self.addr in (None, ctypes.c_void_p(-1).value):
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+
+    def read(self):
+        return ctypes.string_at(self.addr, SIZE)
+
+    def write(self, off, data):
+        ctypes.memmove(self.addr + off, data, len(data))
+
+    def cached(self):
+        vec = (ctypes.c_ubyte * PAGES)()
+        assert _libc.mincore(ctypes.c_void_p(self.addr), SIZE, vec) == 0
+        return sum(v & 1 for v in vec)
+
+    def close(self):
+        _libc.munmap(ctypes.c_void_p(self.addr), SIZE)
+
+
+@pytest.fixture
+def dc():
+    c = Cluster(host="127.0.0.52", prefix="dio-")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def two_mounts(c, opts=()):
+    bricks, _ = c.replica3("dv", None, 0)
+    m1, m2 = (c.mount("dv", os.path.join(c.root, f"m{i}"), opts=["allow_other", *opts])
+              for i in range(2))
+    return bricks, m1, m2
+
+
+def brick_bytes(bricks, name):
+    out = []
+    for b in bricks:
+        with open(os.path.join(b, name), "rb") as fh:
+            out.append(fh.read())
+    return out
+
+
+@pytest.mark.parametrize("how", ["rdwr-new", "rdwr-existing", "wronly-existing"])
+def test_a_handle_opened_for_writing_leaves_no_pages_and_every_reader_sees_it(dc, how):
+    """Writes through a handle opened for writing (new or existing file,
+    read-write or write-only) leave none of their pages in the kernel's page
+    cache: a read-only handle's mapping had them cached, and after the
+    write they are gone, and its next look shows the new bytes. The
+    writing handle reads back what it wrote, a shared mapping of a
+    read-write handle writes, and another mount sees it all."""
+    bricks, m1, m2 = two_mounts(dc)
+    p = os.path.join(m1.path, "f")
+    old = b"o" * SIZE
+    if how != "rdwr-new":
+        with open(p, "wb") as fh:
+            fh.write(old)
+    flags = os.O_WRONLY if how == "wronly-existing" else os.O_RDWR
+    w = os.open(p, flags | os.O_CREAT, 0o644)
+    if how == "rdwr-new":
+        os.pwrite(w, old, 0)
+    r = os.open(p, os.O_RDONLY)
+    view = Mapping(r)
+    assert view.read() == old
+    assert view.cached() == PAGES
+    new = b"n" * SIZE
+    os.pwrite(w, new, 0)
+    assert view.cached() == 0, "a write through the handle left pages in the page cache"
+    assert view.read() == new
+    assert os.pread(r, SIZE, 0) == new
+    if flags == os.O_RDWR:
+        assert os.pread(w, SIZE, 0) == new
+        wmap = Mapping(w, PROT_READ | PROT_WRITE)
+        wmap.write(0, b"mmap")
+        wmap.close()
+        assert os.pread(w, 4, 0) == b"mmap"
+        new = b"mmap" + new[4:]
+    view.close()
+    os.close(r)
+    os.fsync(w)
+    os.close(w)
+    with open(os.path.join(m2.path, "f"), "rb") as fh:
+        assert fh.read() == new
+    assert brick_bytes(bricks, "f") == [new] * 3
+
+
+def test_a_read_write_handle_still_clears_set_id_bits(dc):
+    """A write through a direct read-write handle by a user without
+    CAP_FSETID clears the file's set-id bits, as any write does."""
+    _, m1, _ = two_mounts(dc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    os.chmod(m1.path, 0o755)
+    os.chmod(d, 0o1777)
+    code = """
+p = os.environ['P']
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o6775)
+os.fchmod(fd, 0o6775)
+os.close(fd)
+fd = os.open(p, os.O_RDWR)
+os.write(fd, b'x' * 10)
+os.close(fd)
+print(oct(os.stat(p).st_mode & 0o7777))
+"""
+    last, out = as_user(code, P=os.path.join(d, "s"))
+    assert last == "OK" and out.splitlines()[0] == "0o775", out
+
+
+@pytest.mark.parametrize("opts,written_cached,read_cached", [
+    (["direct-io-mode=disable"], PAGES, PAGES),
+    (["direct-io-mode=enable"], 0, 0),
+    (["io-uring=off"], PAGES, PAGES),
+])
+def test_direct_io_mode_option(dc, opts, written_cached, read_cached):
+    """-o direct-io-mode=disable puts every handle but an O_DIRECT one back
+    on the page cache, so writes stay cached; =enable makes every handle a
+    direct one, so not even a read leaves pages behind. With io-uring=off the
+    client does not ask the kernel to let direct handles be mapped shared,
+    so a read-write handle keeps the page cache (and a shared mapping of it
+    works, below). All keep a mapping's view of writes current."""
+    _, m1, _ = two_mounts(dc, opts=opts)
+    p = os.path.join(m1.path, "f")
+    with open(p, "wb") as fh:
+        fh.write(b"o" * SIZE)
+    view_fd = os.open(p, os.O_RDONLY)
+    view = Mapping(view_fd)
+    assert view.read() == b"o" * SIZE
+    w = os.open(p, os.O_RDWR)
+    os.pwrite(w, b"n" * SIZE, 0)
+    assert view.cached() == written_cached
+    assert view.read() == b"n" * SIZE
+    wmap = Mapping(w, PROT_READ | PROT_WRITE)
+    wmap.write(SIZE - 4, b"mmap")
+    wmap.close()
+    assert os.pread(w, 4, SIZE - 4) == b"mmap"
+    os.pwrite(w, b"n" * 4, SIZE - 4)
+    os.close(w)
+    # A new handle drops the file's cached pages (no keep_cache); a read
+    # through it caches them again unless the handle is direct.
+    r = os.open(p, os.O_RDONLY)
+    assert os.pread(r, SIZE, 0) == b"n" * SIZE
+    assert view.cached() == read_cached
+    assert view.read() == b"n" * SIZE
+    os.close(r)
+    view.close()
+    os.close(view_fd)
+
+
+def test_a_bad_direct_io_mode_is_refused(dc):
+    """An unknown mode is a usage error that names the option."""
+    dc.replica3("dv", None, 0)
+    with pytest.raises(ClusterError) as e:
+        dc.mount("dv", os.path.join(dc.root, "bad"), opts=["direct-io-mode=sometimes"])
+    assert "direct-io-mode=sometimes" in str(e.value)
