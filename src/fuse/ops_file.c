@@ -8,11 +8,12 @@
 #include "bridge.h"
 
 /* A handle opened for writing skips the kernel's page cache by default
- * (docs/consistency.md, "Direct I/O"). Without the kernel's write-back
- * cache every write reaches this process before write() returns anyway, so
- * the page cache's copy of what is written is one more copy into pages
- * that are new (on this machine 16 us per 4 KiB page, performance notes
- * round twenty-three), and it would be dropped at the next open. It also
+ * (docs/consistency.md, "Handles opened for writing"). Without the kernel's
+ * write-back cache every write reaches this process before write() returns
+ * anyway, so the page cache's copy of what is written is one more copy
+ * into pages that are new (on this machine 16 us per 4 KiB page,
+ * performance notes rounds sixteen and twenty-three), and it would be
+ * dropped at the next open. It also
  * spares the GETXATTR of security.capability before a handle's first write
  * (round twelve). The kernel drops other handles' cached pages of what a
  * direct write covers, and set-id bits are still cleared (killpriv.c).

@@ -9,6 +9,7 @@ same mount (read or mapping), a shared mapping of the writing handle and
 another mount."""
 import ctypes
 import os
+import random
 import sys
 
 import pytest
@@ -190,3 +191,66 @@ def test_a_bad_direct_io_mode_is_refused(dc):
     with pytest.raises(ClusterError) as e:
         dc.mount("dv", os.path.join(dc.root, "bad"), opts=["direct-io-mode=sometimes"])
     assert "direct-io-mode=sometimes" in str(e.value)
+
+
+def test_random_mix_of_direct_writes_cached_reads_and_mappings_agrees(dc):
+    """A seeded random mix on one file, checked against a model after every
+    step: writes, reads and truncates through a direct read-write handle,
+    writes through its shared mapping, reads through a read-only (cached)
+    handle and its mapping. Then another mount and every brick hold the
+    model's bytes."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    rnd = random.Random(seed)
+    bricks, m1, m2 = two_mounts(dc)
+    p = os.path.join(m1.path, "mix")
+    limit, mapped = 256 * 1024, SIZE
+    model = bytearray(rnd.randbytes(64 * 1024))
+    with open(p, "wb") as fh:
+        fh.write(model)
+    w = os.open(p, os.O_RDWR)
+    r = os.open(p, os.O_RDONLY)
+    wmap = Mapping(w, PROT_READ | PROT_WRITE)
+    view = Mapping(r)
+    try:
+        for step in range(2000):
+            what = rnd.choice(["write", "write", "read_w", "read_r", "map_write",
+                               "view", "truncate", "stat"])
+            ctx = f"seed {seed}, step {step}: {what}"
+            if what == "write":
+                off = rnd.randrange(0, limit)
+                data = rnd.randbytes(rnd.randrange(1, 20000))
+                assert os.pwrite(w, data, off) == len(data), ctx
+                if off > len(model):
+                    model.extend(bytes(off - len(model)))
+                model[off:off + len(data)] = data
+            elif what in ("read_w", "read_r"):
+                off = rnd.randrange(0, limit)
+                n = rnd.randrange(1, 40000)
+                got = os.pread(w if what == "read_w" else r, n, off)
+                assert got == bytes(model[off:off + n]), ctx
+            elif what == "map_write":
+                off = rnd.randrange(0, mapped - 1)
+                data = rnd.randbytes(rnd.randrange(1, mapped - off))
+                wmap.write(off, data)
+                model[off:off + len(data)] = data
+            elif what == "view":
+                assert view.read() == bytes(model[:mapped]), ctx
+            elif what == "truncate":
+                size = rnd.randrange(mapped, limit)  # the mappings stay inside
+                os.ftruncate(w, size)
+                if size < len(model):
+                    del model[size:]
+                else:
+                    model.extend(bytes(size - len(model)))
+            else:
+                assert os.fstat(r).st_size == len(model), ctx
+    finally:
+        wmap.close()
+        view.close()
+        os.close(r)
+    os.fsync(w)
+    os.close(w)
+    want = bytes(model)
+    with open(os.path.join(m2.path, "mix"), "rb") as fh:
+        assert fh.read() == want, f"seed {seed}: another mount"
+    assert brick_bytes(bricks, "mix") == [want] * 3, f"seed {seed}: the bricks"
