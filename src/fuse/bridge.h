@@ -394,6 +394,9 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 int cf_wb_getattr(fuse_req_t req, fuse_ino_t ino);
 int cf_wb_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set);
 int cf_wb_write(fuse_req_t req, struct fuse_file_info *fi, const char *buf, size_t size, off_t off);
+/* A read through the kernel's handle of a file still written back and open:
+ * answered from what the mount holds (a direct handle's reads come here). */
+int cf_wb_read(fuse_req_t req, struct fuse_file_info *fi, size_t size, off_t off);
 int cf_wb_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 int cf_wb_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 int cf_wb_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,

@@ -251,6 +251,8 @@ static void read_ahead(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct 
 void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
+    if (cf_wb_read(req, fi, size, off))
+        return;
     cf_wbh_sync(cf, ino);
     struct cf_rc_window w;
     char buf[64 * 1024];

@@ -1061,6 +1061,27 @@ int cf_wb_write(fuse_req_t req, struct fuse_file_info *fi, const char *buf, size
     return 1;
 }
 
+int cf_wb_read(fuse_req_t req, struct fuse_file_info *fi, size_t size, off_t off)
+{
+    struct cf *cf = fuse_req_userdata(req);
+    struct cf_wb *w = cf->wb;
+    if (!w || !cf_wb_is_fh(fi->fh) || off < 0)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    struct wb_file *f = find_fh(w, fi->fh);
+    if (!f || f->state != WB_OPEN) {
+        pthread_mutex_unlock(&w->lock);
+        return 0; /* the caller materializes the file */
+    }
+    size_t len = (size_t)f->st.st_size, n = 0;
+    if ((uint64_t)off < len)
+        n = len - (size_t)off < size ? len - (size_t)off : size;
+    /* under the lock: the reply copies the bytes before a write can move them */
+    fuse_reply_buf(req, n ? (const char *)f->data + off : NULL, n);
+    pthread_mutex_unlock(&w->lock);
+    return 1;
+}
+
 static struct wb_xattr *xa_find(struct wb_file *f, const char *name)
 {
     for (int i = 0; i < f->n_xa; i++)

@@ -10,6 +10,7 @@ another mount."""
 import ctypes
 import os
 import random
+import re
 import sys
 
 import pytest
@@ -19,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cairn_cluster import Cluster, ClusterError, as_user  # noqa: E402
 
 SIZE = 16384
+STATS = "trusted.cairn.io-stats"
 PAGES = SIZE // 4096
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -121,6 +123,35 @@ def test_a_handle_opened_for_writing_leaves_no_pages_and_every_reader_sees_it(dc
     with open(os.path.join(m2.path, "f"), "rb") as fh:
         assert fh.read() == new
     assert brick_bytes(bricks, "f") == [new] * 3
+
+
+def test_a_new_files_read_write_handle_reads_back_from_the_mount(dc):
+    """mkstemp's pattern: a file created read-write in a directory this
+    mount made, written, read back through the same handle. The file is
+    still written back, and its reads are answered from what the mount
+    holds: nothing reaches a brick before the close (no CREATE, WRITE or
+    READ), and afterwards every brick and another mount hold it."""
+    bricks, m1, m2 = two_mounts(dc)
+    d = os.path.join(m1.path, "d")
+    os.mkdir(d)
+    os.setxattr(m1.path, STATS, b"clear")
+    data = os.urandom(16 * 4096)
+    fd = os.open(os.path.join(d, "t"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    for k in range(16):
+        os.write(fd, data[k * 4096:(k + 1) * 4096])
+    os.lseek(fd, 0, os.SEEK_SET)
+    assert os.read(fd, 100000) == data
+    assert os.pread(fd, 10, len(data) - 6) == data[-6:]
+    assert os.pread(fd, 10, len(data) + 100) == b""
+    stats = os.getxattr(m1.path, STATS).decode()
+    assert not re.search(r"^(CREATE|WRITE|READ) ", stats, re.M), stats
+    os.close(fd)
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(dfd)
+    os.close(dfd)
+    with open(os.path.join(m2.path, "d", "t"), "rb") as fh:
+        assert fh.read() == data
+    assert brick_bytes(bricks, "d/t") == [data] * 3
 
 
 def test_a_read_write_handle_still_clears_set_id_bits(dc):
