@@ -13,12 +13,12 @@
  * anyway, so the page cache's copy of what is written is one more copy
  * into pages that are new (on this machine 16 us per 4 KiB page,
  * performance notes rounds sixteen and twenty-three), and it would be
- * dropped at the next open. It also
- * spares the GETXATTR of security.capability before a handle's first write
- * (round twelve). The kernel drops other handles' cached pages of what a
- * direct write covers, and set-id bits are still cleared (killpriv.c).
- * Reads through such a handle are answered by this process (readcache.c)
- * instead of the page cache. A read-write handle is direct only where the
+ * dropped at the next open. It also spares the GETXATTR of
+ * security.capability before a handle's first write (round twelve). The
+ * kernel drops other handles' cached pages of what a direct write covers,
+ * and set-id bits are still cleared (killpriv.c). Reads through such a
+ * handle are answered by this process (wb.c, readcache.c) instead of the
+ * page cache. A read-write handle is direct only where the
  * kernel lets a direct handle be mapped shared (FUSE_DIRECT_IO_ALLOW_MMAP,
  * asked for by uring.c); a write-only one cannot be mapped at all. */
 void cf_set_direct(struct cf *cf, struct fuse_file_info *fi)

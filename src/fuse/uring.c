@@ -488,26 +488,25 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
         struct ent *e = find(u, oh->unique);
         if (e)
             return ring_reply(e, iov, count);
-        if (oh->unique == u->init_unique && !oh->error && count > 1 &&
-            iov[1].iov_len >= sizeof(struct init_out) && u->killpriv_offered) {
+        /* the INIT reply, amended to ask for what libfuse 3.14 does not know */
+        struct init_out *io = oh->unique == u->init_unique && !oh->error && count > 1 &&
+                                      iov[1].iov_len >= sizeof(struct init_out)
+                                  ? iov[1].iov_base
+                                  : NULL;
+        if (io && u->killpriv_offered) {
             /* killpriv.c: the kernel stops asking for security.capability
              * before every write and leaves set-id bits to the bricks. */
-            struct init_out *io = iov[1].iov_base;
             io->flags |= HANDLE_KILLPRIV_V2;
         }
-        if (oh->unique == u->init_unique && !oh->error && count > 1 &&
-            iov[1].iov_len >= sizeof(struct init_out) && u->mmap_offered) {
+        if (io && u->mmap_offered) {
             /* A handle opened with FOPEN_DIRECT_IO may then be mapped
              * shared (cf_set_direct): the kernel keeps the mapping's pages
              * and drops those a direct write covers. */
-            struct init_out *io = iov[1].iov_base;
             io->flags |= INIT_EXT;
             io->flags2 |= DIO_ALLOW_MMAP_HI;
             __atomic_store_n(&u->dio_mmap, 1, __ATOMIC_RELEASE);
         }
-        if (oh->unique == u->init_unique && u->offered && !oh->error && count > 1 &&
-            iov[1].iov_len >= sizeof(struct init_out)) {
-            struct init_out *io = iov[1].iov_base;
+        if (io && u->offered) {
             io->flags |= INIT_EXT;
             io->flags2 |= OVER_IO_URING_HI;
             size_t p = io->max_write;

@@ -422,6 +422,16 @@ except OSError as e:
 """
 
 
+def fsync_dir(d):
+    """Sends what the mount wrote back in d and waits for the bricks
+    (syncfs does not reach a FUSE file system, docs/consistency.md)."""
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def as_user(code, uid=1000, gid=1000, groups=(1000, 2000), timeout=30, **fmt):
     """Runs python `code` (statements; may print) as uid/gid with the
     supplementary groups. Returns the last stdout line: "OK" or "ERR ENAME"

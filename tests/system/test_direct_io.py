@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cairn_cluster import Cluster, ClusterError, as_user  # noqa: E402
+from cairn_cluster import Cluster, ClusterError, as_user, fsync_dir  # noqa: E402
 
 SIZE = 16384
 STATS = "trusted.cairn.io-stats"
@@ -146,9 +146,7 @@ def test_a_new_files_read_write_handle_reads_back_from_the_mount(dc):
     stats = os.getxattr(m1.path, STATS).decode()
     assert not re.search(r"^(CREATE|WRITE|READ) ", stats, re.M), stats
     os.close(fd)
-    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    os.fsync(dfd)
-    os.close(dfd)
+    fsync_dir(d)
     with open(os.path.join(m2.path, "d", "t"), "rb") as fh:
         assert fh.read() == data
     assert brick_bytes(bricks, "d/t") == [data] * 3

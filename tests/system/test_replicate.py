@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster, as_user
+from cairn_cluster import Cluster, as_user, fsync_dir
 
 HOST = "127.0.0.63"
 PORT = 24960
@@ -76,14 +76,6 @@ def test_info_and_status():
         assert len(st) == 3 and all(s[3] for s in st)
 
 
-def sync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def test_identical_replicas(rep3):
     c, bricks, mnt = rep3
     os.makedirs(os.path.join(mnt, "d/e"))
@@ -96,7 +88,7 @@ def test_identical_replicas(rep3):
     with open(os.path.join(mnt, "d/e/g"), "rb") as f:
         assert f.read() == data
     # written back (the mount made d/e): on the bricks once d/e is synced
-    sync_dir(os.path.join(mnt, "d/e"))
+    fsync_dir(os.path.join(mnt, "d/e"))
     for b in bricks:
         with open(os.path.join(b, "d/e/g"), "rb") as f:
             assert f.read() == data
@@ -232,7 +224,7 @@ def test_arbiter_holds_names_only():
             f.write(b"z" * 100000)
         with open(os.path.join(m.path, "d/f"), "rb") as f:
             assert f.read() == b"z" * 100000
-        sync_dir(os.path.join(m.path, "d"))  # written back until then
+        fsync_dir(os.path.join(m.path, "d"))  # written back until then
         assert os.path.getsize(os.path.join(b[0], "d/f")) == 100000
         assert os.path.getsize(os.path.join(b[1], "d/f")) == 100000
         assert os.path.exists(os.path.join(b[2], "d/f"))

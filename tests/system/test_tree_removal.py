@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cairn_cluster import Cluster  # noqa: E402
+from cairn_cluster import Cluster, fsync_dir  # noqa: E402
 
 
 @pytest.fixture
@@ -185,16 +185,6 @@ def spare_paths(b):
 
 def spares(b):
     return len(spare_paths(b))
-
-
-def fsync_dir(d):
-    """Sends what the mount wrote back in d and waits for the bricks
-    (syncfs does not reach a FUSE file system, docs/consistency.md)."""
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def gfid(b, rel):

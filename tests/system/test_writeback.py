@@ -27,7 +27,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cairn_cluster import Cluster, as_user  # noqa: E402
+from cairn_cluster import Cluster, as_user, fsync_dir  # noqa: E402
 
 
 @pytest.fixture
@@ -46,14 +46,6 @@ def replica3(c, opts=None, mounts=2):
 
 def content(i):
     return hashlib.sha256(str(i).encode()).digest() * (1 + (i * 37) % 300)
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def test_every_byte_and_attribute_reaches_every_replica(wc):
