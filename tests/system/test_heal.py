@@ -255,6 +255,37 @@ def healed_to(bricks, rel, data):
                read(os.path.join(b, rel.lstrip("/"))) == data for b in bricks)
 
 
+def marks_and_logs(pool, bricks, rel):
+    """What each copy of rel says and what every daemon logged about it:
+    the message of a failed split-brain step."""
+    lines = []
+    for b in bricks:
+        p = os.path.join(b, rel.lstrip("/"))
+        try:
+            pend = os.getxattr(p, "trusted.cairn.pending").hex()
+        except OSError as e:
+            pend = f"({e.strerror})"
+        size = os.stat(p).st_size if os.path.exists(p) else None
+        lines.append(f"{b}: pending {pend}, size {size}")
+    for n in pool.nodes:
+        logs = os.path.join(n.workdir, "logs")
+        for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            with open(os.path.join(logs, name), "rb") as f:
+                hits = [ln for ln in f.read().decode(errors="replace").splitlines()
+                        if rel in ln or "marked for heal" in ln]
+            lines += [f"{n.host} {name}: {ln}" for ln in hits[-20:]]
+    return "\n" + "\n".join(lines)
+
+
+def split_heal(pool, bricks, *args):
+    """`volume heal VOL split-brain ARGS...`, which must heal its file."""
+    a = pool.nodes[0]
+    r = a.cli("volume", "heal", "sv", "split-brain", *args, check=False)
+    rel = args[-1]
+    assert r.returncode == 0 and f"Healed {rel}." in r.stdout, \
+        out(r) + marks_and_logs(pool, bricks, rel)
+
+
 def split_listed(node, vol):
     r = node.cli("volume", "heal", vol, "info", check=False)
     return set(re.findall(r"^(/\S+) - Is in split-brain$", r.stdout, re.M))
@@ -300,15 +331,12 @@ def test_split_brain(pool):
     assert r.returncode != 0 and "split brain" in out(r)
 
     # the CLI forms
-    r = a.cli("volume", "heal", "sv", "split-brain", "bigger-file", "/cli_big")
-    assert "Healed /cli_big." in r.stdout
+    split_heal(pool, bricks, "bigger-file", "/cli_big")
     assert healed_to(bricks, "/cli_big", b"b" * (3 * k))
-    r = a.cli("volume", "heal", "sv", "split-brain", "latest-mtime", "/cli_mtime")
-    assert "Healed /cli_mtime." in r.stdout
+    split_heal(pool, bricks, "latest-mtime", "/cli_mtime")
     assert healed_to(bricks, "/cli_mtime", b"b" * k)
     src = f"{pool.nodes[2].host}:{bricks[2]}"
-    r = a.cli("volume", "heal", "sv", "split-brain", "source-brick", src, "/cli_src")
-    assert "Healed /cli_src." in r.stdout
+    split_heal(pool, bricks, "source-brick", src, "/cli_src")
     assert healed_to(bricks, "/cli_src", b"C" * k)
     r = a.cli("volume", "heal", "sv", "split-brain", "bigger-file", "/cli_src", check=False)
     assert r.returncode != 0 and "File not in split-brain" in out(r)
