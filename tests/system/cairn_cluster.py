@@ -114,6 +114,28 @@ def brick_pids_under(root):
                    for i, a in enumerate(argv[:-1]))]
 
 
+def all_stopped(pid):
+    """Whether every thread of pid is stopped (or pid is gone). The kernel's
+    io_uring workers (iou-*) are threads of the process too but never stop
+    for a signal; they are left out."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue  # the thread exited meanwhile
+        state = stat[stat.rindex(")") + 2]
+        if not comm.startswith("iou-") and state not in "tTZX":
+            return False
+    return True
+
+
 def alive(pid):
     """True if pid exists and is not a zombie."""
     try:
@@ -335,9 +357,19 @@ class Cluster:
         return m
 
     def stop_signal(self, pid):
-        """SIGSTOPs pid; close() continues it."""
+        """SIGSTOPs pid and returns once all its threads have stopped;
+        close() continues it. The wait matters: the kernel wakes one
+        thread to take a process-wide SIGSTOP, and the others run on
+        until that thread has been scheduled and stops them, long enough
+        on a busy machine for a request sent right after the kill to be
+        answered."""
         self.stopped_pids.add(pid)
         os.kill(pid, signal.SIGSTOP)
+        end = time.time() + 10
+        while not all_stopped(pid):
+            if time.time() > end:
+                raise ClusterError(f"process {pid} did not stop within 10 s of SIGSTOP")
+            time.sleep(0.005)
 
     def cont(self, pid):
         try:
