@@ -272,11 +272,12 @@ def marks_and_logs(pool, bricks, rel):
         lines.append(f"{b}: pending {pend}, size {size}")
     for n in pool.nodes:
         logs = os.path.join(n.workdir, "logs")
-        for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
-            with open(os.path.join(logs, name), "rb") as f:
-                hits = [ln for ln in f.read().decode(errors="replace").splitlines()
-                        if rel in ln or "marked for heal" in ln]
-            lines += [f"{n.host} {name}: {ln}" for ln in hits[-20:]]
+        for top, _, files in sorted(os.walk(logs)):  # the bricks' logs are in logs/bricks
+            for name in sorted(files):
+                with open(os.path.join(top, name), "rb") as f:
+                    hits = [ln for ln in f.read().decode(errors="replace").splitlines()
+                            if rel in ln or "marked for heal" in ln]
+                lines += [f"{n.host} {name}: {ln}" for ln in hits[-20:]]
     return "\n" + "\n".join(lines)
 
 
