@@ -110,7 +110,10 @@ static int resolve(struct set *s, const struct cl_volinfo *v, enum what w, const
         if (rc == -ENOENT)
             return 0; /* not in this set */
         *found = 1;
-        if (st.resolved) {
+        /* healed without resolving: a source already existed, the choice
+         * of an earlier resolution that was cut short (keep_choice), and
+         * this run finished copying it */
+        if (st.resolved || st.healed) {
             printf("Healed %s.\n", file);
             return 0;
         }

@@ -485,6 +485,14 @@ static int owner(struct hctx *h, const struct cl__heal_view *v)
 /* Heals one object named by path (and gfid, when known from an index). */
 static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
 {
+    /* Set once this heal has chosen the source of a split brain and
+     * recorded it (keep_choice). The choice makes the entry an ordinary heal
+     * from that copy, which the owner's daemon may then run at the same
+     * time: its UNMARK moves the source's ctime, so the check below sends
+     * this heal round again, and the next view finds a source and no split
+     * brain, or nothing left to copy. It is still this heal's choice that
+     * resolved it. */
+    int chose = 0;
     for (int attempt = 0;; attempt++) {
         struct cl__heal_view v;
         if (cl__heal_view(h, path, g, &v) < 0) {
@@ -502,7 +510,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
             count(&h->st->skipped);
             return 0;
         }
-        int src, resolved = 0;
+        int src;
         uint32_t sinks;
         if (v.sources) {
             src = __builtin_ctz(v.sources);
@@ -538,13 +546,13 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
                 count(&h->st->split);
                 return -EIO;
             }
-            resolved = 1;
             sinks = v.up & ~(1u << src);
             log_info("heal: %s was in split brain; the copy of child %d is the source", path, src);
             if (keep_choice(h, path, &v, src) < 0) {
                 count(&h->st->pending);
                 return -EAGAIN;
             }
+            chose = 1;
         }
         int rc = 0;
         for (int i = 0; i < h->n; i++) {
@@ -584,7 +592,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
         unmark_all(h, v.up, path, &v.l[src].a.gfid);
         if (sinks)
             count(&h->st->healed);
-        if (resolved)
+        if (chose)
             count(&h->st->resolved);
         return 0;
     }

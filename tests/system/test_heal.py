@@ -302,7 +302,7 @@ def test_split_brain(pool):
     m = a.mount("sv", mnt)
     names = ["cli_big", "cli_mtime", "cli_src", "all1", "all2",
              "pol_size", "pol_mtime", "pol_major", "pol_ctime"]
-    for nm in names:
+    for nm in names + ["kept"]:
         write(f"{mnt}/{nm}", b"same everywhere\n")
     m.stop()
     a.mounts.remove(m)
@@ -384,6 +384,17 @@ def test_split_brain(pool):
     for n in pool.nodes[1:]:
         log = n.tail(f"{n.workdir}/logs/shd-sv.log", 1 << 20)
         assert "was in split brain" not in log, log[-3000:]
+
+    # A CLI resolution cut short after it recorded its choice (brick 1's
+    # copy: the others stopped blaming it) and before it copied: the
+    # command again finishes from that copy, although latest-mtime alone
+    # would now pick brick 2's, and says it healed the file.
+    with shd_off(pool, "sv"):
+        make_split(bricks, "/kept", [b"k" * k, b"K" * k, b"q" * k], [t + 1, t + 2, t + 3])
+        blame(bricks[0], "/kept", 0b100)
+        blame(bricks[2], "/kept", 0b001)
+        split_heal(pool, bricks, "latest-mtime", "/kept")
+        assert healed_to(bricks, "/kept", b"K" * k)
 
 
 def test_interrupted_split_brain_heal_keeps_its_source(pool):
