@@ -841,6 +841,7 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     cl_op_init(&w->sub, (uint16_t)op->args.op, fwd_done_cb, w);
     w->sub.args = op->args;
     w->sub.args.present &= ~LEASE_BITS;
+    w->sub.spread = op->spread;
     if (child_fh != NOFH)
         w->sub.args.fh = child_fh;
     cl_submit(d->layer.children[i], &w->sub);

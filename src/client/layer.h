@@ -36,6 +36,11 @@ struct cl_op {
      * a layer forwarding the op itself leaves it alone. 0: answered
      * without the network. Read by the counters (opstats.h). */
     uint32_t rounds;
+    /* A READ of a window read ahead of the reader (src/fuse/readcache.c),
+     * which any clean copy may answer: replicate sends it to a copy other
+     * than the handle's read child when it can, so that it does not queue
+     * ahead of the reader's own reads and the copies share the sweep. */
+    uint8_t spread;
 };
 
 struct cl_layer {

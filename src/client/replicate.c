@@ -552,6 +552,7 @@ struct single {
     uint64_t hash;
     int fixed;       /* >= 0: this child only (readdir past its start, locks) */
     int child;       /* the child asked last */
+    int spread;      /* a READ read ahead (struct cl_op's spread) */
     uint32_t rounds; /* of the tries so far (sequential) */
     struct cl_op sub;
 };
@@ -578,6 +579,22 @@ static void single_done_cb(struct cl_op *sub)
     cl_op_complete(parent, st, reply);
 }
 
+/* For a read ahead: one of the clean copies other than the handle's read
+ * child, in turn by the window's offset (128 KiB steps); -1 when there is
+ * none, and the read goes where the handle's reads go. */
+static int spread_pick(struct repl *r, const struct single *s, uint32_t ok)
+{
+    int rc = s->h->read_child, n = 0, pick[32];
+    for (int k = 1; k < r->n; k++) {
+        int i = (rc + k) % r->n;
+        if (ok >> i & 1)
+            pick[n++] = i;
+    }
+    if (!n)
+        return -1;
+    return pick[(s->parent->args.offset >> 17) % (uint64_t)n];
+}
+
 static void single_try(struct single *s)
 {
     struct repl *r = s->r;
@@ -590,10 +607,12 @@ static void single_try(struct single *s)
         usable &= have;
     }
     uint32_t clean = ~__atomic_load_n(&r->suspect, __ATOMIC_RELAXED);
-    int i;
+    int i = -1;
     if (s->fixed >= 0)
         i = s->tried || (s->h && s->h->fh[s->fixed] == NOFH) ? -1 : s->fixed;
-    else
+    else if (s->spread && !s->tried && s->h && s->h->read_child >= 0)
+        i = spread_pick(r, s, usable & clean);
+    if (i < 0 && s->fixed < 0)
         i = cl_repl_pick(r->n, s->hash, clean, usable);
     if (i < 0) {
         struct cl_op *parent = s->parent;
@@ -608,7 +627,7 @@ static void single_try(struct single *s)
     s->sub.args = s->parent->args;
     if (s->h)
         s->sub.args.fh = s->h->fh[i];
-    if (s->h && s->fixed < 0)
+    if (s->h && s->fixed < 0 && !s->spread)
         s->h->read_child = i;
     cl_submit(r->layer.children[i], &s->sub);
 }
@@ -624,6 +643,7 @@ static void do_single(struct repl *r, struct cl_op *op, int by_fh, int fixed)
     s->r = r;
     s->parent = op;
     s->fixed = -1;
+    s->spread = op->spread && op->args.op == RPC_OP_READ;
     if (by_fh) {
         s->h = fh_get(r, op->args.fh);
         if (!s->h) {

@@ -270,13 +270,36 @@ int cf_rc_read(struct cf *cf, fuse_ino_t ino, int open_flags, uint64_t off, size
 void cf_rc_fill(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, const char *data,
                 size_t len);
 /* After a miss (plan of the window fetched for it) through brick handle fh:
- * fills out (room for 2) with windows of ino to read ahead through fh,
- * returns how many; each ends with cf_rc_ahead_done, after its
- * cf_rc_fill. cf_rc_release_wait(fh) returns once none through fh is in
- * flight: before the handle is released. */
+ * fills out (room for CF_RC_AHEAD_N) with windows of ino to read ahead
+ * through fh, returns how many; each ends with cf_rc_ahead_done, after its
+ * cf_rc_fill, or with a call here as landed (miss NULL), which continues
+ * the sweep past it and ends it. cf_rc_release_wait(fh) returns once none
+ * through fh is in flight, and starts no new one meanwhile: before the
+ * handle is released. */
+#define CF_RC_AHEAD_N 4
 int cf_rc_ahead_plan(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss,
-                     struct cf_rc_window *out);
+                     const struct cf_rc_window *landed, struct cf_rc_window *out);
 void cf_rc_ahead_done(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan);
+/* A read of the kernel that missed (plan miss) inside a window being read
+ * ahead: cf_rc_wait_ahead returns 1 when w (its owner's, until answered)
+ * now waits for that window, 0 when there is none to wait for (fetch it).
+ * cf_rc_landed, when a window read ahead came back and before its
+ * cf_rc_ahead_done or next cf_rc_ahead_plan, returns the reads waiting for
+ * it; none attaches after that. */
+struct cf_rc_waiter {
+    struct cf_rc_waiter *next;
+    fuse_req_t req;
+    uint64_t fh, off;
+    size_t size;
+};
+int cf_rc_wait_ahead(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *miss,
+                     struct cf_rc_waiter *w);
+struct cf_rc_waiter *cf_rc_landed(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan);
+/* plan's window is now in the kernel's page cache (pagestore.c): reading
+ * ahead skips it until ino is opened again (cf_rc_opened; each open drops
+ * the file's cached pages). */
+void cf_rc_stored(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan);
+void cf_rc_opened(struct cf *cf, fuse_ino_t ino);
 void cf_rc_release_wait(struct cf *cf, uint64_t fh);
 /* This mount changes ino's data (write, truncate, fallocate), or the lease
  * on it went: its windows are not used again. */
@@ -294,9 +317,11 @@ size_t cf_rc_format(struct cf *cf, char *buf, size_t n);
  * call is a no-op. */
 int cf_ps_start(struct cf *cf, struct fuse_session *se);
 void cf_ps_stop(struct cf *cf);
-/* A window of ino just read from the brick under plan (data is copied). */
-void cf_ps_offer(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, const char *data,
-                 size_t len);
+/* A window of ino just read from the brick under plan: the data of the
+ * READ reply *frame. A store taken takes the frame too (*frame becomes
+ * NULL); otherwise the caller keeps it. */
+void cf_ps_offer(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan,
+                 struct rpc_frame **frame);
 /* ino is opened for writing (or created) by this mount: no store of it
  * from now until cf_ps_forget; waits (bounded) for one in progress. */
 void cf_ps_writer(struct cf *cf, fuse_ino_t ino);

@@ -82,6 +82,7 @@ static void open_cb(struct cl_op *op)
 
 void cf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    cf_rc_opened(fuse_req_userdata(req), ino); /* the kernel drops its pages */
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
         cf_ps_writer(fuse_req_userdata(req), ino);
         cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
@@ -173,6 +174,17 @@ void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
     fop_submit(f);
 }
 
+/* Answers the kernel's read of size at off from the window w read from the
+ * brick (len bytes at p; fewer than w->len at the end of the file). */
+static void reply_from(fuse_req_t req, uint64_t off, size_t size, const struct cf_rc_window *w,
+                       const char *p, size_t len)
+{
+    size_t from = (size_t)(off - w->start);
+    const char *mine = p ? p + (from < len ? from : len) : NULL;
+    size_t n = from < len ? len - from : 0;
+    fuse_reply_buf(req, mine, n < size ? n : size);
+}
+
 static void read_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
@@ -187,12 +199,9 @@ static void read_cb(struct cl_op *op)
         if (len > w->len)
             FOP_FAIL(f, -EPROTO);
         cf_rc_fill(f->cf, f->parent, w, p ? p : "", len);
-        size_t from = (size_t)(f->off - w->start);
-        const char *mine = p ? p + (from < len ? from : len) : NULL;
-        size_t n = from < len ? len - from : 0;
-        fuse_reply_buf(f->req, mine, n < f->size ? n : f->size);
+        reply_from(f->req, f->off, f->size, w, p, len);
         /* after the reply: the store locks pages, the kernel's read among them */
-        cf_ps_offer(f->cf, f->parent, w, p, len);
+        cf_ps_offer(f->cf, f->parent, w, &op->reply);
         fop_free(f);
         return;
     }
@@ -208,28 +217,57 @@ struct ahead {
     struct cl_op op;
     struct cf *cf;
     fuse_ino_t ino;
+    uint64_t fh;
     struct cf_rc_window plan;
 };
+
+static void read_ahead(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss,
+                       const struct cf_rc_window *landed);
+
+static void read_from_brick(fuse_req_t req, fuse_ino_t ino, uint64_t fh, size_t size, uint64_t off,
+                            const struct cf_rc_window *w);
 
 static void ahead_cb(struct cl_op *op)
 {
     struct ahead *a = op->ctx;
     cl_opstats_note(&a->cf->stats, RPC_OP_READ, op->rounds, op->status);
     const struct rpc_msg *m = op->status == 0 && op->reply ? &op->reply->msg : NULL;
-    if (m && rpc_has(m, RPC_T_DATA) && m->data.len <= a->plan.len) {
-        cf_rc_fill(a->cf, a->ino, &a->plan, (const char *)m->data.p, m->data.len);
-        cf_ps_offer(a->cf, a->ino, &a->plan, (const char *)m->data.p, m->data.len);
+    int full = 0, ok = m && m->data.len <= a->plan.len;
+    const char *p = ok && rpc_has(m, RPC_T_DATA) ? (const char *)m->data.p : NULL;
+    size_t len = p ? m->data.len : 0;
+    if (ok)
+        cf_rc_fill(a->cf, a->ino, &a->plan, p ? p : "", len);
+    for (struct cf_rc_waiter *w = cf_rc_landed(a->cf, a->ino, &a->plan), *next; w; w = next) {
+        next = w->next;
+        if (ok)
+            reply_from(w->req, w->off, w->size, &a->plan, p, len);
+        else /* the reads it waited for ask the brick themselves */
+            read_from_brick(w->req, a->ino, w->fh, w->size, w->off, NULL);
+        free(w);
     }
-    cf_rc_ahead_done(a->cf, a->ino, &a->plan);
+    if (ok) {
+        full = len == a->plan.len;
+        /* after the replies: the store locks pages, waiting reads among them */
+        cf_ps_offer(a->cf, a->ino, &a->plan, &op->reply); /* m and p may go with it */
+    }
+    if (full)
+        read_ahead(a->cf, a->ino, a->fh, NULL, &a->plan); /* the sweep goes on */
+    else
+        cf_rc_ahead_done(a->cf, a->ino, &a->plan);
     cl_op_release(op);
     free(a);
 }
 
-static void read_ahead(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss)
+/* Windows after a miss, or after a window read ahead that landed (which
+ * this ends). */
+static void read_ahead(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss,
+                       const struct cf_rc_window *landed)
 {
-    struct cf_rc_window plan[2];
+    struct cf_rc_window plan[CF_RC_AHEAD_N];
     /* write-back and lazy handles are not brick handles */
-    int n = cf_wb_is_fh(fh) || cf_dir_is_lazy(fh) ? 0 : cf_rc_ahead_plan(cf, ino, fh, miss, plan);
+    int n = cf_wb_is_fh(fh) || cf_dir_is_lazy(fh)
+                ? 0
+                : cf_rc_ahead_plan(cf, ino, fh, miss, landed, plan);
     for (int i = 0; i < n; i++) {
         struct ahead *a = calloc(1, sizeof(*a));
         if (!a) {
@@ -238,9 +276,11 @@ static void read_ahead(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct 
         }
         a->cf = cf;
         a->ino = ino;
+        a->fh = fh;
         a->plan = plan[i];
         cl_op_init(&a->op, RPC_OP_READ, ahead_cb, a);
         a->op.rounds = 0;
+        a->op.spread = 1;
         RPC_SET(&a->op.args, fh, RPC_T_FH, fh);
         RPC_SET(&a->op.args, offset, RPC_T_OFFSET, plan[i].start);
         RPC_SET(&a->op.args, size, RPC_T_SIZE, plan[i].len);
@@ -263,25 +303,43 @@ void cf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
         fuse_reply_buf(req, buf, n);
         return;
     }
+    if (c == 2) {
+        /* inside a window already on its way: its reply answers this one */
+        struct cf_rc_waiter *wt = malloc(sizeof(*wt));
+        if (wt) {
+            *wt =
+                (struct cf_rc_waiter){.req = req, .fh = fi->fh, .off = (uint64_t)off, .size = size};
+            if (cf_rc_wait_ahead(cf, ino, &w, wt))
+                return;
+            free(wt);
+        }
+    }
+    read_from_brick(req, ino, fi->fh, size, (uint64_t)off, c == 2 ? &w : NULL);
+    if (c == 2)
+        read_ahead(cf, ino, fi->fh, &w, NULL);
+}
+
+/* The kernel's read of size at off through brick handle fh, or the whole
+ * window w around it when w is given (a miss of the read cache). */
+static void read_from_brick(fuse_req_t req, fuse_ino_t ino, uint64_t fh, size_t size, uint64_t off,
+                            const struct cf_rc_window *w)
+{
     struct fop *f = fop_new(req, RPC_OP_READ, read_cb);
     if (!f)
         return;
     f->size = size;
-    f->off = (uint64_t)off;
+    f->off = off;
     f->parent = ino;
-    if (c == 2 && (f->data = malloc(sizeof(w))) != NULL) {
-        memcpy(f->data, &w, sizeof(w));
-        off = (off_t)w.start;
-        size = w.len;
+    if (w && (f->data = malloc(sizeof(*w))) != NULL) {
+        memcpy(f->data, w, sizeof(*w));
+        off = w->start;
+        size = w->len;
     }
     struct rpc_msg *a = &f->op.args;
-    RPC_SET(a, fh, RPC_T_FH, fi->fh);
-    RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)off);
+    RPC_SET(a, fh, RPC_T_FH, fh);
+    RPC_SET(a, offset, RPC_T_OFFSET, off);
     RPC_SET(a, size, RPC_T_SIZE, size);
-    int miss = f->data != NULL;
-    fop_submit(f); /* f may be gone */
-    if (miss)
-        read_ahead(cf, ino, fi->fh, &w);
+    fop_submit(f);
 }
 
 static void write_cb(struct cl_op *op)

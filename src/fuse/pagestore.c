@@ -45,9 +45,16 @@ struct job {
     struct job *next;
     fuse_ino_t ino;
     struct cf_rc_window plan;
+    struct rpc_frame *frame; /* the READ reply holding the data */
+    const char *data;
     size_t len;
-    char data[];
 };
+
+static void job_free(struct job *j)
+{
+    rpc_frame_free(j->frame);
+    free(j);
+}
 
 struct written {
     struct written *next;
@@ -102,7 +109,7 @@ static int stale(const struct cf_ps *s, struct cf *cf, const struct job *j)
 static void store(struct cf_ps *s, struct cf *cf, struct job *j)
 {
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(j->len);
-    bv.buf[0].mem = j->data;
+    bv.buf[0].mem = (void *)j->data;
     int rc = fuse_lowlevel_notify_store(s->se, j->ino, (off_t)j->plan.start, &bv, 0);
     pthread_mutex_lock(&s->lock);
     int changed = stale(s, cf, j);
@@ -116,6 +123,8 @@ static void store(struct cf_ps *s, struct cf *cf, struct job *j)
     if (rc < 0 && rc != -ENOENT) /* ENOENT: the kernel forgot the file */
         log_debug("storing %zu bytes of node %llu in the page cache: %s", j->len,
                   (unsigned long long)j->ino, strerror(-rc));
+    if (rc == 0 && !changed)
+        cf_rc_stored(cf, j->ino, &j->plan);
     if (rc == 0 && changed) {
         /* changed while it was stored: what was stored may be older */
         rc = fuse_lowlevel_notify_inval_inode(s->se, j->ino, (off_t)j->plan.start, (off_t)j->len);
@@ -145,13 +154,13 @@ static void *store_main(void *arg)
         s->queued--;
         if (stale(s, cf, j)) {
             s->dropped++;
-            free(j);
+            job_free(j);
             continue;
         }
         s->storing = j->ino;
         pthread_mutex_unlock(&s->lock);
         store(s, cf, j);
-        free(j);
+        job_free(j);
         pthread_mutex_lock(&s->lock);
     }
     pthread_mutex_unlock(&s->lock);
@@ -193,7 +202,7 @@ void cf_ps_stop(struct cf *cf)
     while (s->head) {
         struct job *j = s->head;
         s->head = j->next;
-        free(j);
+        job_free(j);
     }
     for (int i = 0; i < WRITTEN_HASH; i++)
         while (s->written[i]) {
@@ -208,28 +217,31 @@ void cf_ps_stop(struct cf *cf)
     cf->ps = NULL;
 }
 
-void cf_ps_offer(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan, const char *data,
-                 size_t len)
+void cf_ps_offer(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan,
+                 struct rpc_frame **frame)
 {
     struct cf_ps *s = cf->ps;
-    if (!s || !len)
+    const struct rpc_msg *m = *frame ? &(*frame)->msg : NULL;
+    if (!s || !m || !rpc_has(m, RPC_T_DATA) || !m->data.len)
+        return;
+    struct job *j = malloc(sizeof(*j));
+    if (!j)
         return;
     pthread_mutex_lock(&s->lock);
     int take = !s->stop && s->queued < QUEUE_MAX && !was_written(s, ino);
     if (!s->stop && s->queued >= QUEUE_MAX)
         s->dropped++;
-    pthread_mutex_unlock(&s->lock);
-    if (!take)
+    if (!take) {
+        pthread_mutex_unlock(&s->lock);
+        free(j);
         return;
-    struct job *j = malloc(sizeof(*j) + len);
-    if (!j)
-        return;
-    j->next = NULL;
-    j->ino = ino;
-    j->plan = *plan;
-    j->len = len;
-    memcpy(j->data, data, len);
-    pthread_mutex_lock(&s->lock);
+    }
+    *j = (struct job){.ino = ino,
+                      .plan = *plan,
+                      .frame = *frame,
+                      .data = (const char *)m->data.p,
+                      .len = m->data.len};
+    *frame = NULL;
     if (s->tail)
         s->tail->next = j;
     else

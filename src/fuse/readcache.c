@@ -25,11 +25,20 @@
  * Reading ahead of misses. A file read at random densely (the whole of it,
  * in any order) pays a brick round trip per window, one after another.
  * Once a file has fetched AHEAD_MIN windows under its lease and a miss
- * lands next to a window already held (a sparse read of a large file
- * rarely does), the next windows not held after it are read in the
- * background too (cf_rc_ahead_plan), AHEAD_N at a time. Such a read uses
- * the kernel's handle, so the handle's release waits for it
- * (cf_rc_release_wait): handle numbers are reused. */
+ * lands next to a window already fetched (a sparse read of a large file
+ * rarely does), the next windows not fetched after it are read in the
+ * background too (cf_rc_ahead_plan), AHEAD_N at a time, and each that
+ * comes back whole plans the next ones after itself, in its own slot: a
+ * sweep to the end of the file, AHEAD_FLY windows in flight at most.
+ * "Fetched" is what the cache holds or what was stored into the kernel's
+ * page cache since the file's last open (cover, told by pagestore.c): the
+ * page cache holds far more of a file than this cache, and a window
+ * evicted here is not read ahead again (should the kernel drop it too, its
+ * next read there misses and fetches it). A miss inside a window in flight
+ * waits for it (cf_rc_wait_ahead) rather than fetching it again. Such a
+ * read uses the kernel's handle, so the handle's release waits for it and
+ * stops the sweep meanwhile (cf_rc_release_wait, closing): handle numbers
+ * are reused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -42,12 +51,13 @@
 
 #define BUCKETS 4096
 #define HASH 8192
-#define UNIT (128u * 1024) /* window = page count x UNIT */
-#define AHEAD_MIN 16       /* windows a file fetched under its lease before reading ahead */
-#define AHEAD_N 2          /* windows read ahead per miss */
-#define AHEAD_SCAN 8       /* how far past the miss to look for windows not held */
-#define AHEAD_FLY 16       /* windows read ahead at once, over all files */
-#define DENS 64            /* files whose fetches are counted */
+#define UNIT (128u * 1024)    /* window = page count x UNIT */
+#define AHEAD_MIN 16          /* windows a file fetched under its lease before reading ahead */
+#define AHEAD_N CF_RC_AHEAD_N /* windows read ahead per miss or landing */
+#define AHEAD_SCAN 64         /* how far past a miss or landing to look for windows not fetched */
+#define AHEAD_FLY 8           /* windows read ahead at once, over all files */
+#define DENS 64               /* files whose fetches are counted */
+#define COVER_BITS 16384      /* windows per file whose storing is remembered */
 
 struct win {
     struct win *hnext;       /* hash chain */
@@ -66,11 +76,16 @@ struct dens {
     uint64_t gen, epoch;
     unsigned fetched;
     uint64_t eof; /* a window came back short here; UINT64_MAX: not seen */
+    /* windows stored into the kernel's page cache since the file's last
+     * open (pagestore.c); the kernel may have dropped some since */
+    uint8_t cover[COVER_BITS / 8];
 };
 
 struct fly {
     fuse_ino_t ino; /* 0: free */
-    uint64_t start, fh;
+    uint64_t start, fh, gen, epoch;
+    int landed;                   /* its reply came: no more waiters */
+    struct cf_rc_waiter *waiters; /* reads of the kernel answered from it */
 };
 
 struct cf_rc {
@@ -78,6 +93,8 @@ struct cf_rc {
     pthread_cond_t landed; /* a read ahead ended */
     struct dens dens[DENS];
     struct fly fly[AHEAD_FLY];
+    uint64_t closing[AHEAD_FLY]; /* handles being released: no new reads ahead */
+    int nclosing;
     struct win *hash[HASH];
     struct win *by_bucket[BUCKETS];
     struct win lru; /* sentinel */
@@ -85,7 +102,7 @@ struct cf_rc {
     int pages;             /* window in UNITs; 0: off */
     uint64_t gen[BUCKETS]; /* per bucket of inodes */
     uint64_t epoch;        /* all leases gone: every window stale */
-    uint64_t hits, fetched, ahead;
+    uint64_t hits, fetched, ahead, waited;
 };
 
 static unsigned bucket(fuse_ino_t ino)
@@ -132,6 +149,13 @@ static int fresh(const struct cf_rc *r, const struct win *w)
 static int dens_of(const struct dens *d, fuse_ino_t ino, const struct cf_rc_window *plan)
 {
     return d->ino == ino && d->gen == plan->gen && d->epoch == plan->epoch;
+}
+
+/* Window number n of a file: stored into the page cache, as far as is
+ * known here. */
+static int covered(const struct dens *d, uint64_t n)
+{
+    return n < COVER_BITS && (d->cover[n / 8] >> (n % 8) & 1);
 }
 
 /* Under the lock: nothing changed ino's windows since plan was made. */
@@ -311,47 +335,139 @@ static int held(struct cf_rc *r, fuse_ino_t ino, uint64_t start)
     return w && fresh(r, w);
 }
 
-static int flying(const struct cf_rc *r, fuse_ino_t ino, uint64_t start)
+/* Under the lock: ino's window at start was fetched under d's lease. */
+static int known(struct cf_rc *r, const struct dens *d, fuse_ino_t ino, uint64_t start)
+{
+    return held(r, ino, start) || covered(d, start / ((size_t)r->pages * UNIT));
+}
+
+/* Under the lock: the slot of the read ahead of ino at start, or -1. */
+static int fly_slot(const struct cf_rc *r, fuse_ino_t ino, uint64_t start)
 {
     for (int i = 0; i < AHEAD_FLY; i++)
         if (r->fly[i].ino == ino && r->fly[i].start == start)
+            return i;
+    return -1;
+}
+
+static int flying(const struct cf_rc *r, fuse_ino_t ino, uint64_t start)
+{
+    return fly_slot(r, ino, start) >= 0;
+}
+
+static int closing(const struct cf_rc *r, uint64_t fh)
+{
+    for (int i = 0; i < r->nclosing; i++)
+        if (r->closing[i] == fh)
             return 1;
     return 0;
 }
 
 int cf_rc_ahead_plan(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf_rc_window *miss,
-                     struct cf_rc_window *out)
+                     const struct cf_rc_window *landed, struct cf_rc_window *out)
 {
     struct cf_rc *r = cf->rc;
     if (!r)
         return 0;
     pthread_mutex_lock(&r->lock);
+    const struct cf_rc_window *from = landed ? landed : miss;
     const struct dens *d = &r->dens[bucket(ino) % DENS];
-    uint64_t win = miss->len, start = miss->start;
-    int n = 0;
-    if (!dens_of(d, ino, miss) || d->fetched < AHEAD_MIN || (size_t)r->pages * UNIT != win ||
-        !plan_current(r, ino, miss) ||
-        !((start >= win && held(r, ino, start - win)) || held(r, ino, start + win)))
+    uint64_t win = from->len, start = from->start;
+    /* a landed window's slot is handed on to the next window, or freed
+     * below: its handle never looks idle in between */
+    int mine = landed ? fly_slot(r, ino, start) : -1, n = 0;
+    if (!dens_of(d, ino, from) || d->fetched < AHEAD_MIN || (size_t)r->pages * UNIT != win ||
+        !plan_current(r, ino, from) || closing(r, fh) ||
+        !(landed || (start >= win && known(r, d, ino, start - win)) ||
+          known(r, d, ino, start + win)))
         goto out;
     for (int k = 1; k <= AHEAD_SCAN && n < AHEAD_N; k++) {
         uint64_t s = start + (uint64_t)k * win;
-        if (s >= d->eof)
+        /* a sweep stops where stored windows are no longer remembered */
+        if (s >= d->eof || (landed && s / win >= COVER_BITS))
             break;
-        if (held(r, ino, s) || flying(r, ino, s))
+        if (held(r, ino, s) || flying(r, ino, s) || covered(d, s / win))
             continue;
-        int i = 0;
-        while (i < AHEAD_FLY && r->fly[i].ino)
-            i++;
+        int i = mine;
+        if (i >= 0)
+            mine = -1;
+        else
+            for (i = 0; i < AHEAD_FLY && r->fly[i].ino;)
+                i++;
         if (i == AHEAD_FLY)
             break;
-        r->fly[i] = (struct fly){.ino = ino, .start = s, .fh = fh};
+        r->fly[i] =
+            (struct fly){.ino = ino, .start = s, .fh = fh, .gen = from->gen, .epoch = from->epoch};
         out[n++] =
-            (struct cf_rc_window){.start = s, .len = win, .gen = miss->gen, .epoch = miss->epoch};
+            (struct cf_rc_window){.start = s, .len = win, .gen = from->gen, .epoch = from->epoch};
     }
     r->ahead += (uint64_t)n;
 out:
+    if (mine >= 0) {
+        r->fly[mine].ino = 0;
+        pthread_cond_broadcast(&r->landed);
+    }
     pthread_mutex_unlock(&r->lock);
     return n;
+}
+
+void cf_rc_stored(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    struct dens *d = &r->dens[bucket(ino) % DENS];
+    uint64_t n = plan->start / plan->len;
+    if (dens_of(d, ino, plan) && plan_current(r, ino, plan) && n < COVER_BITS)
+        d->cover[n / 8] |= (uint8_t)(1u << (n % 8));
+    pthread_mutex_unlock(&r->lock);
+}
+
+void cf_rc_opened(struct cf *cf, fuse_ino_t ino)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    struct dens *d = &r->dens[bucket(ino) % DENS];
+    if (d->ino == ino)
+        memset(d->cover, 0, sizeof(d->cover));
+    pthread_mutex_unlock(&r->lock);
+}
+
+int cf_rc_wait_ahead(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *miss,
+                     struct cf_rc_waiter *w)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    int i = fly_slot(r, ino, miss->start);
+    int ok = i >= 0 && !r->fly[i].landed && r->fly[i].gen == miss->gen &&
+             r->fly[i].epoch == miss->epoch && plan_current(r, ino, miss);
+    if (ok) {
+        w->next = r->fly[i].waiters;
+        r->fly[i].waiters = w;
+        r->waited++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return ok;
+}
+
+struct cf_rc_waiter *cf_rc_landed(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan)
+{
+    struct cf_rc *r = cf->rc;
+    pthread_mutex_lock(&r->lock);
+    struct cf_rc_waiter *w = NULL;
+    int i = fly_slot(r, ino, plan->start);
+    if (i >= 0) {
+        r->fly[i].landed = 1;
+        w = r->fly[i].waiters;
+        r->fly[i].waiters = NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return w;
 }
 
 void cf_rc_ahead_done(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan)
@@ -373,14 +489,25 @@ void cf_rc_release_wait(struct cf *cf, uint64_t fh)
     if (!r)
         return;
     pthread_mutex_lock(&r->lock);
+    int marked = 0;
     for (;;) {
         int busy = 0;
         for (int i = 0; i < AHEAD_FLY && !busy; i++)
             busy = r->fly[i].ino && r->fly[i].fh == fh;
         if (!busy)
             break;
+        /* at most AHEAD_FLY handles have reads in flight, so there is room */
+        if (!marked && r->nclosing < AHEAD_FLY) {
+            r->closing[r->nclosing++] = fh; /* a landing read starts no next one */
+            marked = 1;
+        }
         pthread_cond_wait(&r->landed, &r->lock);
     }
+    for (int i = 0; marked && i < r->nclosing; i++)
+        if (r->closing[i] == fh) {
+            r->closing[i] = r->closing[--r->nclosing];
+            break;
+        }
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -392,9 +519,11 @@ size_t cf_rc_format(struct cf *cf, char *buf, size_t n)
         pthread_mutex_lock(&r->lock);
         len = snprintf(buf, n,
                        "FUSE read cache: %llu reads answered, %llu bytes fetched, %zu of %zu "
-                       "bytes held (window %d KiB), %llu windows read ahead\n",
+                       "bytes held (window %d KiB), %llu windows read ahead, %llu reads "
+                       "waited for one\n",
                        (unsigned long long)r->hits, (unsigned long long)r->fetched, r->bytes,
-                       r->max, r->pages * (int)(UNIT / 1024), (unsigned long long)r->ahead);
+                       r->max, r->pages * (int)(UNIT / 1024), (unsigned long long)r->ahead,
+                       (unsigned long long)r->waited);
         pthread_mutex_unlock(&r->lock);
     }
     return cf_fmt_len(len, n);
