@@ -83,7 +83,7 @@ struct dens {
 
 struct fly {
     fuse_ino_t ino; /* 0: free */
-    uint64_t start, fh, gen, epoch;
+    uint64_t start, len, fh, gen, epoch;
     int landed;                   /* its reply came: no more waiters */
     struct cf_rc_waiter *waiters; /* reads of the kernel answered from it */
 };
@@ -396,8 +396,8 @@ int cf_rc_ahead_plan(struct cf *cf, fuse_ino_t ino, uint64_t fh, const struct cf
                 i++;
         if (i == AHEAD_FLY)
             break;
-        r->fly[i] =
-            (struct fly){.ino = ino, .start = s, .fh = fh, .gen = from->gen, .epoch = from->epoch};
+        r->fly[i] = (struct fly){
+            .ino = ino, .start = s, .len = win, .fh = fh, .gen = from->gen, .epoch = from->epoch};
         out[n++] =
             (struct cf_rc_window){.start = s, .len = win, .gen = from->gen, .epoch = from->epoch};
     }
@@ -444,8 +444,10 @@ int cf_rc_wait_ahead(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *m
         return 0;
     pthread_mutex_lock(&r->lock);
     int i = fly_slot(r, ino, miss->start);
-    int ok = i >= 0 && !r->fly[i].landed && r->fly[i].gen == miss->gen &&
-             r->fly[i].epoch == miss->epoch && plan_current(r, ino, miss);
+    /* the same window: a change of the window's size leaves the start */
+    int ok = i >= 0 && !r->fly[i].landed && r->fly[i].len == miss->len &&
+             r->fly[i].gen == miss->gen && r->fly[i].epoch == miss->epoch &&
+             plan_current(r, ino, miss);
     if (ok) {
         w->next = r->fly[i].waiters;
         r->fly[i].waiters = w;

@@ -231,6 +231,62 @@ def test_dense_reader_sweeps_the_file_once(vol):
     assert_whole(p, data)
 
 
+def waited(mount):
+    return stats(mount, r"^FUSE read cache: .* (\d+) reads waited for one$")[0]
+
+
+def test_read_inside_a_window_on_its_way_waits_for_it(vol):
+    """A read that misses inside a window being read ahead waits for that
+    window instead of asking a brick again. The copies the sweep reads from
+    are stopped while its windows are on their way; every page is then read
+    (those of the stopped windows wait), and the copies go on a second
+    later: each read returns the file's bytes and no window is fetched
+    twice."""
+    n = 64
+    data, p = make(vol, n * WIN)
+    vol.cluster.cli("volume", "profile", vol.name, "start")
+    vol.cluster.cli("volume", "profile", vol.name, "info", "clear")
+    fd = os.open(p, os.O_RDONLY)
+    stopped = []
+    try:
+        for k in range(0, n, 4):  # sparse misses: the handle's read child alone
+            off = k * WIN + 7 * PAGE
+            assert pread(fd, off) == data[off:off + PAGE]
+        assert read_ahead(vol.m2) == 0
+        reads = brick_reads_each(vol)
+        assert sorted(reads.values()) == [0, 0, n // 4], reads
+        for brick, v in reads.items():
+            if v == 0:
+                pids = pids_with_arg("--brick-path", brick.split(":", 1)[1])
+                assert len(pids) == 1, (brick, pids)
+                stopped += pids
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        # misses next to held windows start the sweep, on the stopped copies
+        k = 1
+        while read_ahead(vol.m2) == 0:
+            assert k < n, "no window was read ahead"
+            off = k * WIN + 5 * PAGE
+            assert pread(fd, off) == data[off:off + PAGE]
+            k += 4
+        f0, w0 = fetched(vol.m2), waited(vol.m2)
+        go = threading.Timer(1.0, lambda: [os.kill(q, signal.SIGCONT) for q in stopped])
+        go.start()
+        t = time.time()
+        for pg in range(n * WIN // PAGE):
+            assert pread(fd, pg * PAGE) == data[pg * PAGE:(pg + 1) * PAGE], pg
+        go.join()
+        stopped = []
+        assert time.time() - t >= 0.5  # the waiting reads waited
+        assert waited(vol.m2) > w0
+        assert fetched(vol.m2) - f0 <= n * WIN - (n // 4 + 1) * WIN + WIN, fetched(vol.m2) - f0
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        os.close(fd)
+    assert_whole(p, data)
+
+
 def test_brick_killed_amid_read_ahead(vol):
     """Bricks die while windows are being read ahead and stored: reads go
     on from the copy left with the right bytes, and closing the file (which
