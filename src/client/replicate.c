@@ -552,7 +552,6 @@ struct single {
     uint64_t hash;
     int fixed;       /* >= 0: this child only (readdir past its start, locks) */
     int child;       /* the child asked last */
-    int spread;      /* a READ read ahead (struct cl_op's spread) */
     uint32_t rounds; /* of the tries so far (sequential) */
     struct cl_op sub;
 };
@@ -610,7 +609,7 @@ static void single_try(struct single *s)
     int i = -1;
     if (s->fixed >= 0)
         i = s->tried || (s->h && s->h->fh[s->fixed] == NOFH) ? -1 : s->fixed;
-    else if (s->spread && !s->tried && s->h && s->h->read_child >= 0)
+    else if (s->parent->spread && !s->tried && s->h && s->h->read_child >= 0)
         i = spread_pick(r, s, usable & clean);
     if (i < 0 && s->fixed < 0)
         i = cl_repl_pick(r->n, s->hash, clean, usable);
@@ -627,7 +626,7 @@ static void single_try(struct single *s)
     s->sub.args = s->parent->args;
     if (s->h)
         s->sub.args.fh = s->h->fh[i];
-    if (s->h && s->fixed < 0 && !s->spread)
+    if (s->h && s->fixed < 0 && !s->parent->spread)
         s->h->read_child = i;
     cl_submit(r->layer.children[i], &s->sub);
 }
@@ -643,7 +642,6 @@ static void do_single(struct repl *r, struct cl_op *op, int by_fh, int fixed)
     s->r = r;
     s->parent = op;
     s->fixed = -1;
-    s->spread = op->spread && op->args.op == RPC_OP_READ;
     if (by_fh) {
         s->h = fh_get(r, op->args.fh);
         if (!s->h) {
