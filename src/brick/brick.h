@@ -223,7 +223,8 @@ struct brick_req {
     struct rpc_buf *out;   /* reply fields; discarded on failure */
     char text[256];        /* optional error text for the reply */
     struct brick_req *top; /* the compound a sub-request belongs to, else NULL */
-    int lease_ok;          /* lease.c: the leases asked for are registered */
+    int lease_ok;          /* lease.c: the lease on the path is registered */
+    int lease_name;        /* ... and the parent's, if the request asks for one */
     int lease_excl;        /* ... and the new directory's (or file's) is exclusive */
     uint64_t opened;       /* OPEN, CREATE: the handle made (for lease.c), else 0 */
     uint64_t lease_seq;

@@ -15,6 +15,7 @@
  * request with LEASE asks for leases on PATH and on its parent (READDIR: the
  * directory and each entry listed); they are registered before the request
  * reads anything, so a change applied later finds them and recalls them.
+ * The reply says which were granted (RPC_LEASE_NAME: the parent's too).
  *
  * A change (after it is applied) recalls the leases of every other
  * connection on the paths it touches and holds its own reply until each
@@ -29,7 +30,7 @@
  * could otherwise deadlock through the kernels' directory locks. After a
  * conflict no lease on that path is granted for LEASE_COOLDOWN_MS, so
  * clients sharing a directory stop caching it instead of recalling on every
- * change. */
+ * change; the files in it keep their own leases. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -524,10 +525,19 @@ static int grantable(uint16_t op)
     }
 }
 
+/* The parent's lease covers the name (an entry the client caches);
+ * attributes and extended attributes need the object's alone. */
+static int asks_parent(uint16_t op)
+{
+    return grantable(op) && op != RPC_OP_READDIR && op != RPC_OP_GETATTR && op != RPC_OP_SETATTR &&
+           op != RPC_OP_GETXATTR;
+}
+
 void brick_lease_pre(struct brick_req *r)
 {
     struct brick_leases *L = r->b->leases;
     r->lease_ok = 0;
+    r->lease_name = 0;
     if (!L || !r->bc->rc || !rpc_has(r->in, RPC_T_LEASE) || !(r->in->lease & RPC_LEASE_READ) ||
         !grantable(r->opcode))
         return;
@@ -554,13 +564,13 @@ void brick_lease_pre(struct brick_req *r)
             r->lease_excl = 1;
         }
     }
-    /* The parent's lease covers the name (an entry the client caches);
-     * attributes and extended attributes need the object's alone. */
-    if (rc == 0 && r->opcode != RPC_OP_READDIR && r->opcode != RPC_OP_GETATTR &&
-        r->opcode != RPC_OP_SETATTR && r->opcode != RPC_OP_GETXATTR)
-        rc = grant_one(L, r->bc, p, parent_len(p, len), now);
+    /* A parent cooling down after a conflict leaves the object's lease
+     * standing: its attributes and data are still cached, its name is not. */
+    int name = rc == 0 &&
+               (!asks_parent(r->opcode) || grant_one(L, r->bc, p, parent_len(p, len), now) == 0);
     pthread_mutex_unlock(&L->lock);
     r->lease_ok = rc == 0;
+    r->lease_name = name;
 }
 
 /* READDIR: a lease on each entry listed, granted only when nothing changed
@@ -904,14 +914,18 @@ void brick_lease_post(struct brick_req *r, int rc)
         r->lease_ok = grant_entries(r, p, len);
     if (has1 && (r->opcode == RPC_OP_OPEN || r->opcode == RPC_OP_CREATE)) {
         int ask = rpc_has(in, RPC_T_LEASE) && (in->lease & RPC_LEASE_EXCL) &&
-                  (r->opcode == RPC_OP_OPEN || r->lease_ok);
+                  (r->opcode == RPC_OP_OPEN || (r->lease_ok && r->lease_name));
         if (open_excl(L, r, p, len, ask) && ask) {
             r->lease_excl = 1;
             r->lease_ok = 1;
         }
     }
-    if (r->lease_ok) {
-        rpc_put_u64(r->out, RPC_T_LEASE, RPC_LEASE_READ | (r->lease_excl ? RPC_LEASE_EXCL : 0));
+    int name = r->lease_name || !asks_parent(r->opcode);
+    if (r->lease_ok)
+        rpc_put_u64(r->out, RPC_T_LEASE,
+                    RPC_LEASE_READ | (r->lease_excl ? RPC_LEASE_EXCL : 0) |
+                        (name ? RPC_LEASE_NAME : 0));
+    if (r->lease_ok && name) {
         /* not for MAKE_FILE: the client made the file in its own cache,
          * directory attributes included, before it sent it */
         switch (r->opcode) {

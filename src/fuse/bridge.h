@@ -164,8 +164,12 @@ void cf_reply_begin(struct cf *cf);
 void cf_reply_end(struct cf *cf);
 /* The kernel attribute timeout for what is known under a lease. */
 double cf_lease_cache_timeout(struct cf *cf);
-/* Whether f's reply came with a lease still valid. */
+/* Whether f's reply came with every lease it asked for (the name's too),
+ * all still valid. */
 int cf_lease_held(const struct fop *f);
+/* Whether f's reply came with at least the object's lease, still valid:
+ * its attributes and data may be cached, its name maybe not. */
+int cf_lease_object_held(const struct fop *f);
 /* Whether f's reply came with a lease and no recall since its request
  * concerned path (recalls of other paths, such as the parent's, do not
  * matter for what the reply leased on path itself). */
@@ -227,6 +231,10 @@ int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name);
 void cf_known_forget_xattrs(struct cf *cf, uint64_t node);
 /* A reply under a lease named node (for a directory: its entries too). */
 void cf_known_leased(struct cf *cf, uint64_t node);
+/* The same for an object of attributes st: a file with more than one name
+ * is not leased (a change through another name recalls the leases on that
+ * name only), and one that gained a name since loses its lease. */
+void cf_known_leased_as(struct cf *cf, uint64_t node, const struct stat *st);
 /* At opendir: 0 no listing cache; 1 cache this pass (the kernel drops the
  * old one); 2 keep the cache, filled under the same lease. */
 int cf_known_dir_cache(struct cf *cf, uint64_t dir);

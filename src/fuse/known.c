@@ -527,6 +527,14 @@ void cf_known_leased(struct cf *cf, uint64_t node)
     set_flags(cf, node, K_LEASED);
 }
 
+void cf_known_leased_as(struct cf *cf, uint64_t node, const struct stat *st)
+{
+    if (!S_ISDIR(st->st_mode) && st->st_nlink > 1)
+        clear_flags(cf, node, K_LEASED, 0);
+    else
+        set_flags(cf, node, K_LEASED);
+}
+
 int cf_known_dir_cache(struct cf *cf, uint64_t dir)
 {
     struct cf_known *k = cf->known;

@@ -113,20 +113,36 @@ void cf_reply_end(struct cf *cf)
         pthread_rwlock_unlock(&cf->leases->reply_lock);
 }
 
-/* The leases of f's session, when f asked for one and its reply grants it. */
-static struct cf_leases *granted(const struct fop *f)
+/* The leases of f's session, when f asked for them and its reply grants
+ * them all (whole), or at least the object's. */
+static struct cf_leases *granted_as(const struct fop *f, int whole)
 {
     struct cf_leases *L = f->cf->leases;
     if (!L || !f->lease_seq || !f->op.reply)
         return NULL;
     const struct rpc_msg *m = &f->op.reply->msg;
-    return rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_READ) ? L : NULL;
+    return (whole ? rpc_lease_whole(m) : rpc_lease_object(m)) ? L : NULL;
+}
+
+static struct cf_leases *granted(const struct fop *f)
+{
+    return granted_as(f, 1);
+}
+
+static int held_as(const struct fop *f, int whole)
+{
+    struct cf_leases *L = granted_as(f, whole);
+    return L && __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
 }
 
 int cf_lease_held(const struct fop *f)
 {
-    struct cf_leases *L = granted(f);
-    return L && __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
+    return held_as(f, 1);
+}
+
+int cf_lease_object_held(const struct fop *f)
+{
+    return held_as(f, 0);
 }
 
 int cf_lease_held_path(const struct fop *f, const char *path)
@@ -184,7 +200,7 @@ double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a)
 {
     /* A change through another name of a hard-linked file recalls leases
      * on that name only: its attributes are not cached. */
-    if (f->cf->attr_fixed || !cf_lease_held(f) || (!S_ISDIR(a->mode) && a->nlink > 1))
+    if (f->cf->attr_fixed || !cf_lease_object_held(f) || (!S_ISDIR(a->mode) && a->nlink > 1))
         return cf_attr_timeout(f->cf);
     double d;
     __atomic_load(&f->cf->leases->cache_timeout, &d, __ATOMIC_RELAXED);

@@ -225,7 +225,7 @@ static struct cf_lsa_list *fetch(struct cf_lsa *A, struct fop *f, uint64_t dir)
         l->fr = fr;
         l->fr[l->n++] = r;
         l->bytes += r->hdr.body_len + sizeof(*r);
-        if (!rpc_has(&r->msg, RPC_T_LEASE) || !(r->msg.lease & RPC_LEASE_READ))
+        if (!rpc_lease_whole(&r->msg))
             break; /* not leased: nothing would say when it goes stale */
         size_t n;
         uint64_t next = last_cookie(r, &n);

@@ -485,7 +485,7 @@ static void send_done_cb(struct cl_op *op)
 {
     struct send *s = op->ctx;
     struct cf_wb *w = s->w;
-    int lease = op->status == 0 && op->reply && rpc_has(&op->reply->msg, RPC_T_LEASE);
+    int lease = op->status == 0 && op->reply && rpc_lease_whole(&op->reply->msg);
     pthread_mutex_lock(&w->lock);
     finish(w, s->f, op->status, lease);
     pthread_mutex_unlock(&w->lock);
@@ -574,7 +574,7 @@ static int materialize(struct cf_wb *w, struct wb_file *f)
     int rc = dir_gone(w, f);
     if (rc == 0)
         rc = cl_op_run(w->cf->stack, &s->op);
-    int lease = rc == 0 && s->op.reply && rpc_has(&s->op.reply->msg, RPC_T_LEASE);
+    int lease = rc == 0 && s->op.reply && rpc_lease_whole(&s->op.reply->msg);
     uint64_t fh = 0;
     if (rc == 0) {
         struct cl_op o;

@@ -110,7 +110,7 @@ static int make_one(struct cf *cf, struct pmk *d)
         else if (!gfid_equal(&m->attr.gfid, &d->gfid))
             rc = -EEXIST; /* not the directory this mount made */
         else
-            d->excl = mark && rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) &&
+            d->excl = mark && rpc_lease_whole(m) && (m->lease & RPC_LEASE_EXCL) &&
                       cf_lease_kept(cf, mark, path);
     }
     if (rc < 0)

@@ -143,13 +143,21 @@ enum rpc_tag {
 /* LEASE bits. A lease on a path covers the object's attributes and extended
  * attributes and, for a directory, its entries. A request's LEASE asks for
  * leases on PATH and on PATH's parent (READDIR: the directory and every
- * entry returned); the reply's LEASE says they were granted. */
+ * entry returned); the reply's LEASE says which were granted: READ, the
+ * lease on PATH (READDIR: on the directory and every entry), and NAME as
+ * well when the parent's was granted too or the request asks for none. */
 #define RPC_LEASE_READ 1u
 /* MKDIR only: an exclusive lease on the new directory. Until it is recalled,
  * no other client reaches the directory or its entries: the brick holds
  * their requests and recalls the lease first, so the holder may create
  * files in it without waiting for the bricks (write-back). */
 #define RPC_LEASE_EXCL 2u
+/* Reply only, with READ: the name is leased too (the parent's lease, when
+ * the request asked for one). READ alone covers the object but not its
+ * name: the parent cools down after another client changed it, and its
+ * entries are not cached meanwhile, while the object's attributes and data
+ * still are. */
+#define RPC_LEASE_NAME 4u
 
 /* A bit of the marks (trusted.cairn.pending, LOOKUP's PENDING) that names
  * no member: the copy took changes from a client whose connection ended
@@ -265,6 +273,19 @@ struct rpc_msg {
 static inline bool rpc_has(const struct rpc_msg *m, enum rpc_tag t)
 {
     return (m->present >> t) & 1;
+}
+
+/* Whether a reply grants every lease its request asked for (the name's
+ * too: RPC_LEASE_NAME), or at least the object's. */
+static inline bool rpc_lease_whole(const struct rpc_msg *m)
+{
+    const unsigned both = RPC_LEASE_READ | RPC_LEASE_NAME;
+    return rpc_has(m, RPC_T_LEASE) && (m->lease & both) == both;
+}
+
+static inline bool rpc_lease_object(const struct rpc_msg *m)
+{
+    return rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_READ);
 }
 
 /* Decodes a body. Rejects: truncated fields, wrong lengths for fixed-size

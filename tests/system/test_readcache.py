@@ -386,6 +386,70 @@ def test_other_clients_write_lands_amid_stores(vol):
     assert stored(reader)[0] > 0, os.getxattr(reader, STATS).decode()
 
 
+def lookups(mount):
+    text = os.getxattr(mount, STATS).decode()
+    m = re.search(r"^LOOKUP\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def test_file_keeps_its_lease_while_its_directory_cools_down(vol):
+    """Another client's create in a directory whose lease this mount holds
+    makes the bricks lease no names in it for a while (the directory cools
+    down), but a file first opened there meanwhile still gets its own
+    lease: its reads come from windows. Each attempt checks that the open
+    did fall in the cool-down (its name was not cached); a slow machine may
+    need a few."""
+    tries = 8
+    files = [bytearray(os.urandom(4 * WIN)) for _ in range(tries)]
+    for k, data in enumerate(files):
+        with open(os.path.join(vol.m1, f"f{k}"), "wb") as f:
+            f.write(data)
+    open(os.path.join(vol.m1, "h"), "wb").close()
+    reader = vol.reader()
+    other = vol.other_client()
+    for k, data in enumerate(files):
+        os.stat(os.path.join(reader, "h"))  # this mount leases the directory
+        open(os.path.join(other, f"n{k}"), "wb").close()  # recalls it: cool-down
+        p = os.path.join(reader, f"f{k}")
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            before = lookups(reader)
+            os.stat(p)
+            if lookups(reader) == before:
+                continue  # the name was leased: the cool-down had passed
+            offs = [WIN + 3 * PAGE, WIN + 7 * PAGE, WIN + 20 * PAGE, 2 * WIN + 5 * PAGE]
+            reads0 = brick_reads(reader)
+            got = windows_read(fd, reader, data, offs)
+            assert got >= 1, os.getxattr(reader, STATS).decode()
+            assert brick_reads(reader) - reads0 <= got, os.getxattr(reader, STATS).decode()
+            return
+        finally:
+            os.close(fd)
+    pytest.fail(f"no open fell in the directory's cool-down in {tries} attempts")
+
+
+def test_other_clients_write_through_another_name_is_seen(vol):
+    """A file with two names: another client's write through one recalls
+    the leases on that name only, so this mount caches nothing of the file
+    it reads through the other (its reads go to the bricks)."""
+    data = bytearray(os.urandom(4 * WIN))
+    with open(os.path.join(vol.m1, "a"), "wb") as f:
+        f.write(data)
+    os.link(os.path.join(vol.m1, "a"), os.path.join(vol.m1, "b"))
+    reader = vol.reader()
+    other = vol.other_client()
+    fd = os.open(os.path.join(reader, "b"), os.O_RDONLY)
+    try:
+        assert windows_read(fd, reader, data, [WIN + PAGE, WIN + 3 * PAGE, WIN + 9 * PAGE]) == 0
+        new = os.urandom(PAGE)
+        with open(os.path.join(other, "a"), "r+b", buffering=0) as w:
+            w.seek(WIN + 5 * PAGE)
+            w.write(new)
+        assert pread(fd, WIN + 5 * PAGE) == new
+    finally:
+        os.close(fd)
+
+
 def test_own_write_through_another_handle_is_seen(vol):
     data, p = make(vol, 2 * WIN)
     r = os.open(p, os.O_RDONLY)
