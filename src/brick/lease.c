@@ -6,8 +6,9 @@
  * CREATE) while no other connection has it open; the holder writes behind
  * under it. Another connection's request reaching such a path (or listing
  * the directory of such a file) is held until the lease is returned
- * (brick_lease_admit). A file's lease is shared again when its holder's
- * last handle of it closes.
+ * (brick_lease_admit); no exclusive lease on that path is granted then
+ * for LEASE_COOLDOWN_MS (park). A file's lease is shared again when its
+ * holder's last handle of it closes.
  *
  * A lease is keyed by a request path. It covers the object's attributes and
  * extended attributes and, for a directory, its entries (so a client may
@@ -75,6 +76,7 @@ struct lease {
     char *path;
     uint64_t hash;
     uint64_t cooldown_until_ms;
+    int shared_ok; /* the cool-down refuses exclusive leases only */
     struct holder *h;
     int n, cap;
 };
@@ -314,6 +316,18 @@ static void watch(struct brick_leases *L)
 static void cool(struct brick_leases *L, struct lease *l, uint64_t now)
 {
     l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
+    l->shared_ok = 0;
+    watch(L);
+}
+
+/* No exclusive lease on l's path for LEASE_COOLDOWN_MS (a shared one is
+ * still granted, unless the path cools down entirely already). Under
+ * L->lock. */
+static void cool_excl(struct brick_leases *L, struct lease *l, uint64_t now)
+{
+    if (l->cooldown_until_ms <= now)
+        l->shared_ok = 1;
+    l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
     watch(L);
 }
 
@@ -483,7 +497,7 @@ static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *
     struct lease *l = find_or_add(L, p, len);
     if (!l)
         return -ENOSPC;
-    if (l->cooldown_until_ms > now)
+    if (l->cooldown_until_ms > now && !l->shared_ok)
         return -EAGAIN;
     int i = holds(l, bc);
     if (i >= 0)
@@ -554,7 +568,7 @@ void brick_lease_pre(struct brick_req *r)
     /* A new directory is the creator's alone. */
     if (rc == 0 && r->opcode == RPC_OP_MKDIR && (r->in->lease & RPC_LEASE_EXCL)) {
         struct lease *l = find(L, p, len, hash_path(p, len));
-        if (l && l->n == 1 && l->h[0].bc == r->bc && !l->h[0].excl) {
+        if (l && l->n == 1 && l->h[0].bc == r->bc && !l->h[0].excl && l->cooldown_until_ms <= now) {
             l->h[0].excl = 1;
             L->n_excl++;
             r->lease_excl = 1;
@@ -795,6 +809,8 @@ static int grant_file(struct brick_leases *L, struct brick_req *r, const char *p
         brick_spare_opens_by(r->b, st->st_dev, st->st_ino, r->bc) <= 0)
         return 0;
     struct lease *l = find(L, p, len, hash_path(p, len));
+    if (l && l->cooldown_until_ms > now)
+        return 0;
     for (int i = 0; l && i < l->n; i++)
         if (l->h[i].bc != r->bc && l->h[i].excl)
             return 0;
@@ -1024,7 +1040,11 @@ int brick_lease_defer(struct brick_req *r, int rc)
 
 /* Keeps f (of bc) until holder h of l returns the lease, recalling it.
  * 1, or 0 when out of memory (f runs now: the holder's unsent work may be
- * missed). Under L->lock. */
+ * missed). The path then cools down: for a change, entirely (the two
+ * clients stop caching it); for a look (a reader after a writer that is
+ * done, whose close may reach the brick after the reader's request), only
+ * exclusive leases are refused, so the reader still caches it and the
+ * writer cannot take it back at once. Under L->lock. */
 static int park(struct brick_leases *L, struct lease *l, struct holder *h, struct brick_conn *bc,
                 struct rpc_frame *f, struct recalls *rs, uint64_t now)
 {
@@ -1042,7 +1062,11 @@ static int park(struct brick_leases *L, struct lease *l, struct holder *h, struc
         add_recall(rs, h->bc, l->path, "", 0);
         watch(L);
     }
-    cool(L, l, now);
+    if (changes(f->hdr.opcode, &f->msg) ||
+        (f->hdr.opcode == RPC_OP_OPEN && (f->msg.flags & O_ACCMODE) != O_RDONLY))
+        cool(L, l, now);
+    else
+        cool_excl(L, l, now);
     return 1;
 }
 
@@ -1074,7 +1098,7 @@ static int park_listing(struct brick_leases *L, const char *dir, size_t dlen, st
                     h->deadline_ms = now + (uint64_t)L->recall_ms;
                     add_recall(rs, h->bc, l->path, "", 0);
                     watch(L);
-                    cool(L, l, now);
+                    cool_excl(L, l, now);
                 }
             }
         }
