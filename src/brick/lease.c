@@ -580,8 +580,8 @@ void brick_lease_pre(struct brick_req *r)
     }
     /* A parent cooling down after a conflict leaves the object's lease
      * standing: its attributes and data are still cached, its name is not. */
-    int name = rc == 0 &&
-               (!asks_parent(r->opcode) || grant_one(L, r->bc, p, parent_len(p, len), now) == 0);
+    int parent = asks_parent(r->opcode) && !(r->in->lease & RPC_LEASE_OBJECT);
+    int name = rc == 0 && (!parent || grant_one(L, r->bc, p, parent_len(p, len), now) == 0);
     pthread_mutex_unlock(&L->lock);
     r->lease_ok = rc == 0;
     r->lease_name = name;

@@ -225,14 +225,40 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id)
 /* Prepares sub as a copy of args for another subvolume. */
 /* Leases (docs/consistency.md) are granted per brick: one subvolume's lease
  * on a directory does not cover entries another subvolume holds, so this
- * layer asks for none and passes none up; mounts of distributed volumes
- * work without them. */
+ * layer passes up no lease on a name or a directory. A regular file lives
+ * on one subvolume, which recalls its lease on every change of it: a
+ * LOOKUP that reaches the file where its name hashes asks for the file's
+ * own lease (RPC_LEASE_OBJECT) and passes it up, so the mount caches the
+ * file's attributes and data (file_lease). */
 #define LEASE_BITS ((1ull << RPC_T_LEASE) | (1ull << RPC_T_PATTR))
 
 void dht__no_lease(struct rpc_frame *r)
 {
     if (r)
         r->msg.present &= ~LEASE_BITS;
+}
+
+/* Asks a LOOKUP's own lease when the caller asked for one. */
+static void ask_file_lease(struct rpc_msg *sub, const struct rpc_msg *args)
+{
+    if (rpc_has(args, RPC_T_LEASE) && (args->lease & RPC_LEASE_READ))
+        RPC_SET(sub, lease, RPC_T_LEASE, RPC_LEASE_READ | RPC_LEASE_OBJECT);
+}
+
+/* A LOOKUP reply of the subvolume the name hashes to: the lease of a
+ * regular file there passes up as the object's alone, nothing else. */
+static void file_lease(struct rpc_frame *r)
+{
+    if (!r)
+        return;
+    struct rpc_msg *m = &r->msg;
+    if (!rpc_has(m, RPC_T_LEASE) || !(m->lease & RPC_LEASE_READ) || !rpc_has(m, RPC_T_ATTR) ||
+        !S_ISREG(m->attr.mode) || dht__linkto_candidate(&m->attr)) {
+        dht__no_lease(r);
+        return;
+    }
+    m->lease = RPC_LEASE_READ;
+    m->present &= ~(1ull << RPC_T_PATTR);
 }
 
 void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args)
@@ -420,6 +446,8 @@ static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, i
     struct cl_op s;
     cl_op_init(&s, RPC_OP_LOOKUP, NULL, NULL);
     rpc_set_str(&s.args, RPC_T_PATH, &s.args.path, path);
+    if (reply)
+        ask_file_lease(&s.args, args);
     rc = dht__run(d, h, &s);
     if (rc == 0 && !rpc_has(&s.reply->msg, RPC_T_ATTR))
         rc = -EPROTO;
@@ -460,6 +488,7 @@ static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, i
     *is_dir = S_ISDIR(s.reply->msg.attr.mode);
     dht__cache_set_loc(d, path, at, *is_dir);
     if (reply) {
+        file_lease(s.reply); /* a link-to's target was asked for none */
         *reply = s.reply;
         s.reply = NULL;
     }
@@ -812,8 +841,11 @@ static void fwd_done_cb(struct cl_op *sub)
     }
     struct rpc_frame *r = sub->reply;
     sub->reply = NULL;
+    if (w->kind == FWD_LOOKUP)
+        file_lease(r);
+    else
+        dht__no_lease(r);
     free(w);
-    dht__no_lease(r);
     cl_op_complete(op, st, r);
 }
 
@@ -841,6 +873,8 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     cl_op_init(&w->sub, (uint16_t)op->args.op, fwd_done_cb, w);
     w->sub.args = op->args;
     w->sub.args.present &= ~LEASE_BITS;
+    if (kind == FWD_LOOKUP)
+        ask_file_lease(&w->sub.args, &op->args);
     w->sub.spread = op->spread;
     if (child_fh != NOFH)
         w->sub.args.fh = child_fh;

@@ -345,6 +345,69 @@ def test_directory_lock_waits_do_not_block(dist3):
     assert all(w.returncode == 0 for w in waiters)
 
 
+def io_stats(mnt):
+    return os.getxattr(mnt, "trusted.cairn.io-stats").decode()
+
+
+def fetched_bytes(mnt):
+    import re
+    m = re.search(r"^FUSE read cache: \d+ reads answered, (\d+) bytes fetched", io_stats(mnt), re.M)
+    assert m, io_stats(mnt)
+    return int(m.group(1))
+
+
+def test_files_cached_under_their_own_lease(dist3):
+    """A file lives on one brick, whose lease on it the layer passes up:
+    another mount caches its reads (windows), and sees every change the
+    first mount makes to it at once (write, truncate, chmod, rename,
+    removal), whichever brick the names hash to."""
+    c, bricks, mnt = dist3
+    win, page = 128 * 1024, 4096
+    data = {}
+    for k in range(6):
+        data[f"f{k}"] = bytearray(os.urandom(4 * win))
+        with open(os.path.join(mnt, f"f{k}"), "wb") as f:
+            f.write(data[f"f{k}"])
+    other = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    fds = {n: os.open(os.path.join(other, n), os.O_RDONLY) for n in data}
+    try:
+        before = fetched_bytes(other)
+        for n, fd in fds.items():
+            for off in (win + page, win + 5 * page, 2 * win + 3 * page):
+                assert os.pread(fd, page, off) == data[n][off:off + page]
+        assert fetched_bytes(other) - before >= 6 * win, io_stats(other)
+        # a write through the first mount is seen through the cached file
+        new = os.urandom(page)
+        with open(os.path.join(mnt, "f0"), "r+b", buffering=0) as w:
+            w.seek(win + 5 * page)
+            w.write(new)
+        assert os.pread(fds["f0"], page, win + 5 * page) == new
+        os.truncate(os.path.join(mnt, "f1"), win)
+        assert os.fstat(fds["f1"]).st_size == win
+        assert os.stat(os.path.join(other, "f1")).st_size == win
+        os.chmod(os.path.join(mnt, "f2"), 0o600)
+        assert stat.S_IMODE(os.stat(os.path.join(other, "f2")).st_mode) == 0o600
+        os.rename(os.path.join(mnt, "f3"), os.path.join(mnt, "moved3"))
+        assert not os.path.exists(os.path.join(other, "f3"))
+        with open(os.path.join(other, "moved3"), "rb") as f:
+            assert f.read() == data["f3"]
+        with open(os.path.join(mnt, "moved3"), "r+b", buffering=0) as w:
+            w.seek(win + page)
+            w.write(new)
+        assert os.pread(fds["f3"], page, win + page) == new
+        os.unlink(os.path.join(mnt, "f4"))
+        assert not os.path.exists(os.path.join(other, "f4"))
+        # a file replaced by another under its name
+        with open(os.path.join(mnt, "tmp5"), "wb") as f:
+            f.write(b"replacement")
+        os.rename(os.path.join(mnt, "tmp5"), os.path.join(mnt, "f5"))
+        with open(os.path.join(other, "f5"), "rb") as f:
+            assert f.read() == b"replacement"
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
 def test_brick_down_others_work(dist3):
     """A stopped brick of a pure distribute volume: after one ping-timeout the
     names on the other bricks list, read and get created at full speed; names
