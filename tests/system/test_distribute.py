@@ -8,6 +8,7 @@ nothing after heal. One cairnd per volume on 127.0.0.150-.159 (force)."""
 import ctypes
 import fcntl
 import os
+import re
 import stat
 import struct
 import subprocess
@@ -350,7 +351,6 @@ def io_stats(mnt):
 
 
 def fetched_bytes(mnt):
-    import re
     m = re.search(r"^FUSE read cache: \d+ reads answered, (\d+) bytes fetched", io_stats(mnt), re.M)
     assert m, io_stats(mnt)
     return int(m.group(1))
