@@ -229,13 +229,26 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id)
  * on one subvolume, which recalls its lease on every change of it: a
  * LOOKUP that reaches the file where its name hashes asks for the file's
  * own lease (RPC_LEASE_OBJECT) and passes it up, so the mount caches the
- * file's attributes and data (file_lease). */
+ * file's attributes and data (file_lease); an OPEN passes up the file's
+ * exclusive lease, for write-behind (open_lease). */
 #define LEASE_BITS ((1ull << RPC_T_LEASE) | (1ull << RPC_T_PATTR))
 
 void dht__no_lease(struct rpc_frame *r)
 {
     if (r)
         r->msg.present &= ~LEASE_BITS;
+}
+
+/* An OPEN's reply: an exclusive lease on the file (RPC_LEASE_EXCL, for
+ * write-behind) is the file's own, granted by the one subvolume holding
+ * it, which holds every other client's request naming the file or listing
+ * its directory until the lease is returned: it passes up. */
+static void open_lease(struct rpc_frame *r)
+{
+    if (r && !(rpc_has(&r->msg, RPC_T_LEASE) && (r->msg.lease & RPC_LEASE_EXCL)))
+        dht__no_lease(r);
+    else if (r)
+        r->msg.present &= ~(1ull << RPC_T_PATTR);
 }
 
 /* Asks a LOOKUP's own lease when the caller asked for one. */
@@ -549,6 +562,13 @@ static void complete_open(struct dht *d, struct cl_op *op, int i, struct cl_op *
     h->subvol = i;
     h->fh[i] = sub->reply->msg.fh;
     sub->reply->msg.fh = id;
+    if (sub->args.op == RPC_OP_OPEN) {
+        struct rpc_frame *r = sub->reply;
+        sub->reply = NULL;
+        open_lease(r);
+        cl_op_complete(op, sub->status, r);
+        return;
+    }
     dht__complete_sub(op, sub);
 }
 
@@ -557,8 +577,10 @@ static void one(struct dht *d, struct cl_op *op, int i)
 {
     struct cl_op s;
     dht__sub_from(&s, &op->args);
-    dht__run(d, i, &s);
     unsigned code = (unsigned)op->args.op;
+    if (code == RPC_OP_OPEN && rpc_has(&op->args, RPC_T_LEASE))
+        RPC_SET(&s.args, lease, RPC_T_LEASE, op->args.lease);
+    dht__run(d, i, &s);
     if (code == RPC_OP_OPEN || code == RPC_OP_CREATE)
         complete_open(d, op, i, &s);
     else
@@ -875,6 +897,8 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     w->sub.args.present &= ~LEASE_BITS;
     if (kind == FWD_LOOKUP)
         ask_file_lease(&w->sub.args, &op->args);
+    else if (kind == FWD_OPEN && rpc_has(&op->args, RPC_T_LEASE))
+        RPC_SET(&w->sub.args, lease, RPC_T_LEASE, op->args.lease);
     w->sub.spread = op->spread;
     if (child_fh != NOFH)
         w->sub.args.fh = child_fh;

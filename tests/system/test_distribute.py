@@ -408,6 +408,52 @@ def test_files_cached_under_their_own_lease(dist3):
             os.close(fd)
 
 
+def behind(mnt):
+    m = re.search(r"^FUSE write-behind: (\d+) writes answered early", io_stats(mnt), re.M)
+    assert m, io_stats(mnt)
+    return int(m.group(1))
+
+
+def test_existing_files_written_behind(dist3):
+    """An existing file opened for writing is granted exclusively by the
+    brick holding it, so its writes are written behind; another mount sees
+    each one once the write returned (its stat, listing and reads wait for
+    the lease to come back)."""
+    c, bricks, mnt = dist3
+    size = 1 << 20
+    names = [f"w{k}" for k in range(4)]
+    for n in names:
+        with open(os.path.join(mnt, n), "wb") as f:
+            f.write(b"\0" * size)
+    other = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    model = {n: bytearray(size) for n in names}
+    rnd = __import__("random").Random(7)
+    before = behind(mnt)
+    for n in names:
+        fd = os.open(os.path.join(mnt, n), os.O_WRONLY)
+        try:
+            for i in range(200):
+                off = rnd.randrange(size // 4096) * 4096
+                buf = os.urandom(512)
+                os.pwrite(fd, buf, off)
+                model[n][off:off + 512] = buf
+            with open(os.path.join(other, n), "rb") as f:
+                assert f.read() == model[n], n
+            assert os.stat(os.path.join(other, n)).st_size == size
+            tail = os.urandom(100)
+            os.pwrite(fd, tail, size)
+            model[n] += tail
+            assert os.stat(os.path.join(other, n)).st_size == size + 100
+            listed = {e.name: e.stat().st_size for e in os.scandir(other)}
+            assert listed[n] == size + 100
+        finally:
+            os.close(fd)
+    assert behind(mnt) - before >= 100, io_stats(mnt)
+    for n in names:
+        with open(os.path.join(other, n), "rb") as f:
+            assert f.read() == model[n], n
+
+
 def test_brick_down_others_work(dist3):
     """A stopped brick of a pure distribute volume: after one ping-timeout the
     names on the other bricks list, read and get created at full speed; names
