@@ -229,8 +229,8 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id)
  * on one subvolume, which recalls its lease on every change of it: a
  * LOOKUP that reaches the file where its name hashes asks for the file's
  * own lease (RPC_LEASE_OBJECT) and passes it up, so the mount caches the
- * file's attributes and data (file_lease); an OPEN passes up the file's
- * exclusive lease, for write-behind (open_lease). */
+ * file's attributes and data; an OPEN passes up the file's exclusive lease,
+ * for write-behind (ask_lease, pass_lease). */
 #define LEASE_BITS ((1ull << RPC_T_LEASE) | (1ull << RPC_T_PATTR))
 
 void dht__no_lease(struct rpc_frame *r)
@@ -239,23 +239,16 @@ void dht__no_lease(struct rpc_frame *r)
         r->msg.present &= ~LEASE_BITS;
 }
 
-/* An OPEN's reply: an exclusive lease on the file (RPC_LEASE_EXCL, for
- * write-behind) is the file's own, granted by the one subvolume holding
- * it, which holds every other client's request naming the file or listing
- * its directory until the lease is returned: it passes up. */
-static void open_lease(struct rpc_frame *r)
+/* The lease sub (a copy of args without one) asks for: a LOOKUP the
+ * file's own, an OPEN what args asked (the file exclusively). */
+static void ask_lease(struct rpc_msg *sub, const struct rpc_msg *args)
 {
-    if (r && !(rpc_has(&r->msg, RPC_T_LEASE) && (r->msg.lease & RPC_LEASE_EXCL)))
-        dht__no_lease(r);
-    else if (r)
-        r->msg.present &= ~(1ull << RPC_T_PATTR);
-}
-
-/* Asks a LOOKUP's own lease when the caller asked for one. */
-static void ask_file_lease(struct rpc_msg *sub, const struct rpc_msg *args)
-{
-    if (rpc_has(args, RPC_T_LEASE) && (args->lease & RPC_LEASE_READ))
+    if (!rpc_has(args, RPC_T_LEASE))
+        return;
+    if (sub->op == RPC_OP_LOOKUP && (args->lease & RPC_LEASE_READ))
         RPC_SET(sub, lease, RPC_T_LEASE, RPC_LEASE_READ | RPC_LEASE_OBJECT);
+    else if (sub->op == RPC_OP_OPEN)
+        RPC_SET(sub, lease, RPC_T_LEASE, args->lease);
 }
 
 /* A LOOKUP reply of the subvolume the name hashes to: the lease of a
@@ -272,6 +265,21 @@ static void file_lease(struct rpc_frame *r)
     }
     m->lease = RPC_LEASE_READ;
     m->present &= ~(1ull << RPC_T_PATTR);
+}
+
+/* What of a reply to op passes up: a LOOKUP's file lease (file_lease); an
+ * OPEN's exclusive lease on the file, granted by the one subvolume holding
+ * it, which holds every other client's request naming the file or listing
+ * its directory until the lease is returned; nothing else. */
+static void pass_lease(unsigned op, struct rpc_frame *r)
+{
+    if (op == RPC_OP_LOOKUP)
+        file_lease(r);
+    else if (op == RPC_OP_OPEN && r && rpc_has(&r->msg, RPC_T_LEASE) &&
+             (r->msg.lease & RPC_LEASE_EXCL))
+        r->msg.present &= ~(1ull << RPC_T_PATTR);
+    else
+        dht__no_lease(r);
 }
 
 void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args)
@@ -460,7 +468,7 @@ static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, i
     cl_op_init(&s, RPC_OP_LOOKUP, NULL, NULL);
     rpc_set_str(&s.args, RPC_T_PATH, &s.args.path, path);
     if (reply)
-        ask_file_lease(&s.args, args);
+        ask_lease(&s.args, args);
     rc = dht__run(d, h, &s);
     if (rc == 0 && !rpc_has(&s.reply->msg, RPC_T_ATTR))
         rc = -EPROTO;
@@ -562,14 +570,10 @@ static void complete_open(struct dht *d, struct cl_op *op, int i, struct cl_op *
     h->subvol = i;
     h->fh[i] = sub->reply->msg.fh;
     sub->reply->msg.fh = id;
-    if (sub->args.op == RPC_OP_OPEN) {
-        struct rpc_frame *r = sub->reply;
-        sub->reply = NULL;
-        open_lease(r);
-        cl_op_complete(op, sub->status, r);
-        return;
-    }
-    dht__complete_sub(op, sub);
+    struct rpc_frame *r = sub->reply;
+    sub->reply = NULL;
+    pass_lease(sub->args.op, r);
+    cl_op_complete(op, sub->status, r);
 }
 
 /* One subvolume serves the operation. */
@@ -577,10 +581,9 @@ static void one(struct dht *d, struct cl_op *op, int i)
 {
     struct cl_op s;
     dht__sub_from(&s, &op->args);
-    unsigned code = (unsigned)op->args.op;
-    if (code == RPC_OP_OPEN && rpc_has(&op->args, RPC_T_LEASE))
-        RPC_SET(&s.args, lease, RPC_T_LEASE, op->args.lease);
+    ask_lease(&s.args, &op->args);
     dht__run(d, i, &s);
+    unsigned code = (unsigned)op->args.op;
     if (code == RPC_OP_OPEN || code == RPC_OP_CREATE)
         complete_open(d, op, i, &s);
     else
@@ -863,10 +866,7 @@ static void fwd_done_cb(struct cl_op *sub)
     }
     struct rpc_frame *r = sub->reply;
     sub->reply = NULL;
-    if (w->kind == FWD_LOOKUP)
-        file_lease(r);
-    else
-        dht__no_lease(r);
+    pass_lease(sub->args.op, r);
     free(w);
     cl_op_complete(op, st, r);
 }
@@ -895,10 +895,7 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     cl_op_init(&w->sub, (uint16_t)op->args.op, fwd_done_cb, w);
     w->sub.args = op->args;
     w->sub.args.present &= ~LEASE_BITS;
-    if (kind == FWD_LOOKUP)
-        ask_file_lease(&w->sub.args, &op->args);
-    else if (kind == FWD_OPEN && rpc_has(&op->args, RPC_T_LEASE))
-        RPC_SET(&w->sub.args, lease, RPC_T_LEASE, op->args.lease);
+    ask_lease(&w->sub.args, &op->args);
     w->sub.spread = op->spread;
     if (child_fh != NOFH)
         w->sub.args.fh = child_fh;

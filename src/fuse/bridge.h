@@ -231,10 +231,11 @@ int cf_known_xattr_absent(struct cf *cf, uint64_t node, const char *name);
 void cf_known_forget_xattrs(struct cf *cf, uint64_t node);
 /* A reply under a lease named node (for a directory: its entries too). */
 void cf_known_leased(struct cf *cf, uint64_t node);
-/* The same for an object of attributes st: a file with more than one name
- * is not leased (a change through another name recalls the leases on that
- * name only), and one that gained a name since loses its lease. */
-void cf_known_leased_as(struct cf *cf, uint64_t node, const struct stat *st);
+/* A reply named node with attributes st, under its lease when held: a file
+ * with more than one name is not leased (a change through another name
+ * recalls the leases on that name only), leased or not, and one that
+ * gained a name since loses its lease. */
+void cf_known_leased_as(struct cf *cf, uint64_t node, const struct stat *st, int held);
 /* At opendir: 0 no listing cache; 1 cache this pass (the kernel drops the
  * old one); 2 keep the cache, filled under the same lease. */
 int cf_known_dir_cache(struct cf *cf, uint64_t dir);

@@ -224,13 +224,10 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
     rpc_attr_to_stat(&m->attr, &e->attr);
     e->attr_timeout = cf_lease_attr_timeout(f, &m->attr);
     e->entry_timeout = cf_lease_entry_timeout(f);
-    if (cf_lease_object_held(f)) {
-        cf_known_leased_as(f->cf, e->ino, &e->attr);
-        if (rpc_has(m, RPC_T_NOXATTRS))
-            cf_known_noxattrs(f->cf, e->ino);
-    } else if (!S_ISDIR(e->attr.st_mode) && e->attr.st_nlink > 1) {
-        cf_known_leased_as(f->cf, e->ino, &e->attr); /* a new name: no longer */
-    }
+    int held = cf_lease_object_held(f);
+    cf_known_leased_as(f->cf, e->ino, &e->attr, held);
+    if (held && rpc_has(m, RPC_T_NOXATTRS))
+        cf_known_noxattrs(f->cf, e->ino);
     return 0;
 }
 

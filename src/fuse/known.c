@@ -527,11 +527,11 @@ void cf_known_leased(struct cf *cf, uint64_t node)
     set_flags(cf, node, K_LEASED);
 }
 
-void cf_known_leased_as(struct cf *cf, uint64_t node, const struct stat *st)
+void cf_known_leased_as(struct cf *cf, uint64_t node, const struct stat *st, int held)
 {
     if (!S_ISDIR(st->st_mode) && st->st_nlink > 1)
         clear_flags(cf, node, K_LEASED, 0);
-    else
+    else if (held)
         set_flags(cf, node, K_LEASED);
 }
 

@@ -205,7 +205,7 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         if (!e.ino) {
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
         } else if (cf_lease_held(f)) {
-            cf_known_leased_as(f->cf, e.ino, &e.attr);
+            cf_known_leased_as(f->cf, e.ino, &e.attr, 1);
             if (rpc_has(d, RPC_T_NOXATTRS))
                 cf_known_noxattrs(f->cf, e.ino);
             if (sub && S_ISDIR(d->attr.mode))
