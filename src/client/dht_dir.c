@@ -65,9 +65,9 @@ static void dir_attr_finish(struct dht *d, struct cl_op *op, struct cl_op *subs,
         st = frame_set_attr(r, &a);
     }
     if (st == 0) {
+        dht__dir_lease(d, subs, mask, r);
         subs[base].reply = NULL;
         dht__release_all(d, subs, mask);
-        dht__no_lease(r);
         cl_op_complete(op, 0, r);
     } else {
         dht__release_all(d, subs, mask);
@@ -112,6 +112,8 @@ void dht__dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh *
         if ((h && h->fh[i] == NOFH) || (down >> i & 1))
             continue;
         dht__sub_from(&f->subs[i], &op->args);
+        if (!h && rpc_has(&op->args, RPC_T_LEASE)) /* every copy's lease (dht__dir_lease) */
+            RPC_SET(&f->subs[i].args, lease, RPC_T_LEASE, op->args.lease);
         f->subs[i].done = dirfan_done_cb;
         f->subs[i].ctx = f;
         if (h)

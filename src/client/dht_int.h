@@ -94,6 +94,8 @@ void dht__release_all(struct dht *d, struct cl_op *subs, uint64_t mask);
 int dht__run(struct dht *d, int i, struct cl_op *sub);
 void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args);
 void dht__no_lease(struct rpc_frame *r);
+void dht__ask_lease(struct rpc_msg *sub, const struct rpc_msg *args);
+void dht__dir_lease(struct dht *d, const struct cl_op *subs, uint64_t mask, struct rpc_frame *r);
 
 /* ---- dht_ns.c ---- */
 void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *dst);

@@ -111,6 +111,7 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
     struct cl_op subs[CL_DHT_MAX];
     for (int i = 0; i < d->n; i++) {
         dht__sub_from(&subs[i], &op->args);
+        dht__ask_lease(&subs[i].args, &op->args);
         rpc_set_bytes(&subs[i].args, RPC_T_LAYOUT, &subs[i].args.layout, v, vl);
     }
     dht__fan_run(d, subs, dht__all_mask(d));
@@ -129,7 +130,12 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
             converge(d, path, h);
         dht__cache_set_loc(d, path, h, 1);
         dht__cache_set_layout(d, path, &l);
-        dht__complete_sub(op, &subs[h]);
+        /* The new directory is leased where every copy was made and
+         * leased here (another's mkdir raced ours: not). */
+        struct rpc_frame *r = subs[h].reply;
+        dht__dir_lease(d, subs, made, r);
+        subs[h].reply = NULL;
+        cl_op_complete(op, 0, r);
     } else if (st == -EEXIST && made) {
         /* Another client's mkdir of this name won on the hashed subvolume
          * (or a copy was missing here): the copies we made may already be

@@ -223,14 +223,22 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id)
 /* ---- synchronous helpers (workers only) ---- */
 
 /* Prepares sub as a copy of args for another subvolume. */
-/* Leases (docs/consistency.md) are granted per brick: one subvolume's lease
- * on a directory does not cover entries another subvolume holds, so this
- * layer passes up no lease on a name or a directory. A regular file lives
- * on one subvolume, which recalls its lease on every change of it: a
- * LOOKUP that reaches the file where its name hashes asks for the file's
- * own lease (RPC_LEASE_OBJECT) and passes it up, so the mount caches the
- * file's attributes and data; an OPEN passes up the file's exclusive lease,
- * for write-behind (ask_lease, pass_lease). */
+/* Leases (docs/consistency.md) are granted per brick, and this layer
+ * passes one up only where the subvolumes that see every change of what it
+ * covers granted it:
+ * - a directory has a copy on every subvolume, and a change of its entries
+ *   or attributes reaches at least one of them: its lease (LOOKUP, GETATTR,
+ *   MKDIR) holds when every copy's was granted, and the bits passed up are
+ *   those every subvolume granted (dht__dir_lease);
+ * - a name lives on the subvolume it hashes to, which every change of it
+ *   reaches (a create, removal, rename or link makes or removes the name,
+ *   or its link-to, there): the parent's lease there covers the name
+ *   (RPC_LEASE_NAME of a LOOKUP or a create);
+ * - an object other than a directory lives on one subvolume, which
+ *   recalls its lease on every change of it; one reached through a
+ *   link-to was asked for none.
+ * PATTR never passes up: a directory's attributes merge every copy's.
+ * ask_lease and pass_lease decide per operation. */
 #define LEASE_BITS ((1ull << RPC_T_LEASE) | (1ull << RPC_T_PATTR))
 
 void dht__no_lease(struct rpc_frame *r)
@@ -239,47 +247,74 @@ void dht__no_lease(struct rpc_frame *r)
         r->msg.present &= ~LEASE_BITS;
 }
 
-/* The lease sub (a copy of args without one) asks for: a LOOKUP the
- * file's own, an OPEN what args asked (the file exclusively). */
-static void ask_lease(struct rpc_msg *sub, const struct rpc_msg *args)
+static int makes_name(unsigned op)
 {
-    if (!rpc_has(args, RPC_T_LEASE))
-        return;
-    if (sub->op == RPC_OP_LOOKUP && (args->lease & RPC_LEASE_READ))
-        RPC_SET(sub, lease, RPC_T_LEASE, RPC_LEASE_READ | RPC_LEASE_OBJECT);
-    else if (sub->op == RPC_OP_OPEN)
+    return op == RPC_OP_CREATE || op == RPC_OP_MKNOD || op == RPC_OP_SYMLINK ||
+           op == RPC_OP_MAKE_FILE || op == RPC_OP_MKDIR;
+}
+
+/* The lease sub (a copy of args without one) asks for: what args asked, of
+ * a LOOKUP, an OPEN or a request making a name (the subvolume it hashes
+ * to, or for a directory every subvolume). */
+void dht__ask_lease(struct rpc_msg *sub, const struct rpc_msg *args)
+{
+    unsigned op = (unsigned)sub->op;
+    if (rpc_has(args, RPC_T_LEASE) && (op == RPC_OP_LOOKUP || op == RPC_OP_OPEN || makes_name(op)))
         RPC_SET(sub, lease, RPC_T_LEASE, args->lease);
 }
 
-/* A LOOKUP reply of the subvolume the name hashes to: the lease of a
- * regular file there passes up as the object's alone, nothing else. */
-static void file_lease(struct rpc_frame *r)
+/* A LOOKUP reply of the subvolume the name hashes to: the leases of an
+ * object other than a directory there, and of its name, pass up. */
+static void object_lease(struct rpc_frame *r)
 {
     if (!r)
         return;
     struct rpc_msg *m = &r->msg;
     if (!rpc_has(m, RPC_T_LEASE) || !(m->lease & RPC_LEASE_READ) || !rpc_has(m, RPC_T_ATTR) ||
-        !S_ISREG(m->attr.mode) || dht__linkto_candidate(&m->attr)) {
+        S_ISDIR(m->attr.mode) || dht__linkto_candidate(&m->attr)) {
         dht__no_lease(r);
         return;
     }
-    m->lease = RPC_LEASE_READ;
+    m->lease &= RPC_LEASE_READ | RPC_LEASE_NAME;
     m->present &= ~(1ull << RPC_T_PATTR);
 }
 
-/* What of a reply to op passes up: a LOOKUP's file lease (file_lease); an
- * OPEN's exclusive lease on the file, granted by the one subvolume holding
- * it, which holds every other client's request naming the file or listing
- * its directory until the lease is returned; nothing else. */
+/* What of a reply to op passes up: a LOOKUP's (object_lease); an OPEN's
+ * exclusive lease on the file, granted by the one subvolume holding it,
+ * which holds every other client's request naming the file or listing its
+ * directory until the lease is returned; a new name's and its object's
+ * from the subvolume it hashes to (not a directory's: dht__do_mkdir);
+ * nothing else. */
 static void pass_lease(unsigned op, struct rpc_frame *r)
 {
+    int keep = r && rpc_has(&r->msg, RPC_T_LEASE) && (r->msg.lease & RPC_LEASE_READ);
     if (op == RPC_OP_LOOKUP)
-        file_lease(r);
-    else if (op == RPC_OP_OPEN && r && rpc_has(&r->msg, RPC_T_LEASE) &&
-             (r->msg.lease & RPC_LEASE_EXCL))
+        object_lease(r);
+    else if (op == RPC_OP_OPEN && keep && (r->msg.lease & RPC_LEASE_EXCL))
+        r->msg.present &= ~(1ull << RPC_T_PATTR);
+    else if (makes_name(op) && op != RPC_OP_MKDIR && keep)
         r->msg.present &= ~(1ull << RPC_T_PATTR);
     else
         dht__no_lease(r);
+}
+
+/* Passes up on r the lease bits every subvolume granted for a directory
+ * (subs: one request per subvolume, all of them asked); none when one did
+ * not answer or grant. */
+void dht__dir_lease(struct dht *d, const struct cl_op *subs, uint64_t mask, struct rpc_frame *r)
+{
+    unsigned bits = mask == dht__all_mask(d) ? ~0u : 0;
+    for (int i = 0; i < d->n && bits; i++) {
+        const struct rpc_frame *s = subs[i].reply;
+        if (subs[i].status < 0 || !s || !rpc_has(&s->msg, RPC_T_LEASE))
+            bits = 0;
+        else
+            bits &= (unsigned)s->msg.lease;
+    }
+    dht__no_lease(r);
+    if (r && (bits & RPC_LEASE_READ))
+        RPC_SET(&r->msg, lease, RPC_T_LEASE,
+                bits & (RPC_LEASE_READ | RPC_LEASE_NAME | RPC_LEASE_EXCL));
 }
 
 void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args)
@@ -468,7 +503,7 @@ static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, i
     cl_op_init(&s, RPC_OP_LOOKUP, NULL, NULL);
     rpc_set_str(&s.args, RPC_T_PATH, &s.args.path, path);
     if (reply)
-        ask_lease(&s.args, args);
+        dht__ask_lease(&s.args, args);
     rc = dht__run(d, h, &s);
     if (rc == 0 && !rpc_has(&s.reply->msg, RPC_T_ATTR))
         rc = -EPROTO;
@@ -509,7 +544,7 @@ static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, i
     *is_dir = S_ISDIR(s.reply->msg.attr.mode);
     dht__cache_set_loc(d, path, at, *is_dir);
     if (reply) {
-        file_lease(s.reply); /* a link-to's target was asked for none */
+        object_lease(s.reply); /* a link-to's target was asked for none */
         *reply = s.reply;
         s.reply = NULL;
     }
@@ -581,7 +616,7 @@ static void one(struct dht *d, struct cl_op *op, int i)
 {
     struct cl_op s;
     dht__sub_from(&s, &op->args);
-    ask_lease(&s.args, &op->args);
+    dht__ask_lease(&s.args, &op->args);
     dht__run(d, i, &s);
     unsigned code = (unsigned)op->args.op;
     if (code == RPC_OP_OPEN || code == RPC_OP_CREATE)
@@ -895,7 +930,7 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     cl_op_init(&w->sub, (uint16_t)op->args.op, fwd_done_cb, w);
     w->sub.args = op->args;
     w->sub.args.present &= ~LEASE_BITS;
-    ask_lease(&w->sub.args, &op->args);
+    dht__ask_lease(&w->sub.args, &op->args);
     w->sub.spread = op->spread;
     if (child_fh != NOFH)
         w->sub.args.fh = child_fh;

@@ -454,6 +454,20 @@ except OSError as e:
 """
 
 
+def start_copy(src, dst):
+    """Starts `cp -a src dst` and returns it once the copy has begun (its
+    first directory exists; a fixed delay outlived fast copies), still
+    running: a fault injected then lands mid-copy."""
+    cp = subprocess.Popen(["cp", "-a", src, dst], stderr=subprocess.PIPE, text=True)
+    first = os.path.join(dst, sorted(os.listdir(src))[0])
+    end = time.time() + 30
+    while time.time() < end and cp.poll() is None and not os.path.isdir(first):
+        time.sleep(0.02)
+    time.sleep(0.1)
+    assert cp.poll() is None, "the copy ended before the fault: copy more files"
+    return cp
+
+
 def fsync_dir(d):
     """Sends what the mount wrote back in d and waits for the bricks
     (syncfs does not reach a FUSE file system, docs/consistency.md)."""

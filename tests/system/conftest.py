@@ -18,6 +18,7 @@ from cairn_cluster import Cluster  # noqa: E402
 
 HOST = "127.0.0.10"
 VOLUME = "stvol"
+DVOLUME = "stdvol"
 
 
 def pytest_configure(config):
@@ -62,19 +63,35 @@ class TDir:
         self.vol, self.name = vol, name
         self.a = os.path.join(vol.m1, name)
         self.b = os.path.join(vol.m2, name)
-        self.brick = os.path.join(vol.brick, name)
+        self.brick = os.path.join(vol.brick, name) if vol.brick else None
 
     def __iter__(self):
         return iter((self.a, self.b))
 
 
-@pytest.fixture
-def tdir(vol, request):
+@pytest.fixture(scope="session")
+def dvol(cluster):
+    """A distribute volume of three bricks, mounted twice (its files spread
+    over the bricks: no one brick path)."""
+    bricks = [os.path.join(cluster.root, f"dbrick{i}") for i in range(3)]
+    cluster.create_volume(DVOLUME, bricks)
+    m1 = cluster.mount(DVOLUME, os.path.join(cluster.root, "dm1"), opts=["allow_other"])
+    m2 = cluster.mount(DVOLUME, os.path.join(cluster.root, "dm2"), opts=["allow_other"])
+    os.chmod(m1.path, 0o755)
+    return Vol(cluster, DVOLUME, None, m1.path, m2.path)
+
+
+def make_tdir(vol, request):
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
     t = TDir(vol, name)
     os.mkdir(t.a)
     os.chmod(t.a, 0o777)
     return t
+
+
+@pytest.fixture
+def tdir(vol, request):
+    return make_tdir(vol, request)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster
+from cairn_cluster import Cluster, fsync_dir, start_copy
 
 HOST = "127.0.0.150"
 HOST2 = "127.0.0.151"
@@ -220,6 +220,7 @@ def test_mkdir_rmdir_nested(dist3):
         with open(os.path.join(d, f"n{i}"), "w") as f:
             f.write(str(i))
     os.chmod(d, 0o750)
+    fsync_dir(mnt)  # written back: a/ is this mount's (test_writeback_on_distribute)
     for b in bricks:
         assert stat.S_IMODE(os.stat(os.path.join(b, "a", "b")).st_mode) == 0o750
     assert sorted(os.listdir(d)) == sorted(["c"] + [f"n{i}" for i in range(60)])
@@ -233,11 +234,13 @@ def test_mkdir_rmdir_nested(dist3):
         os.unlink(os.path.join(d, f"n{i}"))
     os.rmdir(os.path.join(d, "c"))
     os.rename(d, os.path.join(mnt, "a", "moved"))
+    fsync_dir(mnt)
     for b in bricks:
         assert os.path.isdir(os.path.join(b, "a", "moved"))
     os.rmdir(os.path.join(mnt, "a", "moved"))
     os.rmdir(os.path.join(mnt, "a"))
     assert os.listdir(mnt) == []
+    fsync_dir(mnt)
     for b in bricks:
         assert brick_files(b) == {}
 
@@ -308,10 +311,12 @@ def test_stored_layout_is_used(dist3):
 
 def test_directory_times_from_every_copy(dist3):
     """A file created on any brick makes its directory's mtime move, although
-    only that brick's copy of the directory changed."""
+    only that brick's copy of the directory changed. The directory is made
+    by another mount, so this one's creates in it are not written back."""
     c, bricks, mnt = dist3
     d = os.path.join(mnt, "t")
-    os.mkdir(d)
+    m2 = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    os.mkdir(os.path.join(m2, "t"))
     for i in range(12):
         old = time.time() - 1000
         os.utime(d, (old, old))
@@ -454,6 +459,85 @@ def test_existing_files_written_behind(dist3):
             assert f.read() == model[n], n
 
 
+def made_here(mnt):
+    m = re.search(r"^FUSE write-back: (\d+) files made here", io_stats(mnt), re.M)
+    assert m, io_stats(mnt)
+    return int(m.group(1))
+
+
+def test_writeback_on_distribute(dist3):
+    """A directory this mount made holds every brick's exclusive lease, so
+    files and directories made in it are answered here and written back to
+    the bricks their names hash to. Another mount's create in one of them,
+    whichever brick the name hashes to, is seen at once by the first mount
+    (which had the name's absence cached), and the other mount sees every
+    file the first made."""
+    c, bricks, mnt = dist3
+    before = made_here(mnt)
+    top = os.path.join(mnt, "top")
+    os.mkdir(top)
+    made = {}
+    for i in range(12):
+        d = os.path.join(top, f"d{i}")
+        os.mkdir(d)
+        made[i] = {f"f{k}": os.urandom(100 + 37 * k + i) for k in range(5)}
+        for n, data in made[i].items():
+            with open(os.path.join(d, n), "wb") as f:
+                f.write(data)
+        assert not os.path.exists(os.path.join(d, f"x{i}"))  # answered here
+    assert made_here(mnt) - before == 60, io_stats(mnt)
+    other = c.mount("dv", os.path.join(c.root, "mnt2")).path
+    landed = set()
+    for i, mine in made.items():
+        with open(os.path.join(other, "top", f"d{i}", f"x{i}"), "wb") as f:
+            f.write(b"from the other mount")
+        d = os.path.join(top, f"d{i}")
+        with open(os.path.join(d, f"x{i}"), "rb") as f:
+            assert f.read() == b"from the other mount"
+        assert sorted(os.listdir(d)) == sorted([*mine, f"x{i}"])
+        for n, data in mine.items():
+            with open(os.path.join(other, "top", f"d{i}", n), "rb") as f:
+                assert f.read() == data, (i, n)
+        landed |= {k for k, b in enumerate(bricks)
+                   if os.path.exists(os.path.join(b, "top", f"d{i}", f"x{i}"))}
+    assert landed == {0, 1, 2}, landed
+    fsync_dir(mnt)
+    for i, mine in made.items():
+        where = real_files(bricks, f"top/d{i}")
+        assert sorted(where) == sorted([*mine, f"x{i}"]), (i, where)
+        for n, data in mine.items():
+            assert len(where[n]) == 1
+            with open(os.path.join(bricks[where[n][0]], "top", f"d{i}", n), "rb") as f:
+                assert f.read() == data, (i, n)
+
+
+def test_fsync_then_kill_on_distribute(dist3):
+    """Files fsynced in a written-back directory are on the brick their
+    name hashes to when the client is killed -9 right after; whatever else
+    reached a brick is whole."""
+    c, bricks, mnt = dist3
+    d = os.path.join(mnt, "d")
+    os.mkdir(d)
+    want = {}
+    for i in range(60):
+        want[f"s{i}"] = os.urandom(200 + 41 * i)
+        fd = os.open(os.path.join(d, f"s{i}"), os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, want[f"s{i}"])
+        if i < 30:
+            os.fsync(fd)
+        os.close(fd)
+    proc = c.mounts[0].proc
+    proc.send_signal(9)
+    proc.wait(timeout=10)
+    where = real_files(bricks, "d")
+    for i in range(30):
+        assert len(where.get(f"s{i}", [])) == 1, (i, where.get(f"s{i}"))
+    for n, at in where.items():
+        for k in at:
+            with open(os.path.join(bricks[k], "d", n), "rb") as f:
+                assert f.read() == want[n], (k, n)
+
+
 def test_brick_down_others_work(dist3):
     """A stopped brick of a pure distribute volume: after one ping-timeout the
     names on the other bricks list, read and get created at full speed; names
@@ -520,17 +604,15 @@ def test_distributed_replicate_kill_brick_then_heal():
         c.cli("volume", "set", "drv", "network.ping-timeout", "2")
         c.cli("volume", "start", "drv")
         mnt = c.mount("drv", os.path.join(c.root, "mnt")).path
-        src = make_source(c.root, 1500)
-        cp = subprocess.Popen(["cp", "-a", src, os.path.join(mnt, "copy")],
-                              stderr=subprocess.PIPE, text=True)
-        time.sleep(0.7)
+        src = make_source(c.root, 4000)
         pid = c.brick_status("drv")[1][3]  # second brick of the first set
-        assert cp.poll() is None, "the copy ended before the kill"
+        cp = start_copy(src, os.path.join(mnt, "copy"))
         os.kill(pid, 9)  # cairnd restarts it; it comes back stale
         _, err = cp.communicate(timeout=120)
         assert cp.returncode == 0, err
         rc, out = tree_diff(src, os.path.join(mnt, "copy"))
         assert rc == 0, out
+        fsync_dir(mnt)
         # both sets hold data, each file in one set only
         sets = [bricks[0:3], bricks[3:6]]
         total = 0
@@ -539,9 +621,9 @@ def test_distributed_replicate_kill_brick_then_heal():
             assert sorted(where) == sorted(os.listdir(os.path.join(src, sub)))
             assert all(len(v) == 1 for v in where.values())
             total += len(where)
-        assert total == 1500
+        assert total == 4000
         first = sum(len(real_files([sets[0][0]], f"copy/{s}")) for s in os.listdir(src))
-        assert 400 < first < 1100, first
+        assert 1000 < first < 3000, first
         # after heal every replica of a set is identical
         end = time.time() + 60
         while True:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster, as_user, fsync_dir
+from cairn_cluster import Cluster, as_user, fsync_dir, start_copy
 
 HOST = "127.0.0.63"
 PORT = 24960
@@ -113,15 +113,7 @@ def test_kill_brick_during_copy_then_heal(rep3):
     c, bricks, mnt = rep3
     src = make_source(c.root, 4000)
     pid = c.brick_status("rv")[1][3]
-    cp = subprocess.Popen(["cp", "-a", src, os.path.join(mnt, "copy")],
-                          stderr=subprocess.PIPE, text=True)
-    # the kill lands once the copy has begun (a fixed delay outlived it)
-    t0 = time.time()
-    while time.time() - t0 < 30 and cp.poll() is None and \
-            not os.path.isdir(os.path.join(mnt, "copy", "d0")):
-        time.sleep(0.02)
-    time.sleep(0.1)
-    assert cp.poll() is None, "cp ended before the kill: copy more files"
+    cp = start_copy(src, os.path.join(mnt, "copy"))
     os.kill(pid, 9)  # cairnd restarts it; it comes back stale
     _, err = cp.communicate(timeout=120)
     assert cp.returncode == 0, err

@@ -4,13 +4,25 @@ at the object just before (so stale kernel caches on m2 would show).
 
 The requirement is strict: no sleeping for cache timeouts. A failure here
 that goes away with client.attribute-timeout / client.entry-timeout 0 is a
-client cache-invalidation bug, not a test bug."""
+client cache-invalidation bug, not a test bug.
+
+Every test runs on a one-brick volume and on a distribute volume of three
+bricks, where a directory's lease is every brick's and a name's is the
+brick it hashes to (docs/replication.md, "Distribute")."""
 
 import errno
 import os
 import stat
 
 import pytest
+
+from conftest import make_tdir
+
+
+@pytest.fixture(params=["one_brick", "distribute"])
+def tdir(request):
+    vol = request.getfixturevalue("vol" if request.param == "one_brick" else "dvol")
+    return make_tdir(vol, request)
 
 
 def put(path, data):
