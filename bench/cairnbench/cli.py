@@ -12,7 +12,7 @@ import sys
 import time
 
 from cairnbench import assets, gen, machine, report, runner, util
-from cairnbench.systems import DEFAULT_SYSTEMS, registry
+from cairnbench.systems import DEFAULT_SYSTEMS, EXTRA_SYSTEMS, registry
 from cairnbench.workloads import all_workloads
 
 BASE_PACKAGES = ("fio", "rsync", "linux-source-6.1", "xz-utils", "tar",
@@ -75,7 +75,8 @@ def parse_args(argv):
                          "repeatable); see --list")
     ap.add_argument("--systems", default=None,
                     help="comma separated, default: "
-                         + ",".join(DEFAULT_SYSTEMS))
+                         + ",".join(DEFAULT_SYSTEMS) + "; also: "
+                         + ",".join(EXTRA_SYSTEMS))
     ap.add_argument("--runs", type=int, default=None,
                     help="runs per measurement (default 3, quick 2)")
     ap.add_argument("--timeout", type=float, default=None,

@@ -4,6 +4,8 @@ relative to GlusterFS replica 3 and to the local disk."""
 import statistics
 
 BASELINE_GLUSTER = ("glusterfs", "glusterfs-arbiter")
+# A distributed-replicate system is compared with GlusterFS's of that shape.
+BASELINE_GLUSTER_DR = ("glusterfs-dr",)
 BASELINE_LOCAL = ("local",)
 
 
@@ -122,7 +124,8 @@ def render(data):
         out.append(f"| {title(met)} | " + " | ".join(cells) + " |")
     out.append("")
     out.append("Details: median (min-max) over the runs, and speed relative "
-               "to GlusterFS replica 3 and to the local disk "
+               "to GlusterFS replica 3 (a 2 x 3 system: to GlusterFS 2 x 3) "
+               "and to the local disk "
                "(×2 = twice as fast, ×0.5 = half as fast; for IOPS and MB/s "
                "the ratio of the rates).")
     out.append("")
@@ -131,9 +134,11 @@ def render(data):
     out.append("|---|---|---:|---:|---:|---:|---:|---:|")
     notes = []
     for met in data["metrics"]:
-        _, gbase = baseline(data, met["key"], BASELINE_GLUSTER)
+        _, gbase_r3 = baseline(data, met["key"], BASELINE_GLUSTER)
+        _, gbase_dr = baseline(data, met["key"], BASELINE_GLUSTER_DR)
         _, lbase = baseline(data, met["key"], BASELINE_LOCAL)
         for s in systems:
+            gbase = gbase_dr if s.endswith("-dr") else gbase_r3
             e = data["results"].get(s, {}).get(met["key"])
             sm = summarize(e)
             if sm:

@@ -11,8 +11,8 @@ class FakeProc:
         return 0
 
 
-def _system(ctx, replica_ok, calls):
-    s = CairnSystem(ctx)
+def _system(ctx, replica_ok, calls, sets=1):
+    s = CairnSystem(ctx, sets=sets)
     s.daemons = {h: FakeProc() for h in HOSTS}
 
     def cli(*args, check=True, timeout=60, input=None):
@@ -58,3 +58,25 @@ def test_build_failure_is_unavailable(ctx, tmp_path):
     with pytest.raises(Unavailable) as e:
         CairnSystem(ctx)._build()
     assert str(e.value).startswith("build failed")
+
+
+def test_two_sets_make_a_distributed_replicate_volume(ctx):
+    calls = []
+    s = _system(ctx, True, calls, sets=2)
+    assert s.key == "cairn-dr"
+    s._create_volume()
+    assert s.layout == "2 x 3"
+    assert s.label == "cairn 2 x 3"
+    create = [c for c in calls if c[:2] == ("volume", "create")]
+    assert len(create) == 1 and create[0][3:5] == ("replica", "3")
+    bricks = create[0][5:11]
+    assert [b.split(":")[0] for b in bricks] == HOSTS * 2  # each set on all hosts
+    assert len(set(b.split(":")[1] for b in bricks)) == 6
+
+
+def test_two_sets_have_no_fallback(ctx):
+    import pytest
+    from cairnbench.systems import Unavailable
+    s = _system(ctx, False, [], sets=2)
+    with pytest.raises(Unavailable):
+        s._create_volume()

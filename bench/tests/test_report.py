@@ -88,3 +88,15 @@ def test_memory_has_no_speed_ratio():
     assert row[2] == "55" and row[6] == "-" and row[7] == "-"
     row = _row(text, "peak client memory (MiB)")
     assert row[1:] == ["-", "180", "55"]
+
+
+def test_distributed_replicate_is_compared_with_its_own_shape():
+    data = _data()
+    data["systems"]["glusterfs-dr"] = {"label": "glusterfs 2 x 3", "status": "ok"}
+    data["systems"]["cairn-dr"] = {"label": "cairn 2 x 3", "status": "ok"}
+    ok = {"status": "ok", "extra": [], "reason": None}
+    data["results"]["glusterfs-dr"] = {"cp_a": dict(ok, values=[80.0])}
+    data["results"]["cairn-dr"] = {"cp_a": dict(ok, values=[2.0])}
+    text = report.render(data)
+    assert _row(text, "cp -a tree", "cairn 2 x 3")[6] == "×40.0"  # 80 / 2
+    assert _row(text, "cp -a tree", "cairn (1 brick)")[6] == "×10.2"  # 41 / 4

@@ -13,11 +13,16 @@ def registry():
         "local": LocalSystem,
         "local-x3": LocalX3System,
         "cairn": CairnSystem,
+        "cairn-dr": lambda ctx: CairnSystem(ctx, sets=2),
         "glusterfs": lambda ctx: GlusterSystem(ctx, arbiter=False),
         "glusterfs-arbiter": lambda ctx: GlusterSystem(ctx, arbiter=True),
+        "glusterfs-dr": lambda ctx: GlusterSystem(ctx, sets=2),
         "moosefs": MooseFSSystem,
     }
 
 
 DEFAULT_SYSTEMS = ["local", "local-x3", "cairn", "glusterfs",
                    "glusterfs-arbiter", "moosefs"]
+# Not run by default (ask with --systems): 2 x 3 distributed-replicate
+# volumes, compared with each other.
+EXTRA_SYSTEMS = ["cairn-dr", "glusterfs-dr"]

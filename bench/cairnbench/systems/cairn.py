@@ -4,7 +4,9 @@ Self-contained adapter: build, start cairnd, create/start a volume, mount it
 with cairn-fuse, tear down. It asks for the volume type the benchmark wants
 (replica 3 over three cairnd on 127.0.0.1, .2 and .3) and falls back to
 what the current code supports (a single brick), recording honestly which
-one it measured in the label."""
+one it measured in the label. With two sets ("cairn-dr") it makes a 2 x 3
+distributed-replicate volume of six bricks, two on each cairnd, and has no
+fallback."""
 
 import os
 import socket
@@ -32,7 +34,11 @@ class CairnSystem(System):
     label = "cairn"
     packages = ("fuse3",)
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, sets=1):
+        self.sets = sets
+        if sets > 1:
+            self.key = "cairn-dr"
+            self.label = f"cairn {sets} x 3"
         super().__init__(ctx)
         self.repo = ctx.cairn_repo
         self.build_dir = getattr(ctx, "cairn_build_dir", None) or \
@@ -40,7 +46,7 @@ class CairnSystem(System):
         self.bin = os.path.join(self.build_dir, "bin")
         self.mnt = os.path.join(self.root, "mnt")
         self.daemons = {}        # host -> Popen
-        self.layout = None       # "replica 3" or "1 brick"
+        self.layout = None       # "replica 3", "2 x 3" or "1 brick"
         self.commit = None
 
     # -- helpers ---------------------------------------------------------
@@ -117,19 +123,26 @@ class CairnSystem(System):
         return os.path.join(self.root, f"brick{i}")
 
     def _create_volume(self):
-        for i in (1, 2, 3):
+        n = 3 * self.sets
+        for i in range(1, n + 1):
             util.rmtree(self._brick(i), timeout=self.ctx.prepare_timeout)
         self.layout = None
         if all(h in self.daemons for h in HOSTS):
             for h in HOSTS[1:]:
                 self.cli("peer", "probe", h, check=False)
-            for i in (1, 2, 3):
+            for i in range(1, n + 1):
                 os.makedirs(self._brick(i))
-            rc = self.cli("volume", "create", VOLUME, "replica", "3",
-                          *[f"{HOSTS[i]}:{self._brick(i + 1)}"
-                            for i in range(3)], "force", check=False)[0]
+            # each set's three bricks on the three hosts
+            rc, out, err = self.cli("volume", "create", VOLUME, "replica", "3",
+                                    *[f"{HOSTS[i % 3]}:{self._brick(i + 1)}"
+                                      for i in range(n)], "force", check=False)
             if rc == 0:
-                self.layout = "replica 3"
+                self.layout = "replica 3" if self.sets == 1 else f"{self.sets} x 3"
+            elif self.sets > 1:
+                raise Unavailable(f"volume create failed: {(err or out).strip()[:200]}")
+        elif self.sets > 1:
+            raise Unavailable("a distributed-replicate volume needs cairnd on "
+                              + ", ".join(HOSTS))
         if self.layout is None:
             for h in HOSTS[1:]:
                 self._stop_daemon(h)
@@ -139,6 +152,7 @@ class CairnSystem(System):
             self.layout = "1 brick"
         self.cli("volume", "start", VOLUME)
         self.label = ("cairn replica 3" if self.layout == "replica 3" else
+                      f"cairn {self.layout}" if self.sets > 1 else
                       "cairn (1 brick; replica not yet available)")
 
     def _delete_volume(self):

@@ -1,6 +1,7 @@
-"""GlusterFS 10 (Debian's glusterfs-server): a replica 3 volume, or replica
-3 arbiter 1, with all three bricks on 127.0.0.1 (hence `force`), default
-options, mounted with the GlusterFS FUSE client.
+"""GlusterFS 10 (Debian's glusterfs-server): a replica 3 volume, replica 3
+arbiter 1, or a 2 x 3 distributed-replicate volume, with all bricks on one
+address (hence `force`), default options, mounted with the GlusterFS FUSE
+client.
 
 glusterd refuses bricks on loopback addresses, so glusterd (and with it the
 bricks and the FUSE client) runs in a private network namespace whose veth
@@ -36,12 +37,17 @@ def _in_netns(pid, ns_path):
 class GlusterSystem(System):
     packages = ("glusterfs-server", "glusterfs-client")
 
-    def __init__(self, ctx, arbiter=False):
+    def __init__(self, ctx, arbiter=False, sets=1):
         self.arbiter = arbiter
-        self.key = "glusterfs-arbiter" if arbiter else "glusterfs"
-        self.label = ("glusterfs replica 3 arbiter 1" if arbiter
-                      else "glusterfs replica 3")
-        self.volume = "cbench_arb" if arbiter else "cbench_r3"
+        self.sets = sets
+        if sets > 1:
+            self.key, self.volume = "glusterfs-dr", "cbench_dr"
+            self.label = f"glusterfs {sets} x 3"
+        else:
+            self.key = "glusterfs-arbiter" if arbiter else "glusterfs"
+            self.volume = "cbench_arb" if arbiter else "cbench_r3"
+            self.label = ("glusterfs replica 3 arbiter 1" if arbiter
+                          else "glusterfs replica 3")
         super().__init__(ctx)
         self.mnt = os.path.join(self.root, "mnt")
         self.started_glusterd = []
@@ -58,7 +64,8 @@ class GlusterSystem(System):
                         what="gluster " + " ".join(args[:3]))
 
     def bricks(self):
-        return [os.path.join(self.root, f"brick{i}") for i in (1, 2, 3)]
+        return [os.path.join(self.root, f"brick{i}")
+                for i in range(1, 3 * self.sets + 1)]
 
     def _start_glusterd(self):
         if shutil.which("glusterd") is None:
