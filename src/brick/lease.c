@@ -580,7 +580,7 @@ void brick_lease_pre(struct brick_req *r)
     }
     /* A parent cooling down after a conflict leaves the object's lease
      * standing: its attributes and data are still cached, its name is not. */
-    int parent = asks_parent(r->opcode) && !(r->in->lease & RPC_LEASE_OBJECT);
+    int parent = asks_parent(r->opcode);
     int name = rc == 0 && (!parent || grant_one(L, r->bc, p, parent_len(p, len), now) == 0);
     pthread_mutex_unlock(&L->lock);
     r->lease_ok = rc == 0;

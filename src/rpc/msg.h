@@ -158,10 +158,6 @@ enum rpc_tag {
  * entries are not cached meanwhile, while the object's attributes and data
  * still are. */
 #define RPC_LEASE_NAME 4u
-/* Request only, with READ: the object's lease alone, not the parent's (a
- * distributed volume's layer asks so: one brick's lease on a directory
- * covers only the entries that brick holds). */
-#define RPC_LEASE_OBJECT 8u
 
 /* A bit of the marks (trusted.cairn.pending, LOOKUP's PENDING) that names
  * no member: the copy took changes from a client whose connection ended
