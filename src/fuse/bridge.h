@@ -170,9 +170,9 @@ int cf_lease_held(const struct fop *f);
 /* Whether f's reply came with at least the object's lease, still valid:
  * its attributes and data may be cached, its name maybe not. */
 int cf_lease_object_held(const struct fop *f);
-/* Whether f's reply came with a lease and no recall since its request
- * concerned path (recalls of other paths, such as the parent's, do not
- * matter for what the reply leased on path itself). */
+/* Whether f's reply came with at least the object's lease and no recall
+ * since its request concerned path (the parent's lease, refused or
+ * recalled, does not matter for what the reply leased on path itself). */
 int cf_lease_held_path(const struct fop *f, const char *path);
 /* For a request sent outside a fop: the mark to send it with (0: leases
  * are off, ask for none), and whether no recall since it concerned path. */

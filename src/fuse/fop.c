@@ -298,8 +298,10 @@ void fop_done_entry_cb(struct cl_op *op)
         cf_known_add(f->cf, f->parent, f->name);
         fop_parent_attr(f, f->parent);
     }
-    /* The new directory's own lease: a recall of its parent meanwhile
-     * (this mount's lease there dropped for sharing it) leaves it whole. */
+    /* The new directory's own lease: its parent's, refused while it cools
+     * down after another client's change or recalled meanwhile (this
+     * mount's lease there dropped for sharing it), does not matter: the
+     * directory's entries are under its own. */
     if (code == RPC_OP_MKDIR && cf_lease_held_path(f, f->path)) {
         cf_known_dir_made(f->cf, e.ino, (op->reply->msg.lease & RPC_LEASE_EXCL) != 0);
         cf_known_set_attr(f->cf, e.ino, &e.attr);

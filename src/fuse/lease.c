@@ -124,11 +124,6 @@ static struct cf_leases *granted_as(const struct fop *f, int whole)
     return (whole ? rpc_lease_whole(m) : rpc_lease_object(m)) ? L : NULL;
 }
 
-static struct cf_leases *granted(const struct fop *f)
-{
-    return granted_as(f, 1);
-}
-
 static int held_as(const struct fop *f, int whole)
 {
     struct cf_leases *L = granted_as(f, whole);
@@ -147,7 +142,7 @@ int cf_lease_object_held(const struct fop *f)
 
 int cf_lease_held_path(const struct fop *f, const char *path)
 {
-    return granted(f) && cf_lease_kept(f->cf, f->lease_seq, path);
+    return granted_as(f, 0) && cf_lease_kept(f->cf, f->lease_seq, path);
 }
 
 /* Whether path is dropped or below it. */

@@ -14,6 +14,7 @@ import errno
 import hashlib
 import mmap
 import os
+import re
 import select
 import shutil
 import signal
@@ -678,6 +679,34 @@ def test_mkdir_seen_by_another_client_at_once(wc):
     os.mkdir(os.path.join(d, "gone"))
     os.rmdir(os.path.join(d, "gone"))
     assert sorted(os.listdir(os.path.join(m2.path, "d"))) == ["w", "x"]
+
+
+def made_here(mnt):
+    m = re.search(r"^FUSE write-back: (\d+) files made here",
+                  os.getxattr(mnt, "trusted.cairn.io-stats").decode(), re.M)
+    assert m
+    return int(m.group(1))
+
+
+def test_directory_made_in_a_shared_parent_is_written_back(wc):
+    """Another client has just listed the parent: the parent is shared and
+    cools down, so its lease (the new name's) is refused or recalled, but
+    the new directory is still this mount's alone and what is made in it is
+    answered here. The other client sees all of it."""
+    _, (m1, m2) = replica3(wc)
+    for k in range(3):
+        os.listdir(m2.path)  # m2 holds the root's lease
+        d = os.path.join(m1.path, f"d{k}")
+        before = made_here(m1.path)
+        os.mkdir(d)
+        for i in range(20):
+            with open(os.path.join(d, f"f{i}"), "wb") as fh:
+                fh.write(content(i))
+        assert made_here(m1.path) - before == 20, k
+        for i in range(20):
+            with open(os.path.join(m2.path, f"d{k}", f"f{i}"), "rb") as fh:
+                assert fh.read() == content(i)
+    assert sorted(os.listdir(m2.path)) == ["d0", "d1", "d2"]
 
 
 def symlink_dir_and_child(wc, body):
