@@ -94,6 +94,13 @@ def tdir(vol, request):
     return make_tdir(vol, request)
 
 
+@pytest.fixture(params=["one_brick", "distribute"])
+def tdir_on_each_volume(request):
+    """tdir on the one-brick volume, then on the distribute volume."""
+    vol = request.getfixturevalue("vol" if request.param == "one_brick" else "dvol")
+    return make_tdir(vol, request)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On failure, attach the tails of the daemons' logs to the report."""

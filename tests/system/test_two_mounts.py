@@ -16,13 +16,10 @@ import stat
 
 import pytest
 
-from conftest import make_tdir
 
-
-@pytest.fixture(params=["one_brick", "distribute"])
-def tdir(request):
-    vol = request.getfixturevalue("vol" if request.param == "one_brick" else "dvol")
-    return make_tdir(vol, request)
+@pytest.fixture
+def tdir(tdir_on_each_volume):
+    return tdir_on_each_volume
 
 
 def put(path, data):
