@@ -594,8 +594,12 @@ static int materialize(struct cf_wb *w, struct wb_file *f)
     }
     send_free(s);
     pthread_mutex_lock(&w->lock);
-    if (rc == 0)
+    if (rc == 0) {
         f->real_fh = fh;
+        /* Reaches the file once it is unlinked (no path left); closed
+         * with it in cf_release. */
+        cl_itable_open_fh(w->cf->it, f->node, fh);
+    }
     finish(w, f, rc, lease);
     return rc;
 }
