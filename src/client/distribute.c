@@ -222,7 +222,6 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id)
 
 /* ---- synchronous helpers (workers only) ---- */
 
-/* Prepares sub as a copy of args for another subvolume. */
 /* Leases (docs/consistency.md) are granted per brick, and this layer
  * passes one up only where the subvolumes that see every change of what it
  * covers granted it:
@@ -317,6 +316,7 @@ void dht__dir_lease(struct dht *d, const struct cl_op *subs, uint64_t mask, stru
                 bits & (RPC_LEASE_READ | RPC_LEASE_NAME | RPC_LEASE_EXCL));
 }
 
+/* Prepares sub as a copy of args (without a lease) for a subvolume. */
 void dht__sub_from(struct cl_op *sub, const struct rpc_msg *args)
 {
     cl_op_init(sub, (uint16_t)args->op, NULL, NULL);
