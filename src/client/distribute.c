@@ -286,15 +286,23 @@ static void object_lease(struct rpc_frame *r)
  * nothing else. */
 static void pass_lease(unsigned op, struct rpc_frame *r)
 {
-    int keep = r && rpc_has(&r->msg, RPC_T_LEASE) && (r->msg.lease & RPC_LEASE_READ);
+    unsigned got = r && rpc_has(&r->msg, RPC_T_LEASE) ? (unsigned)r->msg.lease : 0;
     if (op == RPC_OP_LOOKUP)
         object_lease(r);
-    else if (op == RPC_OP_OPEN && keep && (r->msg.lease & RPC_LEASE_EXCL))
-        r->msg.present &= ~(1ull << RPC_T_PATTR);
-    else if (makes_name(op) && op != RPC_OP_MKDIR && keep)
+    else if ((got & RPC_LEASE_READ) && (op == RPC_OP_OPEN ? (got & RPC_LEASE_EXCL) != 0
+                                                          : makes_name(op) && op != RPC_OP_MKDIR))
         r->msg.present &= ~(1ull << RPC_T_PATTR);
     else
         dht__no_lease(r);
+}
+
+/* Completes op with sub's reply, passing up what of its lease may pass. */
+static void complete_passing(struct cl_op *op, struct cl_op *sub)
+{
+    struct rpc_frame *r = sub->reply;
+    sub->reply = NULL;
+    pass_lease(sub->args.op, r);
+    cl_op_complete(op, sub->status, r);
 }
 
 /* Passes up on r the lease bits every subvolume granted for a directory
@@ -605,10 +613,7 @@ static void complete_open(struct dht *d, struct cl_op *op, int i, struct cl_op *
     h->subvol = i;
     h->fh[i] = sub->reply->msg.fh;
     sub->reply->msg.fh = id;
-    struct rpc_frame *r = sub->reply;
-    sub->reply = NULL;
-    pass_lease(sub->args.op, r);
-    cl_op_complete(op, sub->status, r);
+    complete_passing(op, sub);
 }
 
 /* One subvolume serves the operation. */
@@ -899,11 +904,8 @@ static void fwd_done_cb(struct cl_op *sub)
         free(w);
         return;
     }
-    struct rpc_frame *r = sub->reply;
-    sub->reply = NULL;
-    pass_lease(sub->args.op, r);
+    complete_passing(op, sub);
     free(w);
-    cl_op_complete(op, st, r);
 }
 
 static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, const char *path,

@@ -468,6 +468,14 @@ def start_copy(src, dst):
     return cp
 
 
+def made_here(mnt):
+    """Files the mount has answered under write-back so far (its io-stats)."""
+    text = os.getxattr(mnt, "trusted.cairn.io-stats").decode()
+    m = re.search(r"^FUSE write-back: (\d+) files made here", text, re.M)
+    assert m, text
+    return int(m.group(1))
+
+
 def fsync_dir(d):
     """Sends what the mount wrote back in d and waits for the bricks
     (syncfs does not reach a FUSE file system, docs/consistency.md)."""

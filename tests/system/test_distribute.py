@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster, fsync_dir, start_copy
+from cairn_cluster import Cluster, fsync_dir, made_here, start_copy
 
 HOST = "127.0.0.150"
 HOST2 = "127.0.0.151"
@@ -457,12 +457,6 @@ def test_existing_files_written_behind(dist3):
     for n in names:
         with open(os.path.join(other, n), "rb") as f:
             assert f.read() == model[n], n
-
-
-def made_here(mnt):
-    m = re.search(r"^FUSE write-back: (\d+) files made here", io_stats(mnt), re.M)
-    assert m, io_stats(mnt)
-    return int(m.group(1))
 
 
 def test_writeback_on_distribute(dist3):

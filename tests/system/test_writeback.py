@@ -14,7 +14,6 @@ import errno
 import hashlib
 import mmap
 import os
-import re
 import select
 import shutil
 import signal
@@ -28,7 +27,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cairn_cluster import Cluster, as_user, fsync_dir  # noqa: E402
+from cairn_cluster import Cluster, as_user, fsync_dir, made_here  # noqa: E402
 
 
 @pytest.fixture
@@ -679,13 +678,6 @@ def test_mkdir_seen_by_another_client_at_once(wc):
     os.mkdir(os.path.join(d, "gone"))
     os.rmdir(os.path.join(d, "gone"))
     assert sorted(os.listdir(os.path.join(m2.path, "d"))) == ["w", "x"]
-
-
-def made_here(mnt):
-    m = re.search(r"^FUSE write-back: (\d+) files made here",
-                  os.getxattr(mnt, "trusted.cairn.io-stats").decode(), re.M)
-    assert m
-    return int(m.group(1))
 
 
 def test_directory_made_in_a_shared_parent_is_written_back(wc):
