@@ -241,29 +241,11 @@ void dht__do_opendir(struct dht *d, struct cl_op *op, const char *path)
     dht__release_all(d, subs, dht__all_mask(d));
 }
 
-static int cookie_out(struct dht *d, struct dfh *h, int subvol, uint64_t bc, uint64_t *out)
+static int cookie_out(struct dht *d, int subvol, uint64_t bc, uint64_t *out)
 {
     if (cl_dht_cookie_pack(bc, subvol, d->bits, out) == 0)
         return 0;
-    pthread_mutex_lock(&d->lock);
-    int rc = 0;
-    if (h->n_map == h->cap_map) {
-        size_t cap = h->cap_map ? h->cap_map * 2 : 256;
-        void *n = realloc(h->map, cap * sizeof(*h->map));
-        if (!n)
-            rc = -ENOMEM;
-        else {
-            h->map = n;
-            h->cap_map = cap;
-        }
-    }
-    if (rc == 0) {
-        h->map[h->n_map].subvol = subvol;
-        h->map[h->n_map].cookie = bc;
-        *out = CL_DHT_COOKIE_MAPPED | h->n_map++;
-    }
-    pthread_mutex_unlock(&d->lock);
-    return rc;
+    return cl_dht_cookie_map_put(d->cookies, subvol, bc, out);
 }
 
 /* 1 when name in the listing of subvolume i is a link-to file. */
@@ -278,26 +260,43 @@ static int is_linkto(struct dht *d, struct dfh *h, int i, const char *name)
     return dht__get_xattr(d, i, path, CL_DHT_XATTR_LINKTO, v, sizeof(v), &vl) == 0;
 }
 
+/* Counts subvolume i's reply to a listing, whole: it granted every lease. */
+static void note_lease(struct dht *d, struct dfh *h, int i, int whole)
+{
+    pthread_mutex_lock(&d->lock);
+    if (whole)
+        h->leased |= 1ull << i;
+    else
+        h->unleased = 1;
+    pthread_mutex_unlock(&d->lock);
+}
+
 static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
 {
     int i;
     uint64_t bc;
     int k = cl_dht_cookie_unpack(op->args.offset, d->bits, d->n, &i, &bc);
-    if (k == 1) {
-        pthread_mutex_lock(&d->lock);
-        if (bc < h->n_map) {
-            i = h->map[bc].subvol;
-            bc = h->map[bc].cookie;
-        } else {
-            k = -EINVAL;
-        }
-        pthread_mutex_unlock(&d->lock);
-    }
+    if (op->args.offset == CL_DHT_COOKIE_END) {
+        k = 0;
+        i = d->n; /* nothing left */
+    } else if (k == 1)
+        k = cl_dht_cookie_map_get(d->cookies, op->args.offset, &i, &bc);
     if (k < 0) {
         cl_op_complete(op, -EINVAL, NULL);
         return;
     }
     int first = h->subvol; /* directories are listed from this subvolume only */
+    /* Leases (distribute.c): each entry carries those of the subvolume that
+     * listed it; the reply's covers the listing (the directory's entries),
+     * when every copy's was granted in this pass. */
+    int ask = rpc_has(&op->args, RPC_T_LEASE);
+    if (ask && op->args.offset == 0) {
+        pthread_mutex_lock(&d->lock);
+        h->leased = 0;
+        h->unleased = 0;
+        h->pass = 1;
+        pthread_mutex_unlock(&d->lock);
+    }
     struct rpc_buf out;
     rpc_buf_init(&out);
     int kept = 0, st = 0, eof_all = 0, stop = 0;
@@ -319,8 +318,11 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
         s.args.offset = bc;
         if (kept && rpc_has(&op->args, RPC_T_SIZE))
             s.args.size = op->args.size - out.len > 4096 ? op->args.size - out.len : 4096;
+        if (ask)
+            RPC_SET(&s.args, lease, RPC_T_LEASE, op->args.lease);
         if ((st = dht__run(d, i, &s)) < 0) {
             cl_op_release(&s);
+            note_lease(d, h, i, 0);
             if (st == -ENOTCONN || st == -ETIMEDOUT) {
                 /* Gone mid-listing: the rest comes from the others. */
                 st = 0;
@@ -332,6 +334,10 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
         }
         const struct rpc_frame *r = s.reply;
         int eof = rpc_has(&r->msg, RPC_T_EOF) && r->msg.eof;
+        unsigned got = rpc_lease_whole(&r->msg)    ? RPC_LEASE_READ | RPC_LEASE_NAME
+                       : rpc_lease_object(&r->msg) ? RPC_LEASE_READ
+                                                   : 0;
+        note_lease(d, h, i, got == (RPC_LEASE_READ | RPC_LEASE_NAME));
         struct rpc_iter it;
         struct rpc_field f;
         int n_ent = 0, rc;
@@ -367,12 +373,19 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
             while (nx < d->n && h->fh[nx] == NOFH)
                 nx++;
             if (eof && seen == n_ent && nx < d->n)
-                st = cookie_out(d, h, nx, 0, &next);
+                st = cookie_out(d, nx, 0, &next);
+            else if (eof && seen == n_ent)
+                next = CL_DHT_COOKIE_END; /* asking again would find nothing */
             else
-                st = cookie_out(d, h, i, e.offset, &next);
+                st = cookie_out(d, i, e.offset, &next);
             if (st < 0)
                 break;
             e.offset = next;
+            /* A file's attributes and name are on this subvolume, which
+             * recalls its lease on every change of them; a directory's
+             * name is on every one, its attributes merge every copy. */
+            if (ask)
+                RPC_SET(&e, lease, RPC_T_LEASE, S_ISDIR(type) ? got & RPC_LEASE_NAME : got);
             size_t mark = rpc_put_begin(&out, RPC_T_DIRENT);
             rpc_msg_encode(&e, &out);
             rpc_put_end(&out, mark);
@@ -404,6 +417,12 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
     }
     if (st == 0 && eof_all)
         rpc_put_u64(&out, RPC_T_EOF, 1);
+    if (st == 0 && ask) {
+        pthread_mutex_lock(&d->lock);
+        int whole = h->pass && !h->unleased && (!eof_all || h->leased == dht__all_mask(d));
+        pthread_mutex_unlock(&d->lock);
+        rpc_put_u64(&out, RPC_T_LEASE, whole ? RPC_LEASE_READ | RPC_LEASE_NAME : 0);
+    }
     struct rpc_frame *fr = NULL;
     if (st == 0 && (out.err || !(fr = calloc(1, sizeof(*fr)))))
         st = -ENOMEM;

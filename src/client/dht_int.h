@@ -40,12 +40,11 @@ struct dfh {
     int is_dir, subvol;
     uint64_t fh[CL_DHT_MAX];
     char *path;
-    /* mapped readdir cookies (distribute.h) */
-    struct {
-        int subvol;
-        uint64_t cookie;
-    } * map;
-    size_t n_map, cap_map;
+    /* A listing's leases since its pass began (cookie 0) on this handle:
+     * the subvolumes whose every reply granted one, and whether one did
+     * not. A pass resumed here from another handle's cookie knows neither. */
+    uint64_t leased;
+    int unleased, pass;
 };
 
 struct job {
@@ -57,7 +56,8 @@ struct dht {
     struct cl_layer layer;
     int n, bits;
     char *volume;
-    pthread_mutex_t lock; /* caches and handles */
+    struct cl_dht_cookie_map *cookies; /* mapped readdir cookies */
+    pthread_mutex_t lock;              /* caches and handles */
     struct centry *buckets[CACHE_BUCKETS];
     size_t n_cache;
     struct dfh **fhs;

@@ -203,7 +203,6 @@ void dht__dfh_free(struct dfh *h)
 {
     if (h) {
         free(h->path);
-        free(h->map);
         free(h);
     }
 }
@@ -235,7 +234,11 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id)
  *   (RPC_LEASE_NAME of a LOOKUP or a create);
  * - an object other than a directory lives on one subvolume, which
  *   recalls its lease on every change of it; one reached through a
- *   link-to was asked for none.
+ *   link-to was asked for none;
+ * - a directory's extended attributes are the same on every copy, which
+ *   every change of them reaches: the lease of the copy a GETXATTR read
+ *   covers them. (A file's GETXATTR asks for none: a location cached from
+ *   before another client's rename may name a link-to.)
  * PATTR never passes up: a directory's attributes merge every copy's.
  * ask_lease and pass_lease decide per operation. */
 #define LEASE_BITS ((1ull << RPC_T_LEASE) | (1ull << RPC_T_PATTR))
@@ -254,12 +257,19 @@ static int makes_name(unsigned op)
 
 /* The lease sub (a copy of args without one) asks for: what args asked, of
  * a LOOKUP, an OPEN or a request making a name (the subvolume it hashes
- * to, or for a directory every subvolume). */
-void dht__ask_lease(struct rpc_msg *sub, const struct rpc_msg *args)
+ * to, or for a directory every subvolume), or of a directory's GETXATTR
+ * (dir: args are known to name a directory). */
+static void ask_lease_as(struct rpc_msg *sub, const struct rpc_msg *args, int dir)
 {
     unsigned op = (unsigned)sub->op;
-    if (rpc_has(args, RPC_T_LEASE) && (op == RPC_OP_LOOKUP || op == RPC_OP_OPEN || makes_name(op)))
+    if (rpc_has(args, RPC_T_LEASE) && (op == RPC_OP_LOOKUP || op == RPC_OP_OPEN ||
+                                       (dir && op == RPC_OP_GETXATTR) || makes_name(op)))
         RPC_SET(sub, lease, RPC_T_LEASE, args->lease);
+}
+
+void dht__ask_lease(struct rpc_msg *sub, const struct rpc_msg *args)
+{
+    ask_lease_as(sub, args, 0);
 }
 
 /* A LOOKUP reply of the subvolume the name hashes to: the leases of an
@@ -278,17 +288,18 @@ static void object_lease(struct rpc_frame *r)
     m->present &= ~(1ull << RPC_T_PATTR);
 }
 
-/* What of a reply to op passes up: a LOOKUP's (object_lease); an OPEN's
- * exclusive lease on the file, granted by the one subvolume holding it,
- * which holds every other client's request naming the file or listing its
- * directory until the lease is returned; a new name's and its object's
- * from the subvolume it hashes to (not a directory's: dht__do_mkdir);
- * nothing else. */
+/* What of a reply to op passes up: a LOOKUP's (object_lease); a
+ * directory's GETXATTR's (asked only of one); an OPEN's exclusive lease on the file, granted by the
+ * one subvolume holding it, which holds every other client's request naming the file or listing its
+ * directory until the lease is returned; a new name's and its object's from the subvolume it hashes
+ * to (not a directory's: dht__do_mkdir); nothing else. */
 static void pass_lease(unsigned op, struct rpc_frame *r)
 {
     unsigned got = r && rpc_has(&r->msg, RPC_T_LEASE) ? (unsigned)r->msg.lease : 0;
     if (op == RPC_OP_LOOKUP)
         object_lease(r);
+    else if (op == RPC_OP_GETXATTR && (got & RPC_LEASE_READ))
+        r->msg.lease &= RPC_LEASE_READ | RPC_LEASE_NAME;
     else if ((got & RPC_LEASE_READ) && (op == RPC_OP_OPEN ? (got & RPC_LEASE_EXCL) != 0
                                                           : makes_name(op) && op != RPC_OP_MKDIR))
         r->msg.present &= ~(1ull << RPC_T_PATTR);
@@ -616,16 +627,18 @@ static void complete_open(struct dht *d, struct cl_op *op, int i, struct cl_op *
     complete_passing(op, sub);
 }
 
-/* One subvolume serves the operation. */
-static void one(struct dht *d, struct cl_op *op, int i)
+/* One subvolume serves the operation (dir: on a directory). */
+static void one(struct dht *d, struct cl_op *op, int i, int dir)
 {
     struct cl_op s;
     dht__sub_from(&s, &op->args);
-    dht__ask_lease(&s.args, &op->args);
+    ask_lease_as(&s.args, &op->args, dir);
     dht__run(d, i, &s);
     unsigned code = (unsigned)op->args.op;
     if (code == RPC_OP_OPEN || code == RPC_OP_CREATE)
         complete_open(d, op, i, &s);
+    else if (dir && code == RPC_OP_GETXATTR)
+        complete_passing(op, &s);
     else
         dht__complete_sub(op, &s);
 }
@@ -754,7 +767,7 @@ static void slow(struct dht *d, struct cl_op *op)
             return;
         }
         dht__cache_drop(d, path);
-        one(d, op, h);
+        one(d, op, h, 0);
         return;
     default:
         break;
@@ -768,7 +781,7 @@ static void slow(struct dht *d, struct cl_op *op)
     else if (is_dir && code == RPC_OP_GETATTR)
         dht__dir_attr(d, op, where, NULL);
     else
-        one(d, op, where);
+        one(d, op, where, is_dir);
 }
 
 static void *worker(void *arg)
@@ -820,7 +833,8 @@ static void enqueue(struct dht *d, struct cl_op *op)
 
 /* ---- the inline path ---- */
 
-enum fwd_kind { FWD_PLAIN, FWD_OPEN, FWD_LOOKUP, FWD_CREATED, FWD_RELEASE, FWD_UNLINK };
+/* FWD_DIR: a request on a directory (its GETXATTR asks for a lease). */
+enum fwd_kind { FWD_PLAIN, FWD_DIR, FWD_OPEN, FWD_LOOKUP, FWD_CREATED, FWD_RELEASE, FWD_UNLINK };
 
 struct fwd {
     struct dht *d;
@@ -932,7 +946,7 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     cl_op_init(&w->sub, (uint16_t)op->args.op, fwd_done_cb, w);
     w->sub.args = op->args;
     w->sub.args.present &= ~LEASE_BITS;
-    dht__ask_lease(&w->sub.args, &op->args);
+    ask_lease_as(&w->sub.args, &op->args, kind == FWD_DIR);
     w->sub.spread = op->spread;
     if (child_fh != NOFH)
         w->sub.args.fh = child_fh;
@@ -1030,12 +1044,16 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_REMOVEXATTR:
         if (!dht__is_root(path) && cache_loc(d, path, &i, &is_dir) &&
             !(is_dir && (is_dir_change(code) || code == RPC_OP_GETATTR))) {
-            forward(d, op, i, code == RPC_OP_OPEN ? FWD_OPEN : FWD_PLAIN, path, NOFH, NULL);
+            forward(d, op, i,
+                    code == RPC_OP_OPEN ? FWD_OPEN
+                    : is_dir            ? FWD_DIR
+                                        : FWD_PLAIN,
+                    path, NOFH, NULL);
             return;
         }
         if (dht__is_root(path) && !is_dir_change(code) && code != RPC_OP_OPEN &&
             code != RPC_OP_GETATTR) {
-            forward(d, op, 0, FWD_PLAIN, path, NOFH, NULL);
+            forward(d, op, 0, FWD_DIR, path, NOFH, NULL);
             return;
         }
         break;
@@ -1069,11 +1087,15 @@ static void dht_destroy(struct cl_layer *self)
     free(d->fhs);
     free(d->volume);
     free(self->children);
+    cl_dht_cookie_map_free(d->cookies);
     pthread_mutex_destroy(&d->lock);
     pthread_mutex_destroy(&d->qlock);
     pthread_cond_destroy(&d->qcond);
     free(d);
 }
+
+/* Mapped readdir cookies kept (dht_cookies.c): about 24 bytes each. */
+#define COOKIE_SLOTS (1u << 20)
 
 struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volume)
 {
@@ -1084,9 +1106,11 @@ struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volum
         return NULL;
     d->layer.children = calloc((size_t)n, sizeof(*children));
     d->volume = strdup(volume ? volume : "");
-    if (!d->layer.children || !d->volume) {
+    d->cookies = cl_dht_cookie_map_new(COOKIE_SLOTS);
+    if (!d->layer.children || !d->volume || !d->cookies) {
         free(d->layer.children);
         free(d->volume);
+        cl_dht_cookie_map_free(d->cookies);
         free(d);
         return NULL;
     }

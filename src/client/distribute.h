@@ -57,16 +57,34 @@ int cl_dht_linkto_parse(const uint8_t *p, size_t len, int n);
 /* Readdir cookies. A merged listing's cookie names (subvolume, brick cookie).
  * Direct form (bit 61 clear): brick_cookie << bits | subvol, when the brick
  * cookie fits in 61 - bits bits; bits = the width of n - 1 (at least 1).
- * Otherwise the layer hands out bit 61 | a slot number of a per-open-handle
- * table. Both stay below 2^62, so the FUSE bridge can shift them. Cookie 0
- * is the start of subvolume 0. */
+ * Otherwise the layer hands out bit 61 | a generation << 32 | a slot of
+ * its cookie map (dht_cookies.c), which every handle of the layer reads the
+ * same way. Both stay below 2^62, so the FUSE bridge can shift them.
+ * Cookie 0 is the start of subvolume 0. */
 #define CL_DHT_COOKIE_MAPPED (1ull << 61)
+/* The cookie of the listing's last entry: the end, as a brick's end marker
+ * on ext4 (2^63 - 1); never decoded, the FUSE bridge answers it. */
+#define CL_DHT_COOKIE_END ((1ull << 63) - 1)
 int cl_dht_cookie_bits(int n);
 /* 0 and the cookie, or -ERANGE when the brick cookie does not fit. */
 int cl_dht_cookie_pack(uint64_t brick_cookie, int subvol, int bits, uint64_t *out);
 /* 0: direct (subvol, brick cookie); 1: mapped (*brick_cookie = slot);
  * -EINVAL: subvol out of range or bits above 61 set. */
 int cl_dht_cookie_unpack(uint64_t cookie, int bits, int n, int *subvol, uint64_t *brick_cookie);
+
+/* The map of mapped cookies: one slot per distinct (subvolume, brick
+ * cookie), at most max (then it starts over, and older cookies no longer
+ * decode). Thread-safe. new: NULL on ENOMEM or a max of 0 or above 2^32. */
+struct cl_dht_cookie_map;
+struct cl_dht_cookie_map *cl_dht_cookie_map_new(size_t max);
+void cl_dht_cookie_map_free(struct cl_dht_cookie_map *m);
+/* 0 and the mapped cookie of (subvol, brick cookie), or -ENOMEM. */
+int cl_dht_cookie_map_put(struct cl_dht_cookie_map *m, int subvol, uint64_t brick_cookie,
+                          uint64_t *out);
+/* 0 and what a mapped cookie names, or -EINVAL (not one of this map's, or
+ * of an older generation). */
+int cl_dht_cookie_map_get(struct cl_dht_cookie_map *m, uint64_t cookie, int *subvol,
+                          uint64_t *brick_cookie);
 
 /* Creates the layer over children[0..n) (2 <= n <= CL_DHT_MAX). NULL on
  * ENOMEM / bad n. */

@@ -174,6 +174,10 @@ int cf_lease_object_held(const struct fop *f);
  * since its request concerned path (the parent's lease, refused or
  * recalled, does not matter for what the reply leased on path itself). */
 int cf_lease_held_path(const struct fop *f, const char *path);
+/* Whether the leases bit (RPC_LEASE_READ: attributes, RPC_LEASE_NAME: the
+ * name) cover entry d of f's listing reply, still valid: a merged
+ * listing's entry carries its own, any other has the reply's. */
+int cf_lease_entry_held(const struct fop *f, const struct rpc_msg *d, unsigned bit);
 /* For a request sent outside a fop: the mark to send it with (0: leases
  * are off, ask for none), and whether no recall since it concerned path. */
 uint64_t cf_lease_mark(struct cf *cf);
@@ -181,6 +185,9 @@ int cf_lease_kept(struct cf *cf, uint64_t mark, const char *path);
 /* Kernel timeouts for f's reply: long under a lease, else the volume's. */
 double cf_lease_entry_timeout(const struct fop *f);
 double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a);
+/* The same, for what a lease held (or not) covers. */
+double cf_lease_entry_timeout_as(const struct fop *f, int held);
+double cf_lease_attr_timeout_as(const struct fop *f, int held, const struct rpc_attr *a);
 
 /* ---- known.c: answers without the brick, under leases ---- */
 int cf_known_init(struct cf *cf);

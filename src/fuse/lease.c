@@ -124,10 +124,16 @@ static struct cf_leases *granted_as(const struct fop *f, int whole)
     return (whole ? rpc_lease_whole(m) : rpc_lease_object(m)) ? L : NULL;
 }
 
+/* Whether no recall arrived since f's request was sent. */
+static int unrecalled(const struct cf_leases *L, const struct fop *f)
+{
+    return __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
+}
+
 static int held_as(const struct fop *f, int whole)
 {
     struct cf_leases *L = granted_as(f, whole);
-    return L && __atomic_load_n(&L->seq, __ATOMIC_ACQUIRE) + 1 == f->lease_seq;
+    return L && unrecalled(L, f);
 }
 
 int cf_lease_held(const struct fop *f)
@@ -138,6 +144,24 @@ int cf_lease_held(const struct fop *f)
 int cf_lease_object_held(const struct fop *f)
 {
     return held_as(f, 0);
+}
+
+/* An entry of a merged listing carries its own leases (RPC_LEASE_READ: its
+ * attributes, RPC_LEASE_NAME: its name); any other is covered by the
+ * reply's, whose whole grant covers both. */
+int cf_lease_entry_held(const struct fop *f, const struct rpc_msg *d, unsigned bit)
+{
+    struct cf_leases *L = f->cf->leases;
+    if (!L || !f->lease_seq || !f->op.reply)
+        return 0;
+    unsigned got;
+    if (rpc_has(d, RPC_T_LEASE))
+        got = (unsigned)d->lease;
+    else if (rpc_lease_whole(&f->op.reply->msg))
+        got = RPC_LEASE_READ | RPC_LEASE_NAME;
+    else
+        got = rpc_lease_object(&f->op.reply->msg) ? RPC_LEASE_READ : 0;
+    return (got & bit) == bit && unrecalled(L, f);
 }
 
 int cf_lease_held_path(const struct fop *f, const char *path)
@@ -182,24 +206,34 @@ double cf_lease_cache_timeout(struct cf *cf)
     return d;
 }
 
-double cf_lease_entry_timeout(const struct fop *f)
+double cf_lease_entry_timeout_as(const struct fop *f, int held)
 {
-    if (f->cf->entry_fixed || !cf_lease_held(f))
+    if (f->cf->entry_fixed || !held)
         return cf_entry_timeout(f->cf);
     double d;
     __atomic_load(&f->cf->leases->cache_timeout, &d, __ATOMIC_RELAXED);
     return d;
 }
 
-double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a)
+double cf_lease_attr_timeout_as(const struct fop *f, int held, const struct rpc_attr *a)
 {
     /* A change through another name of a hard-linked file recalls leases
      * on that name only: its attributes are not cached. */
-    if (f->cf->attr_fixed || !cf_lease_object_held(f) || (!S_ISDIR(a->mode) && a->nlink > 1))
+    if (f->cf->attr_fixed || !held || (!S_ISDIR(a->mode) && a->nlink > 1))
         return cf_attr_timeout(f->cf);
     double d;
     __atomic_load(&f->cf->leases->cache_timeout, &d, __ATOMIC_RELAXED);
     return d;
+}
+
+double cf_lease_entry_timeout(const struct fop *f)
+{
+    return cf_lease_entry_timeout_as(f, cf_lease_held(f));
+}
+
+double cf_lease_attr_timeout(const struct fop *f, const struct rpc_attr *a)
+{
+    return cf_lease_attr_timeout_as(f, cf_lease_object_held(f), a);
 }
 
 /* ---- recalls ---- */

@@ -131,21 +131,33 @@ static int open_lazy(fuse_req_t req, struct fuse_file_info *fi, fuse_ino_t ino, 
     return 1;
 }
 
+/* Under the reply lock: a directory whose listing was fetched ahead under
+ * the lease, with no recall since, is as one listed under it (serve_ahead
+ * says so once it serves), and the kernel may keep that listing from this
+ * open on (cf_known_dir_cache). -1: no such listing. */
+static int ahead_cache(struct cf *cf, fuse_ino_t ino)
+{
+    if (!cf_lsa_has(cf, ino))
+        return -1;
+    cf_known_leased(cf, ino);
+    return cf_known_dir_cache(cf, ino);
+}
+
 void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct cf *cf = fuse_req_userdata(req);
     cf_reply_begin(cf);
     /* The kernel lists it from its cache, or its listing was fetched ahead
      * (lsahead.c): no brick handle unless something needs one. */
-    int done = cf_known_dir_cache_kept(cf, ino) ? open_lazy(req, fi, ino, 2)
-               : cf_lsa_has(cf, ino) ? open_lazy(req, fi, ino, cf_known_dir_cache(cf, ino))
-                                     : 0;
+    int cache = cf_known_dir_cache_kept(cf, ino) ? 2 : ahead_cache(cf, ino);
+    int done = cache >= 0 && open_lazy(req, fi, ino, cache);
     cf_reply_end(cf);
     if (done)
         return;
     if (cf_lsa_unwant(cf, ino)) {
         cf_reply_begin(cf);
-        done = open_lazy(req, fi, ino, cf_known_dir_cache(cf, ino));
+        cache = ahead_cache(cf, ino);
+        done = cache >= 0 && open_lazy(req, fi, ino, cache);
         cf_reply_end(cf);
         if (done)
             return;
@@ -161,6 +173,11 @@ void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fop_submit(f);
 }
 
+static int is_dots(const char *name)
+{
+    return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+}
+
 /* Adds one entry; returns 0, or 1 when the buffer is full. *sub (when not
  * NULL): the node of a subdirectory listed under the lease, else 0. */
 static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
@@ -170,7 +187,7 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         *sub = 0;
     char *buf = (char *)f->data + f->pos;
     size_t room = f->size - f->pos;
-    int dots = name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+    int dots = is_dots(name);
     if (!plus) {
         struct stat st = {0};
         if (dots) {
@@ -200,15 +217,31 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         e.ino =
             cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, S_ISDIR(d->attr.mode), &err);
         rpc_attr_to_stat(&d->attr, &e.attr);
-        e.attr_timeout = cf_lease_attr_timeout(f, &d->attr);
-        e.entry_timeout = cf_lease_entry_timeout(f);
+        int attr = cf_lease_entry_held(f, d, RPC_LEASE_READ);
+        int named = cf_lease_entry_held(f, d, RPC_LEASE_NAME);
+        e.attr_timeout = cf_lease_attr_timeout_as(f, attr, &d->attr);
+        e.entry_timeout = cf_lease_entry_timeout_as(f, named);
+        struct stat known;
+        if (e.ino && !attr && S_ISDIR(e.attr.st_mode) && cf_known_attr(f->cf, e.ino, &known) &&
+            S_ISDIR(known.st_mode)) {
+            /* A merged listing's directory (its attributes merge every
+             * copy's): what this mount holds under the directory's own
+             * lease, which the kernel has too. Another copy's would set
+             * the kernel's back, and a changed mtime drops the listing the
+             * kernel keeps for it. */
+            e.attr = known;
+            e.attr_timeout = cf_lease_cache_timeout(f->cf);
+        }
         if (!e.ino) {
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);
-        } else if (cf_lease_held(f)) {
-            cf_known_leased_as(f->cf, e.ino, &e.attr, 1);
-            if (rpc_has(d, RPC_T_NOXATTRS))
-                cf_known_noxattrs(f->cf, e.ino);
-            if (sub && S_ISDIR(d->attr.mode))
+        } else {
+            if (attr) {
+                cf_known_leased_as(f->cf, e.ino, &e.attr, 1);
+                if (rpc_has(d, RPC_T_NOXATTRS))
+                    cf_known_noxattrs(f->cf, e.ino);
+            }
+            /* Its listing is fetched ahead under its own leases. */
+            if (sub && named && S_ISDIR(d->attr.mode))
                 *sub = e.ino;
         }
     } else {
@@ -230,6 +263,24 @@ static int decode_dirent(const struct rpc_field *fld, struct rpc_msg *d, char na
         memchr(d->name.p, 0, d->name.len))
         return -EPROTO;
     return 0;
+}
+
+/* The entries of a READDIR reply the kernel gets (not "." and ".."): the
+ * last of a listing's is given the end offset, so that the kernel's next
+ * READDIR, which would find nothing, is answered at once. */
+static size_t count_entries(const struct rpc_frame *r)
+{
+    struct rpc_iter it;
+    struct rpc_field fld;
+    size_t n = 0;
+    rpc_iter_init(&it, r->body, r->hdr.body_len);
+    while (rpc_iter_next(&it, &fld) > 0) {
+        struct rpc_msg d;
+        char name[NAME_MAX + 1];
+        if (fld.tag == RPC_T_DIRENT && decode_dirent(&fld, &d, name) == 0 && !is_dots(name))
+            n++;
+    }
+    return n;
 }
 
 /* Subdirectories a reply showed, whose listings are fetched ahead once the
@@ -264,6 +315,8 @@ static void readdir_cb(struct cl_op *op)
     uint64_t last_cookie = 0, sub;
     int full = 0, seen = 0, rc;
     struct subs subs = {.n = 0};
+    int eof = rpc_has(&r->msg, RPC_T_EOF) && r->msg.eof;
+    size_t left = eof ? count_entries(r) : SIZE_MAX;
     /* Held to the reply: the entries' timeouts depend on the lease. */
     cf_reply_begin(f->cf);
     rpc_iter_init(&it, r->body, r->hdr.body_len);
@@ -278,9 +331,9 @@ static void readdir_cb(struct cl_op *op)
         }
         seen++;
         last_cookie = d.offset;
-        if (!strcmp(name, ".") || !strcmp(name, ".."))
+        if (is_dots(name))
             continue; /* we add our own */
-        full = add_entry(f, plus, name, kernel_off(d.offset), &d, 0, &sub);
+        full = add_entry(f, plus, name, --left ? kernel_off(d.offset) : OFF_END, &d, 0, &sub);
         note_sub(&subs, sub);
     }
     /* The kernel may cache this listing (opendir_cb): only under the lease. */
@@ -288,7 +341,6 @@ static void readdir_cb(struct cl_op *op)
         cf_known_leased(f->cf, f->parent);
     else
         cf_known_dir_uncached(f->cf, f->parent);
-    int eof = rpc_has(&r->msg, RPC_T_EOF) && r->msg.eof;
     if (!full && f->pos == 0 && !eof) {
         cf_reply_end(f->cf);
         if (!seen || kernel_off(last_cookie) == OFF_END)
@@ -324,6 +376,9 @@ static int serve_ahead(struct fop *f, uint64_t cookie)
      * and a reply lent for cf_lease_held, taken back before fop_free. */
     f->lease_seq = l->mark;
     f->op.reply = l->fr[0];
+    size_t left = 0;
+    for (size_t i = 0; i < l->n; i++)
+        left += count_entries(l->fr[i]);
     for (size_t i = 0; i < l->n && !full && !bad; i++) {
         struct rpc_iter it;
         struct rpc_field fld;
@@ -338,13 +393,14 @@ static int serve_ahead(struct fop *f, uint64_t cookie)
                 bad = 1; /* the bricks are asked again, and their error returned */
                 break;
             }
+            if (is_dots(name))
+                continue;
+            --left;
             if (!started) {
                 started = d.offset == cookie;
                 continue;
             }
-            if (!strcmp(name, ".") || !strcmp(name, ".."))
-                continue;
-            full = add_entry(f, plus, name, kernel_off(d.offset), &d, 0, &sub);
+            full = add_entry(f, plus, name, left ? kernel_off(d.offset) : OFF_END, &d, 0, &sub);
             note_sub(&subs, sub);
         }
     }

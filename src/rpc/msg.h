@@ -145,7 +145,10 @@ enum rpc_tag {
  * leases on PATH and on PATH's parent (READDIR: the directory and every
  * entry returned); the reply's LEASE says which were granted: READ, the
  * lease on PATH (READDIR: on the directory and every entry), and NAME as
- * well when the parent's was granted too or the request asks for none. */
+ * well when the parent's was granted too or the request asks for none.
+ * A merged listing's DIRENT (the distribute layer's, never on the wire)
+ * carries its own LEASE: READ covers the entry's attributes, NAME its
+ * name; the reply's then covers the listing as a whole. */
 #define RPC_LEASE_READ 1u
 /* MKDIR only: an exclusive lease on the new directory. Until it is recalled,
  * no other client reaches the directory or its entries: the brick holds

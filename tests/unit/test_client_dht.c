@@ -144,6 +144,48 @@ static void test_cookies(void)
     CHECK_EQ(cl_dht_cookie_unpack(1ull << 62, bits, 3, &s, &bc), -EINVAL);
 }
 
+/* Mapped cookies decode the same from any handle, one slot per distinct
+ * (subvolume, brick cookie), and stop decoding once the map starts over. */
+static void test_cookie_map(void)
+{
+    CHECK(cl_dht_cookie_map_new(0) == NULL);
+    struct cl_dht_cookie_map *m = cl_dht_cookie_map_new(3000);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    uint64_t big = (1ull << 63) - 12345, c[2000], again;
+    int s, bits = cl_dht_cookie_bits(3);
+    for (int k = 0; k < 2000; k++) {
+        CHECK_EQ(cl_dht_cookie_map_put(m, k % 3, big - (uint64_t)k, &c[k]), 0);
+        CHECK(c[k] & CL_DHT_COOKIE_MAPPED);
+        CHECK(c[k] >> 62 == 0);
+        CHECK_EQ(cl_dht_cookie_unpack(c[k], bits, 3, &s, &again), 1);
+    }
+    for (int k = 0; k < 2000; k++) {
+        uint64_t bc;
+        CHECK_EQ(cl_dht_cookie_map_get(m, c[k], &s, &bc), 0);
+        CHECK_EQ(s, k % 3);
+        CHECK_EQ(bc, big - (uint64_t)k);
+        /* the same pair again: the same cookie */
+        CHECK_EQ(cl_dht_cookie_map_put(m, k % 3, big - (uint64_t)k, &again), 0);
+        CHECK_EQ(again, c[k]);
+    }
+    /* the same brick cookie of another subvolume is another slot */
+    CHECK_EQ(cl_dht_cookie_map_put(m, 2, big, &again), 0);
+    CHECK(again != c[0]);
+    /* not a mapped cookie, or a slot never handed out */
+    uint64_t bc;
+    CHECK_EQ(cl_dht_cookie_map_get(m, 12345, &s, &bc), -EINVAL);
+    CHECK_EQ(cl_dht_cookie_map_get(m, CL_DHT_COOKIE_MAPPED | 2999, &s, &bc), -EINVAL);
+    /* full: it starts over, and the older cookies no longer decode */
+    for (int k = 0; k < 1500; k++)
+        CHECK_EQ(cl_dht_cookie_map_put(m, 0, (uint64_t)k << 40, &again), 0);
+    CHECK_EQ(cl_dht_cookie_map_get(m, c[0], &s, &bc), -EINVAL);
+    CHECK_EQ(cl_dht_cookie_map_get(m, again, &s, &bc), 0);
+    CHECK_EQ(bc, 1499ull << 40);
+    cl_dht_cookie_map_free(m);
+}
+
 int main(void)
 {
     test_hash();
@@ -152,5 +194,6 @@ int main(void)
     test_bad_layouts();
     test_linkto();
     test_cookies();
+    test_cookie_map();
     return check_summary("test_client_dht");
 }
