@@ -45,7 +45,7 @@ static void dir_attr_finish(struct dht *d, struct cl_op *op, struct cl_op *subs,
                 base = i, st = 0; /* another copy answers for a down one */
         if (st < 0) {
             dht__release_all(d, subs, mask);
-            cl_op_complete(op, st, NULL);
+            dht__complete_op(op, st, NULL);
             return;
         }
     }
@@ -68,10 +68,10 @@ static void dir_attr_finish(struct dht *d, struct cl_op *op, struct cl_op *subs,
         dht__dir_lease(d, subs, mask, r);
         subs[base].reply = NULL;
         dht__release_all(d, subs, mask);
-        cl_op_complete(op, 0, r);
+        dht__complete_op(op, 0, r);
     } else {
         dht__release_all(d, subs, mask);
-        cl_op_complete(op, st, NULL);
+        dht__complete_op(op, st, NULL);
     }
 }
 
@@ -79,6 +79,7 @@ struct dirfan {
     struct dht *d;
     struct cl_op *parent;
     int base, remaining;
+    uint32_t rounds; /* of the operation before the fan-out */
     uint64_t mask;
     struct cl_op subs[]; /* one per subvolume */
 };
@@ -87,6 +88,11 @@ static void dirfan_done_cb(struct cl_op *sub)
 {
     struct dirfan *f = sub->ctx;
     if (__atomic_sub_fetch(&f->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+        uint32_t most = 0;
+        for (int i = 0; i < f->d->n; i++)
+            if ((f->mask >> i & 1) && f->subs[i].rounds > most)
+                most = f->subs[i].rounds;
+        dht__rounds_start(f->rounds + most);
         dir_attr_finish(f->d, f->parent, f->subs, f->mask, f->base);
         free(f);
     }
@@ -101,12 +107,13 @@ void dht__dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh *
 {
     struct dirfan *f = calloc(1, sizeof(*f) + (size_t)d->n * sizeof(struct cl_op));
     if (!f) {
-        cl_op_complete(op, -ENOMEM, NULL);
+        dht__complete_op(op, -ENOMEM, NULL);
         return;
     }
     f->d = d;
     f->parent = op;
     f->base = base;
+    f->rounds = dht__rounds_now();
     uint64_t down = dht__down_mask(d);
     for (int i = 0; i < d->n; i++) {
         if ((h && h->fh[i] == NOFH) || (down >> i & 1))
@@ -122,7 +129,7 @@ void dht__dir_attr(struct dht *d, struct cl_op *op, int base, const struct dfh *
     }
     if (!f->mask) {
         free(f);
-        cl_op_complete(op, -ENOTCONN, NULL);
+        dht__complete_op(op, -ENOTCONN, NULL);
         return;
     }
     /* f may be gone once the last one is submitted: work from copies. */
@@ -165,7 +172,7 @@ void dht__do_statfs(struct dht *d, struct cl_op *op)
             sum.namemax = s->namemax;
     }
     if (first < 0) {
-        cl_op_complete(op, st ? st : -ENOTCONN, NULL);
+        dht__complete_op(op, st ? st : -ENOTCONN, NULL);
     } else {
         /* A subvolume down shrinks the totals rather than failing df. */
         struct rpc_frame *r = subs[first].reply;
@@ -183,7 +190,7 @@ void dht__do_statfs(struct dht *d, struct cl_op *op)
         } else {
             rpc_buf_free(&b);
         }
-        cl_op_complete(op, 0, r);
+        dht__complete_op(op, 0, r);
     }
     dht__release_all(d, subs, dht__all_mask(d));
 }
@@ -195,7 +202,7 @@ void dht__do_opendir(struct dht *d, struct cl_op *op, const char *path)
     struct dfh *h = calloc(1, sizeof(*h));
     if (!h || !(h->path = strdup(path))) {
         dht__dfh_free(h);
-        cl_op_complete(op, -ENOMEM, NULL);
+        dht__complete_op(op, -ENOMEM, NULL);
         return;
     }
     h->is_dir = 1;
@@ -236,7 +243,7 @@ void dht__do_opendir(struct dht *d, struct cl_op *op, const char *path)
                 cl_op_release(&r);
             }
         dht__dfh_free(h);
-        cl_op_complete(op, st ? st : -ENOENT, NULL);
+        dht__complete_op(op, st ? st : -ENOENT, NULL);
     }
     dht__release_all(d, subs, dht__all_mask(d));
 }
@@ -282,7 +289,7 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
     } else if (k == 1)
         k = cl_dht_cookie_map_get(d->cookies, op->args.offset, &i, &bc);
     if (k < 0) {
-        cl_op_complete(op, -EINVAL, NULL);
+        dht__complete_op(op, -EINVAL, NULL);
         return;
     }
     int first = h->subvol; /* directories are listed from this subvolume only */
@@ -428,7 +435,7 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
         st = -ENOMEM;
     if (st < 0) {
         rpc_buf_free(&out);
-        cl_op_complete(op, st, NULL);
+        dht__complete_op(op, st, NULL);
         return;
     }
     fr->body = out.data;
@@ -437,10 +444,10 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
     fr->hdr.opcode = RPC_OP_READDIR;
     if (rpc_msg_decode(fr->body, out.len, &fr->msg, NULL) < 0) {
         rpc_frame_free(fr);
-        cl_op_complete(op, -EPROTO, NULL);
+        dht__complete_op(op, -EPROTO, NULL);
         return;
     }
-    cl_op_complete(op, 0, fr);
+    dht__complete_op(op, 0, fr);
 }
 
 void dht__do_dir_fh(struct dht *d, struct cl_op *op, struct dfh *h)
@@ -461,7 +468,7 @@ void dht__do_dir_fh(struct dht *d, struct cl_op *op, struct dfh *h)
         dht__fan_run(d, subs, mask);
         dht__release_all(d, subs, mask);
         dht__dfh_free(h);
-        cl_op_complete(op, 0, NULL);
+        dht__complete_op(op, 0, NULL);
     } else if (code == RPC_OP_FSYNC || code == RPC_OP_SETATTR || code == RPC_OP_SETXATTR ||
                code == RPC_OP_REMOVEXATTR) {
         dht__every(d, op, h->subvol, h);

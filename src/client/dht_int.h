@@ -71,6 +71,14 @@ struct dht {
 };
 
 /* ---- distribute.c ---- */
+/* Round trips (struct cl_op's rounds): the thread serving an operation
+ * counts those of its sequential phases (dht__run: the sub-operation's;
+ * dht__fan_run: the largest of those run at once), starting from what the
+ * operation cost before it reached this thread (dht__rounds_start), and
+ * dht__complete_op sets them on the operation as it completes it. */
+void dht__rounds_start(uint32_t rounds);
+uint32_t dht__rounds_now(void);
+void dht__complete_op(struct cl_op *op, int status, struct rpc_frame *reply);
 uint64_t dht__all_mask(struct dht *d);
 void dht__cache_drop(struct dht *d, const char *path);
 void dht__cache_drop_all(struct dht *d);

@@ -101,7 +101,7 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
 {
     int h, rc = dht__down_mask(d) ? -ENOTCONN : dht__hashed(d, path, &h);
     if (rc < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     struct cl_dht_layout l;
@@ -135,14 +135,14 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
         struct rpc_frame *r = subs[h].reply;
         dht__dir_lease(d, subs, made, r);
         subs[h].reply = NULL;
-        cl_op_complete(op, 0, r);
+        dht__complete_op(op, 0, r);
     } else if (st == -EEXIST && made) {
         /* Another client's mkdir of this name won on the hashed subvolume
          * (or a copy was missing here): the copies we made may already be
          * the winner's, so never just remove them; make them copies of the
          * hashed subvolume's directory (its gfid). */
         converge(d, path, h);
-        cl_op_complete(op, -EEXIST, NULL);
+        dht__complete_op(op, -EEXIST, NULL);
     } else {
         /* Undo: a directory on some subvolumes only is worse than none. */
         uint64_t undo = 0;
@@ -155,7 +155,7 @@ void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
             }
         dht__fan_run(d, rm, undo);
         dht__release_all(d, rm, undo);
-        cl_op_complete(op, st, NULL);
+        dht__complete_op(op, st, NULL);
     }
     dht__release_all(d, subs, dht__all_mask(d));
 }
@@ -164,7 +164,7 @@ void dht__do_rmdir(struct dht *d, struct cl_op *op, const char *path)
 {
     int h, rc = dht__down_mask(d) ? -ENOTCONN : dht__hashed(d, path, &h);
     if (rc < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     struct cl_op subs[CL_DHT_MAX];
@@ -189,7 +189,7 @@ void dht__do_rmdir(struct dht *d, struct cl_op *op, const char *path)
          * back where it went, with the surviving copy's id and owner. */
         remake_dirs(d, path, removed, failed, 0);
     }
-    cl_op_complete(op, st, NULL);
+    dht__complete_op(op, st, NULL);
     dht__release_all(d, subs, dht__all_mask(d));
 }
 
@@ -230,7 +230,7 @@ void dht__do_unlink(struct dht *d, struct cl_op *op, const char *path)
     if (rc == 0)
         rc = dht__hashed(d, path, &h);
     if (rc < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     struct cl_op s;
@@ -255,11 +255,11 @@ void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *
     if (rc == 0 && is_dir)
         rc = -EPERM;
     if (rc < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     if (h2 != c && (rc = make_linkto(d, h2, dst, c)) < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     struct cl_op s;
@@ -312,7 +312,7 @@ static void do_exchange(struct dht *d, struct cl_op *op, const char *a, const ch
     if ((rc = dht__locate(d, &op->args, a, &ca, &da)) < 0 ||
         (rc = dht__locate(d, &op->args, b, &cb, &db)) < 0 || (rc = dht__hashed(d, a, &ha)) < 0 ||
         (rc = dht__hashed(d, b, &hb)) < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     if (da && db) {
@@ -321,36 +321,36 @@ static void do_exchange(struct dht *d, struct cl_op *op, const char *a, const ch
         return;
     }
     if (dht__down_mask(d)) {
-        cl_op_complete(op, -ENOTCONN, NULL);
+        dht__complete_op(op, -ENOTCONN, NULL);
         return;
     }
     dht__cache_drop(d, a);
     dht__cache_drop(d, b);
     if (!da && !db && ca == cb) {
-        cl_op_complete(op, rename_on(d, ca, a, b, RENAME_EXCHANGE), NULL);
+        dht__complete_op(op, rename_on(d, ca, a, b, RENAME_EXCHANGE), NULL);
         return;
     }
     if (!da && !db) {
         if ((rc = rename_on(d, ca, a, b, 0)) < 0) {
-            cl_op_complete(op, rc, NULL);
+            dht__complete_op(op, rc, NULL);
             return;
         }
         if ((rc = rename_on(d, cb, b, a, 0)) < 0) {
             rename_on(d, ca, b, a, 0); /* put a back */
-            cl_op_complete(op, rc, NULL);
+            dht__complete_op(op, rc, NULL);
             return;
         }
         /* a's data (on ca) is now named b, b's (on cb) a */
         relink(d, a, ha, cb, ha != ca && ha != cb);
         relink(d, b, hb, ca, hb != ca && hb != cb);
-        cl_op_complete(op, 0, NULL);
+        dht__complete_op(op, 0, NULL);
         return;
     }
     /* a file f (on cf) and a directory g */
     const char *f = da ? b : a, *g = da ? a : b;
     int cf = da ? cb : ca, hf = da ? hb : ha, hg = da ? ha : hb;
     if ((rc = rename_on(d, cf, a, b, RENAME_EXCHANGE)) < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     for (int j = 0; j < d->n && rc == 0; j++) {
@@ -366,7 +366,7 @@ static void do_exchange(struct dht *d, struct cl_op *op, const char *a, const ch
     /* the file is now named g, its data still on cf */
     relink(d, g, hg, cf, 0);
     dht__cache_drop_all(d);
-    cl_op_complete(op, rc, NULL);
+    dht__complete_op(op, rc, NULL);
 }
 
 void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char *dst)
@@ -377,7 +377,7 @@ void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char
     }
     int c, is_dir, rc = dht__locate(d, &op->args, src, &c, &is_dir);
     if (rc < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     if (is_dir) {
@@ -387,11 +387,11 @@ void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char
         int cd, dst_dir;
         rc = dht__locate(d, &op->args, dst, &cd, &dst_dir);
         if (rc == 0 && !dst_dir) {
-            cl_op_complete(op, -ENOTDIR, NULL);
+            dht__complete_op(op, -ENOTDIR, NULL);
             return;
         }
         if (rc < 0 && rc != -ENOENT) {
-            cl_op_complete(op, rc, NULL);
+            dht__complete_op(op, rc, NULL);
             return;
         }
         dht__every(d, op, c, NULL);
@@ -400,19 +400,19 @@ void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char
     }
     int hs, hd, cd = -1, dst_dir = 0;
     if ((rc = dht__hashed(d, src, &hs)) < 0 || (rc = dht__hashed(d, dst, &hd)) < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     rc = dht__locate(d, &op->args, dst, &cd, &dst_dir);
     if (rc < 0 && rc != -ENOENT) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     if (rc == -ENOENT)
         cd = -1;
     uint64_t fl = rpc_has(&op->args, RPC_T_FLAGS) ? op->args.flags : 0;
     if ((fl & RENAME_NOREPLACE) && cd >= 0) {
-        cl_op_complete(op, -EEXIST, NULL);
+        dht__complete_op(op, -EEXIST, NULL);
         return;
     }
     if (dst_dir && cd >= 0)

@@ -313,7 +313,7 @@ static void complete_passing(struct cl_op *op, struct cl_op *sub)
     struct rpc_frame *r = sub->reply;
     sub->reply = NULL;
     pass_lease(sub->args.op, r);
-    cl_op_complete(op, sub->status, r);
+    dht__complete_op(op, sub->status, r);
 }
 
 /* Passes up on r the lease bits every subvolume granted for a directory
@@ -360,6 +360,24 @@ uint64_t dht__down_mask(struct dht *d)
     return m;
 }
 
+static __thread uint32_t rounds_here;
+
+void dht__rounds_start(uint32_t rounds)
+{
+    rounds_here = rounds;
+}
+
+uint32_t dht__rounds_now(void)
+{
+    return rounds_here;
+}
+
+void dht__complete_op(struct cl_op *op, int status, struct rpc_frame *reply)
+{
+    op->rounds = rounds_here;
+    cl_op_complete(op, status, reply);
+}
+
 int dht__run(struct dht *d, int i, struct cl_op *sub)
 {
     if (child_down(d, i)) {
@@ -367,7 +385,9 @@ int dht__run(struct dht *d, int i, struct cl_op *sub)
         sub->reply = NULL;
         return -ENOTCONN;
     }
-    return cl_op_run(d->layer.children[i], sub);
+    int rc = cl_op_run(d->layer.children[i], sub);
+    rounds_here += sub->rounds;
+    return rc;
 }
 
 struct fan_wait {
@@ -412,6 +432,11 @@ void dht__fan_run(struct dht *d, struct cl_op *subs, uint64_t mask)
     while (w.remaining > 0)
         pthread_cond_wait(&w.cond, &w.lock);
     pthread_mutex_unlock(&w.lock);
+    uint32_t most = 0;
+    for (int i = 0; i < d->n; i++)
+        if ((mask >> i & 1) && subs[i].rounds > most)
+            most = subs[i].rounds;
+    rounds_here += most;
     pthread_mutex_destroy(&w.lock);
     pthread_cond_destroy(&w.cond);
 }
@@ -589,7 +614,7 @@ void dht__complete_sub(struct cl_op *op, struct cl_op *sub)
     struct rpc_frame *r = sub->reply;
     sub->reply = NULL;
     dht__no_lease(r);
-    cl_op_complete(op, sub->status, r);
+    dht__complete_op(op, sub->status, r);
 }
 
 static void free_op_cb(struct cl_op *op)
@@ -604,7 +629,7 @@ static void complete_open(struct dht *d, struct cl_op *op, int i, struct cl_op *
     if (sub->status < 0 || !rpc_has(&sub->reply->msg, RPC_T_FH)) {
         int st = sub->status < 0 ? sub->status : -EPROTO;
         cl_op_release(sub);
-        cl_op_complete(op, st, NULL);
+        dht__complete_op(op, st, NULL);
         return;
     }
     struct dfh *h = calloc(1, sizeof(*h));
@@ -618,7 +643,7 @@ static void complete_open(struct dht *d, struct cl_op *op, int i, struct cl_op *
             cl_submit(d->layer.children[i], r);
         }
         cl_op_release(sub);
-        cl_op_complete(op, -ENOMEM, NULL);
+        dht__complete_op(op, -ENOMEM, NULL);
         return;
     }
     h->subvol = i;
@@ -651,7 +676,7 @@ void dht__every(struct dht *d, struct cl_op *op, int primary, const struct dfh *
     uint64_t mask = 0;
     if (op->args.op != RPC_OP_FSYNC && dht__down_mask(d)) {
         /* A directory change must reach every copy: refuse it whole. */
-        cl_op_complete(op, -ENOTCONN, NULL);
+        dht__complete_op(op, -ENOTCONN, NULL);
         return;
     }
     for (int i = 0; i < d->n; i++) {
@@ -663,7 +688,7 @@ void dht__every(struct dht *d, struct cl_op *op, int primary, const struct dfh *
         mask |= 1ull << i;
     }
     if (!mask) {
-        cl_op_complete(op, -ENOTCONN, NULL);
+        dht__complete_op(op, -ENOTCONN, NULL);
         return;
     }
     dht__fan_run(d, subs, mask);
@@ -679,7 +704,7 @@ void dht__every(struct dht *d, struct cl_op *op, int primary, const struct dfh *
         if (subs[primary].status == 0)
             log_warn("volume %s: %s failed on some subvolumes: %s", d->volume,
                      rpc_op_name((unsigned)op->args.op), strerror(-st));
-        cl_op_complete(op, st, NULL);
+        dht__complete_op(op, st, NULL);
     }
     dht__release_all(d, subs, mask);
 }
@@ -698,8 +723,8 @@ static void slow(struct dht *d, struct cl_op *op)
     if (rpc_has(&op->args, RPC_T_FH)) {
         struct dfh *h = fh_get(d, op->args.fh);
         if (!h)
-            cl_op_complete(op, code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR ? 0 : -EBADF,
-                           NULL);
+            dht__complete_op(op, code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR ? 0 : -EBADF,
+                             NULL);
         else
             dht__do_dir_fh(d, op, h);
         return;
@@ -711,7 +736,7 @@ static void slow(struct dht *d, struct cl_op *op)
     else if (rc == 0 && (code == RPC_OP_RENAME || code == RPC_OP_LINK))
         rc = -EINVAL;
     if (rc < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     int where, is_dir, h;
@@ -734,7 +759,7 @@ static void slow(struct dht *d, struct cl_op *op)
             dht__dir_attr(d, op, where, NULL);
             return;
         }
-        cl_op_complete(op, rc, r);
+        dht__complete_op(op, rc, r);
         return;
     }
     case RPC_OP_MKDIR:
@@ -763,7 +788,7 @@ static void slow(struct dht *d, struct cl_op *op)
     case RPC_OP_SYMLINK:
     case RPC_OP_MAKE_FILE:
         if ((rc = dht__hashed(d, path, &h)) < 0) {
-            cl_op_complete(op, rc, NULL);
+            dht__complete_op(op, rc, NULL);
             return;
         }
         dht__cache_drop(d, path);
@@ -773,7 +798,7 @@ static void slow(struct dht *d, struct cl_op *op)
         break;
     }
     if ((rc = dht__locate(d, &op->args, path, &where, &is_dir)) < 0) {
-        cl_op_complete(op, rc, NULL);
+        dht__complete_op(op, rc, NULL);
         return;
     }
     if (is_dir && is_dir_change(code))
@@ -798,6 +823,7 @@ static void *worker(void *arg)
         if (!d->qhead)
             d->qtail = NULL;
         pthread_mutex_unlock(&d->qlock);
+        rounds_here = j->op->rounds; /* what it cost before it was queued */
         slow(d, j->op);
         free(j);
         pthread_mutex_lock(&d->qlock);
@@ -810,16 +836,17 @@ static void enqueue(struct dht *d, struct cl_op *op)
 {
     struct job *j = malloc(sizeof(*j));
     if (!j) {
-        cl_op_complete(op, -ENOMEM, NULL);
+        dht__complete_op(op, -ENOMEM, NULL);
         return;
     }
     j->op = op;
     j->next = NULL;
+    op->rounds = rounds_here;
     pthread_mutex_lock(&d->qlock);
     if (d->stopping) {
         pthread_mutex_unlock(&d->qlock);
         free(j);
-        cl_op_complete(op, -ENOTCONN, NULL);
+        dht__complete_op(op, -ENOTCONN, NULL);
         return;
     }
     if (d->qtail)
@@ -841,6 +868,7 @@ struct fwd {
     struct cl_op *parent;
     struct cl_op sub;
     int subvol;
+    uint32_t rounds; /* of the operation before it was forwarded */
     enum fwd_kind kind;
     struct dfh *h; /* FWD_RELEASE: freed when the child answered */
     char path[];
@@ -852,6 +880,7 @@ static void fwd_done_cb(struct cl_op *sub)
     struct dht *d = w->d;
     struct cl_op *op = w->parent;
     int st = sub->status;
+    rounds_here = w->rounds + sub->rounds;
     if (w->kind == FWD_RELEASE) {
         dht__dfh_free(w->h);
     } else if (w->kind == FWD_UNLINK) {
@@ -928,18 +957,19 @@ static void forward(struct dht *d, struct cl_op *op, int i, enum fwd_kind kind, 
     if (child_down(d, i)) {
         if (kind == FWD_RELEASE)
             dht__dfh_free(h); /* its handle died with the connection */
-        cl_op_complete(op, kind == FWD_RELEASE ? 0 : -ENOTCONN, NULL);
+        dht__complete_op(op, kind == FWD_RELEASE ? 0 : -ENOTCONN, NULL);
         return;
     }
     size_t pl = path ? strlen(path) : 0;
     struct fwd *w = malloc(sizeof(*w) + pl + 1);
     if (!w) {
-        cl_op_complete(op, -ENOMEM, NULL);
+        dht__complete_op(op, -ENOMEM, NULL);
         return;
     }
     w->d = d;
     w->parent = op;
     w->subvol = i;
+    w->rounds = rounds_here;
     w->kind = kind;
     w->h = h;
     memcpy(w->path, path ? path : "", pl + 1);
@@ -970,16 +1000,17 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
 {
     struct dht *d = self->priv;
     unsigned code = (unsigned)op->args.op;
+    rounds_here = 0;
     if (code == RPC_OP_MARK || code == RPC_OP_INDEX || code == RPC_OP_UNMARK ||
         code == RPC_OP_COMPOUND) {
-        cl_op_complete(op, -ENOTSUP, NULL);
+        dht__complete_op(op, -ENOTSUP, NULL);
         return;
     }
     if (rpc_has(&op->args, RPC_T_FH)) {
         struct dfh *h = fh_get(d, op->args.fh);
         if (!h) {
-            cl_op_complete(op, code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR ? 0 : -EBADF,
-                           NULL);
+            dht__complete_op(op, code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR ? 0 : -EBADF,
+                             NULL);
         } else if (h->is_dir && code != RPC_OP_GETLK && code != RPC_OP_SETLK &&
                    code != RPC_OP_FLOCK) {
             enqueue(d, op);

@@ -180,3 +180,30 @@ def test_listing_resumes_on_another_handle(dvol):
         got = [n for n, _ in seen if n not in (".", "..")]
         assert len(got) == len(set(got)), "an entry listed twice"
         assert set(got) == names
+
+
+def io_rounds(mnt, fop):
+    """(calls, round trips) of fop in the mount's io-stats."""
+    text = os.getxattr(mnt, "trusted.cairn.io-stats").decode()
+    m = re.search(rf"^{fop}\s+(\d+)\s+(\d+)\s", text, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def test_round_trips_counted_through_the_layer(dvol):
+    """The mount's io-stats count the round trips of what the layer asked
+    the bricks for an operation: a listing of three small copies is one
+    page read from each in turn, a file's first lookup at least one."""
+    c, bricks, mnt = dvol
+    d = os.path.join(mnt, "d")
+    os.mkdir(d)
+    for k in range(12):
+        open(os.path.join(d, f"f{k}"), "wb").close()
+    fsync_dir(d)
+    assert set(on_brick(bricks, "d").values()) == {0, 1, 2}
+    other = c.mount("lv", os.path.join(c.root, "mnt2")).path
+    os.stat(os.path.join(other, "d", "f0"))
+    calls, rounds = io_rounds(other, "LOOKUP")
+    assert calls >= 2 and rounds >= calls
+    os.listdir(os.path.join(other, "d"))
+    calls, rounds = io_rounds(other, "READDIR")
+    assert calls >= 1 and rounds >= 3
