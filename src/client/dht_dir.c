@@ -267,6 +267,139 @@ static int is_linkto(struct dht *d, struct dfh *h, int i, const char *name)
     return dht__get_xattr(d, i, path, CL_DHT_XATTR_LINKTO, v, sizeof(v), &vl) == 0;
 }
 
+/* The directories a page of the listing on first shows, each with its
+ * attributes merged with every other copy's (the latest times, as
+ * dir_attr_finish) and the lease bits to pass up with it: the name's from
+ * first, the attributes' when every copy granted its lease. The other
+ * copies are asked at once, DIRS_AT_ONCE directories at a time; a copy
+ * that does not answer leaves that directory's attributes unleased. */
+#define DIRS_AT_ONCE 32
+
+struct dir_copies {
+    size_t n;
+    struct rpc_attr *attr;
+    unsigned *lease;
+};
+
+static void dir_copies_free(struct dir_copies *c)
+{
+    free(c->attr);
+    free(c->lease);
+    c->attr = NULL;
+    c->lease = NULL;
+    c->n = 0;
+}
+
+/* Directory entries of r (not "." or ".."), in order: their names and
+ * first's attributes (a mode of 0: none given). 0, or -ENOMEM. */
+static int dir_entries(const struct rpc_frame *r, char ***names, struct dir_copies *c)
+{
+    struct rpc_iter it;
+    struct rpc_field f;
+    size_t cap = 0;
+    *names = NULL;
+    rpc_iter_init(&it, r->body, r->hdr.body_len);
+    while (rpc_iter_next(&it, &f) > 0) {
+        struct rpc_msg e;
+        char name[NAME_MAX + 1];
+        if (f.tag != RPC_T_DIRENT || rpc_msg_decode(f.val, f.len, &e, NULL) < 0 ||
+            !rpc_has(&e, RPC_T_NAME) || rpc_bytes_str(&e.name, name, sizeof(name)) < 0 ||
+            !S_ISDIR((mode_t)(e.mode & S_IFMT)) || !strcmp(name, ".") || !strcmp(name, ".."))
+            continue;
+        if (c->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nn = realloc(*names, cap * sizeof(*nn));
+            if (nn)
+                *names = nn;
+            struct rpc_attr *na = nn ? realloc(c->attr, cap * sizeof(*na)) : NULL;
+            if (na)
+                c->attr = na;
+            unsigned *nl = na ? realloc(c->lease, cap * sizeof(*nl)) : NULL;
+            if (!nl)
+                return -ENOMEM;
+            c->lease = nl;
+        }
+        if (!((*names)[c->n] = strdup(name)))
+            return -ENOMEM;
+        c->attr[c->n] = rpc_has(&e, RPC_T_ATTR) ? e.attr : (struct rpc_attr){0};
+        c->lease[c->n++] = 0;
+    }
+    return 0;
+}
+
+/* Asks the other copies of directories [from, to) of c for their
+ * attributes, under the lease, and merges them in. */
+static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned got, char **names,
+                            struct dir_copies *c, size_t from, size_t to)
+{
+    size_t per = (size_t)d->n - 1, n = (to - from) * per;
+    struct cl_op *ops = calloc(n, sizeof(*ops));
+    struct cl_op **run = calloc(n, sizeof(*run));
+    int *child = calloc(n, sizeof(*child));
+    char *paths = malloc((to - from) * PATH_MAX);
+    int rc = ops && run && child && paths ? 0 : -ENOMEM;
+    size_t m = 0;
+    for (size_t k = from; rc == 0 && k < to; k++) {
+        char *p = paths + (k - from) * PATH_MAX;
+        if (snprintf(p, PATH_MAX, "%s/%s", dht__is_root(h->path) ? "" : h->path, names[k]) >=
+            PATH_MAX)
+            continue; /* not leased: no copy asked */
+        for (int j = 0; j < d->n; j++) {
+            if (j == first || h->fh[j] == NOFH)
+                continue;
+            cl_op_init(&ops[m], RPC_OP_GETATTR, NULL, NULL);
+            rpc_set_str(&ops[m].args, RPC_T_PATH, &ops[m].args.path, p);
+            RPC_SET(&ops[m].args, lease, RPC_T_LEASE, RPC_LEASE_READ);
+            run[m] = &ops[m];
+            child[m++] = j;
+        }
+    }
+    if (rc == 0)
+        dht__run_many(d, run, child, m);
+    /* Each directory: every other copy answered under its lease? */
+    size_t q = 0;
+    for (size_t k = from; rc == 0 && k < to; k++) {
+        const char *p = paths + (k - from) * PATH_MAX;
+        int asked = 0, ok = (got & RPC_LEASE_READ) && c->attr[k].mode != 0;
+        for (; q < m && ops[q].args.path.p == (const uint8_t *)p; q++) {
+            asked++;
+            const struct rpc_frame *r = ops[q].reply;
+            if (ops[q].status < 0 || !r || !rpc_has(&r->msg, RPC_T_ATTR) ||
+                !rpc_lease_object(&r->msg)) {
+                ok = 0;
+                continue;
+            }
+            const struct rpc_attr *o = &r->msg.attr;
+            later(&c->attr[k].mtime, &c->attr[k].mtime_ns, o->mtime, o->mtime_ns);
+            later(&c->attr[k].ctime, &c->attr[k].ctime_ns, o->ctime, o->ctime_ns);
+            later(&c->attr[k].atime, &c->attr[k].atime_ns, o->atime, o->atime_ns);
+        }
+        c->lease[k] = (got & RPC_LEASE_NAME) | (ok && asked == (int)per ? RPC_LEASE_READ : 0);
+    }
+    for (size_t k = 0; k < m; k++)
+        cl_op_release(&ops[k]);
+    free(ops);
+    free(run);
+    free(child);
+    free(paths);
+    return rc;
+}
+
+static void dir_copies_get(struct dht *d, struct dfh *h, int first, const struct rpc_frame *r,
+                           unsigned got, struct dir_copies *c)
+{
+    char **names;
+    int rc = dir_entries(r, &names, c);
+    for (size_t k = 0; rc == 0 && k < c->n; k += DIRS_AT_ONCE)
+        rc = dir_copies_batch(d, h, first, got, names, c, k,
+                              k + DIRS_AT_ONCE < c->n ? k + DIRS_AT_ONCE : c->n);
+    for (size_t k = 0; names && k < c->n; k++)
+        free(names[k]);
+    free(names);
+    if (rc < 0)
+        dir_copies_free(c); /* the entries pass up first's, name leased only */
+}
+
 /* Counts subvolume i's reply to a listing, whole: it granted every lease. */
 static void note_lease(struct dht *d, struct dfh *h, int i, int whole)
 {
@@ -345,6 +478,10 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
                        : rpc_lease_object(&r->msg) ? RPC_LEASE_READ
                                                    : 0;
         note_lease(d, h, i, got == (RPC_LEASE_READ | RPC_LEASE_NAME));
+        struct dir_copies copies = {0};
+        size_t kd = 0;
+        if (ask && i == first && d->n > 1)
+            dir_copies_get(d, h, first, r, got, &copies);
         struct rpc_iter it;
         struct rpc_field f;
         int n_ent = 0, rc;
@@ -390,14 +527,23 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
             e.offset = next;
             /* A file's attributes and name are on this subvolume, which
              * recalls its lease on every change of them; a directory's
-             * name is on every one, its attributes merge every copy. */
+             * name is on every one, its attributes merge every copy's
+             * (dir_copies_get asked the others). */
+            unsigned lease = S_ISDIR(type) ? got & RPC_LEASE_NAME : got;
+            if (S_ISDIR(type) && kd < copies.n) {
+                if (rpc_has(&e, RPC_T_ATTR) && copies.attr[kd].mode)
+                    e.attr = copies.attr[kd];
+                lease = copies.lease[kd];
+            }
+            kd += S_ISDIR(type);
             if (ask)
-                RPC_SET(&e, lease, RPC_T_LEASE, S_ISDIR(type) ? got & RPC_LEASE_NAME : got);
+                RPC_SET(&e, lease, RPC_T_LEASE, lease);
             size_t mark = rpc_put_begin(&out, RPC_T_DIRENT);
             rpc_msg_encode(&e, &out);
             rpc_put_end(&out, mark);
             kept++;
         }
+        dir_copies_free(&copies);
         if (rc < 0 && st == 0)
             st = -EPROTO;
         if (st == 0 && eof) {

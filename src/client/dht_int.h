@@ -88,7 +88,11 @@ void dht__complete_sub(struct cl_op *op, struct cl_op *sub);
 void dht__dfh_free(struct dfh *h);
 uint64_t dht__down_mask(struct dht *d);
 void dht__every(struct dht *d, struct cl_op *op, int primary, const struct dfh *h);
+/* Runs subs[i] on child i for every bit of mask, all at once; waits. */
 void dht__fan_run(struct dht *d, struct cl_op *subs, uint64_t mask);
+/* Runs ops[k] on child child[k] for every k < n, all at once; waits. An op
+ * for a child that is down fails with -ENOTCONN without being sent. */
+void dht__run_many(struct dht *d, struct cl_op **ops, const int *child, size_t n);
 int dht__fh_add(struct dht *d, struct dfh *h, uint64_t *id);
 struct dfh *dht__fh_take(struct dht *d, uint64_t id);
 int dht__get_xattr(struct dht *d, int i, const char *path, const char *name, uint8_t *buf,

@@ -405,40 +405,51 @@ static void fan_done_cb(struct cl_op *op)
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Runs subs[i] on child i for every bit of mask, all at once; waits. */
-void dht__fan_run(struct dht *d, struct cl_op *subs, uint64_t mask)
+void dht__run_many(struct dht *d, struct cl_op **ops, const int *child, size_t n)
 {
     struct fan_wait w;
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.cond, NULL);
-    uint64_t down = dht__down_mask(d) & mask;
-    for (int i = 0; i < d->n; i++)
-        if (down >> i & 1) {
-            subs[i].status = -ENOTCONN;
-            subs[i].reply = NULL;
+    uint64_t down = dht__down_mask(d);
+    w.remaining = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (down >> child[k] & 1) {
+            ops[k]->status = -ENOTCONN;
+            ops[k]->reply = NULL;
+            continue;
         }
-    mask &= ~down;
-    w.remaining = __builtin_popcountll(mask);
-    for (int i = 0; i < d->n; i++)
-        if (mask >> i & 1) {
-            subs[i].done = fan_done_cb;
-            subs[i].ctx = &w;
-        }
-    for (int i = 0; i < d->n; i++)
-        if (mask >> i & 1)
-            cl_submit(d->layer.children[i], &subs[i]);
+        ops[k]->done = fan_done_cb;
+        ops[k]->ctx = &w;
+        w.remaining++;
+    }
+    for (size_t k = 0; k < n; k++)
+        if (!(down >> child[k] & 1))
+            cl_submit(d->layer.children[child[k]], ops[k]);
     rpc_cork_flush();
     pthread_mutex_lock(&w.lock);
     while (w.remaining > 0)
         pthread_cond_wait(&w.cond, &w.lock);
     pthread_mutex_unlock(&w.lock);
     uint32_t most = 0;
-    for (int i = 0; i < d->n; i++)
-        if ((mask >> i & 1) && subs[i].rounds > most)
-            most = subs[i].rounds;
+    for (size_t k = 0; k < n; k++)
+        if (ops[k]->rounds > most)
+            most = ops[k]->rounds;
     rounds_here += most;
     pthread_mutex_destroy(&w.lock);
     pthread_cond_destroy(&w.cond);
+}
+
+void dht__fan_run(struct dht *d, struct cl_op *subs, uint64_t mask)
+{
+    struct cl_op *ops[CL_DHT_MAX];
+    int child[CL_DHT_MAX];
+    size_t n = 0;
+    for (int i = 0; i < d->n; i++)
+        if (mask >> i & 1) {
+            ops[n] = &subs[i];
+            child[n++] = i;
+        }
+    dht__run_many(d, ops, child, n);
 }
 
 uint64_t dht__all_mask(struct dht *d)

@@ -222,15 +222,17 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         e.attr_timeout = cf_lease_attr_timeout_as(f, attr, &d->attr);
         e.entry_timeout = cf_lease_entry_timeout_as(f, named);
         struct stat known;
-        if (e.ino && !attr && S_ISDIR(e.attr.st_mode) && cf_known_attr(f->cf, e.ino, &known) &&
+        if (e.ino && S_ISDIR(e.attr.st_mode) && cf_known_attr(f->cf, e.ino, &known) &&
             S_ISDIR(known.st_mode)) {
-            /* A merged listing's directory (its attributes merge every
-             * copy's): what this mount holds under the directory's own
-             * lease, which the kernel has too. Another copy's would set
-             * the kernel's back, and a changed mtime drops the listing the
-             * kernel keeps for it. */
+            /* What this mount holds under the directory's own lease, which
+             * the kernel has too: the copy listed may not have this
+             * mount's changes written back yet, and a merged listing's
+             * copy is not every copy (its attributes merge them all). Set
+             * back, the kernel's mtime would drop the listing it keeps. */
             e.attr = known;
             e.attr_timeout = cf_lease_cache_timeout(f->cf);
+        } else if (e.ino && S_ISDIR(e.attr.st_mode) && attr) {
+            cf_known_set_attr(f->cf, e.ino, &e.attr);
         }
         if (!e.ino) {
             e.attr.st_mode = (mode_t)(d->mode & S_IFMT);

@@ -117,6 +117,44 @@ def test_listing_cached_under_every_bricks_lease(dvol):
     assert set(on_brick(bricks, "d").values()) == {0, 1, 2}
 
 
+def brick_calls(c, vol, fop):
+    """Calls of fop every brick has answered (cumulative)."""
+    r = c.cli("volume", "profile", vol, "info", "cumulative")
+    return sum(int(m.group(1)) for m in re.finditer(
+        rf"^\s+[\d.]+\s+[\d.]+ us\s+[\d.]+ us\s+(\d+)\s+{fop}$", r.stdout, re.M))
+
+
+def test_directories_listed_with_every_copys_times(dvol):
+    """A directory has a copy on every brick, and a file made in it changes
+    only its brick's copy's mtime. A listing shows each subdirectory with
+    the latest times of all copies, under a lease: stat asks no brick
+    (neither a GETATTR nor a LOOKUP)."""
+    c, bricks, mnt = dvol
+    d = os.path.join(mnt, "d")
+    os.mkdir(d)
+    subs = [f"s{k}" for k in range(8)]
+    for s in subs:
+        os.mkdir(os.path.join(d, s))
+    fsync_dir(d)
+    for s in subs:
+        open(os.path.join(d, s, "f"), "wb").close()
+        fsync_dir(os.path.join(d, s))
+    want = {}
+    for s in subs:
+        times = [os.stat(os.path.join(b, "d", s)).st_mtime_ns for b in bricks]
+        want[s] = max(times)
+    assert any(len({os.stat(os.path.join(b, "d", s)).st_mtime_ns for b in bricks}) > 1
+               for s in subs), "every copy has the same mtime: nothing to merge"
+    other = c.mount("lv", os.path.join(c.root, "mnt2")).path
+    with os.scandir(os.path.join(other, "d")) as it:
+        entries = list(it)
+    before = brick_calls(c, "lv", "GETATTR") + brick_calls(c, "lv", "LOOKUP")
+    got = {e.name: e.stat(follow_symlinks=False).st_mtime_ns for e in entries}
+    got.update({s: os.lstat(os.path.join(other, "d", s)).st_mtime_ns for s in subs})
+    assert got == want
+    assert brick_calls(c, "lv", "GETATTR") + brick_calls(c, "lv", "LOOKUP") == before
+
+
 class Dirent64(ctypes.Structure):
     _fields_ = [("d_ino", ctypes.c_uint64), ("d_off", ctypes.c_int64),
                 ("d_reclen", ctypes.c_ushort), ("d_type", ctypes.c_ubyte)]
