@@ -336,14 +336,19 @@ static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned go
     struct cl_op *ops = calloc(n, sizeof(*ops));
     struct cl_op **run = calloc(n, sizeof(*run));
     int *child = calloc(n, sizeof(*child));
-    char *paths = malloc((to - from) * PATH_MAX);
-    int rc = ops && run && child && paths ? 0 : -ENOMEM;
+    char *paths[DIRS_AT_ONCE] = {0};
+    int rc = ops && run && child ? 0 : -ENOMEM;
     size_t m = 0;
     for (size_t k = from; rc == 0 && k < to; k++) {
-        char *p = paths + (k - from) * PATH_MAX;
-        if (snprintf(p, PATH_MAX, "%s/%s", dht__is_root(h->path) ? "" : h->path, names[k]) >=
-            PATH_MAX)
+        char buf[PATH_MAX];
+        if (snprintf(buf, sizeof(buf), "%s/%s", dht__is_root(h->path) ? "" : h->path, names[k]) >=
+            (int)sizeof(buf))
             continue; /* not leased: no copy asked */
+        const char *p = paths[k - from] = strdup(buf);
+        if (!p) {
+            rc = -ENOMEM;
+            break;
+        }
         for (int j = 0; j < d->n; j++) {
             if (j == first || h->fh[j] == NOFH)
                 continue;
@@ -359,9 +364,9 @@ static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned go
     /* Each directory: every other copy answered under its lease? */
     size_t q = 0;
     for (size_t k = from; rc == 0 && k < to; k++) {
-        const char *p = paths + (k - from) * PATH_MAX;
+        const char *p = paths[k - from];
         int asked = 0, ok = (got & RPC_LEASE_READ) && c->attr[k].mode != 0;
-        for (; q < m && ops[q].args.path.p == (const uint8_t *)p; q++) {
+        for (; p && q < m && ops[q].args.path.p == (const uint8_t *)p; q++) {
             asked++;
             const struct rpc_frame *r = ops[q].reply;
             if (ops[q].status < 0 || !r || !rpc_has(&r->msg, RPC_T_ATTR) ||
@@ -381,7 +386,8 @@ static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned go
     free(ops);
     free(run);
     free(child);
-    free(paths);
+    for (size_t k = 0; k < DIRS_AT_ONCE; k++)
+        free(paths[k]);
     return rc;
 }
 
