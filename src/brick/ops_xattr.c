@@ -158,14 +158,20 @@ out:
     return rc;
 }
 
+/* NOXATTRS: the object has no attribute a user of a mount could see. The
+ * volume's own names (a directory's layout, pending marks) do not count:
+ * mounts never show them (src/fuse/ops_xattr.c). */
 void brick_put_noxattrs(struct brick_req *r, const struct brick_loc *loc)
 {
     if (!rpc_has(r->in, RPC_T_LEASE))
         return;
     char *names;
-    long n = list_names(r, loc, &names);
+    long n = list_names(r, loc, &names), users = 0;
+    for (long i = 0; i < n; i += (long)strlen(names + i) + 1)
+        if (strncmp(names + i, BRICK_XATTR_PREFIX, strlen(BRICK_XATTR_PREFIX)) != 0)
+            users++;
     free(names);
-    if (n == 0)
+    if (n >= 0 && users == 0)
         rpc_put_u64(r->out, RPC_T_NOXATTRS, 1);
 }
 

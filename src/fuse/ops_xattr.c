@@ -1,5 +1,12 @@
 /* Extended attribute handlers, including system.posix_acl_* (ACLs are
- * stored by the brick; the kernel enforces them with default_permissions). */
+ * stored by the brick; the kernel enforces them with default_permissions).
+ *
+ * Names under "trusted.cairn." are the volume's own (a directory's layout,
+ * a link-to file's target, replication's pending marks): the layers below
+ * the mount read and write them on the bricks, users of the mount neither
+ * see nor change them. A get answers ENODATA, a set or removal EPERM, and
+ * listings leave them out; the mount root's io-stats name is the one
+ * exception (it is the mount's, not the bricks'). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +16,13 @@
 
 #define CAPS "security.capability"
 #define SELINUX "security.selinux"
+#define INTERNAL "trusted.cairn."
+#define LIST_MAX 65536 /* the kernel's XATTR_LIST_MAX */
+
+static int internal_name(const char *name)
+{
+    return strncmp(name, INTERNAL, sizeof(INTERNAL) - 1) == 0;
+}
 
 /* Without -o selinux the SELinux label is not an attribute of this file
  * system: tools that ask for it on every file (ls -l, cp -a) learn so
@@ -79,6 +93,10 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (stats_setxattr(req, ino, name, value, size) || selinux_refused(req, name))
         return;
+    if (internal_name(name)) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
     if (cf_wb_setxattr(req, ino, name, value, size, flags) ||
         cf_wbd_acl(req, ino, name, value, size, flags))
         return;
@@ -108,8 +126,7 @@ void cf_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     fop_submit(f);
 }
 
-/* GETXATTR and LISTXATTR answer the same way: a size when asked for it,
- * else the bytes. */
+/* GETXATTR's answer: a size when asked for it, else the bytes. */
 static void get_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
@@ -148,6 +165,10 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     if (stats_getxattr(req, ino, name, size) || selinux_refused(req, name))
         return;
+    if (internal_name(name)) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
     /* The kernel asks before every write (file_remove_privs); a file made
      * here under a lease has none (known.c). */
     if (!strcmp(name, CAPS) && cf_known_has_nocaps(fuse_req_userdata(req), ino)) {
@@ -179,6 +200,42 @@ void cf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
     fop_submit(f);
 }
 
+/* A listing from the bricks without the volume's own names, then as
+ * asked: its size, or the names when they fit. */
+static void list_cb(struct cl_op *op)
+{
+    struct fop *f = op->ctx;
+    if (op->status < 0)
+        FOP_FAIL(f, op->status);
+    const struct rpc_msg *m = &op->reply->msg;
+    if (rpc_has(m, RPC_T_ERRNO) && m->err)
+        FOP_FAIL(f, -(m->err < 4096 ? (int)m->err : EIO));
+    if (!rpc_has(m, RPC_T_DATA))
+        FOP_FAIL(f, -EPROTO);
+    const char *in = (const char *)m->data.p;
+    size_t len = m->data.len, kept = 0;
+    char *out = malloc(len ? len : 1);
+    if (!out)
+        FOP_FAIL(f, -ENOMEM);
+    for (size_t i = 0; i < len;) {
+        size_t l = strnlen(in + i, len - i);
+        if (l > 0 && !internal_name(in + i)) {
+            memcpy(out + kept, in + i, l);
+            kept += l;
+            out[kept++] = 0; /* a last name without its NUL gets one */
+        }
+        i += l + 1;
+    }
+    if (f->size == 0)
+        fuse_reply_xattr(f->req, kept);
+    else if (kept > f->size)
+        fuse_reply_err(f->req, ERANGE);
+    else
+        fuse_reply_buf(f->req, out, kept);
+    free(out);
+    fop_free(f);
+}
+
 void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     if (cf_wb_listxattr(req, ino, size))
@@ -190,14 +247,15 @@ void cf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
             fuse_reply_buf(req, NULL, 0);
         return;
     }
-    struct fop *f = fop_new(req, RPC_OP_LISTXATTR, get_cb);
+    struct fop *f = fop_new(req, RPC_OP_LISTXATTR, list_cb);
     if (!f)
         return;
     int rc = fop_path(f, ino, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
     f->size = size;
-    RPC_SET(&f->op.args, size, RPC_T_SIZE, size);
+    /* the whole list even for its size: the size without the volume's names */
+    RPC_SET(&f->op.args, size, RPC_T_SIZE, LIST_MAX);
     fop_submit(f);
 }
 
@@ -206,6 +264,10 @@ void cf_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     if (selinux_refused(req, name))
         return;
+    if (internal_name(name)) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
     if (cf_wb_removexattr(req, ino, name) || cf_wbd_acl(req, ino, name, NULL, 0, 0))
         return;
     struct fop *f = fop_new(req, RPC_OP_REMOVEXATTR, fop_done_err_cb);

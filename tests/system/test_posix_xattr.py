@@ -16,7 +16,7 @@ def mkfile(tdir, name="f"):
 @pytest.mark.parametrize("ns", ["user", "trusted", "security"])
 def test_xattr_set_get_list_remove(tdir, ns):
     p = mkfile(tdir)
-    name = f"{ns}.cairn.test"
+    name = f"{ns}.app.test"
     value = b"\x00binary\xffvalue"
     os.setxattr(p, name, value)
     assert os.getxattr(p, name) == value

@@ -374,13 +374,43 @@ static void test_xattrs(struct tb *t, const char *x)
     CHECK_EQ(tb_do(t, RPC_OP_REMOVEXATTR, &m), -EPERM);
     rpc_set_bytes(&m, RPC_T_DATA, &m.data, "0123456789abcdef", 16);
     CHECK_EQ(tb_do(t, RPC_OP_SETXATTR, &m), -EPERM);
-    /* but other trusted.cairn.* names are the client's */
+    /* other trusted.cairn.* names (layout, link-to, pending) are set by the
+     * client layers; the mount refuses them to its users (src/fuse/ops_xattr.c) */
     rpc_set_str(&m, RPC_T_NAME, &m.name, "trusted.cairn.test");
     CHECK_EQ(tb_do(t, RPC_OP_SETXATTR, &m), 0);
     CHECK_EQ(tb_do(t, RPC_OP_REMOVEXATTR, &m), 0);
     CHECK_EQ(tb_do(t, RPC_OP_REMOVEXATTR, &m), -ENODATA);
     rpc_set_str(&m, RPC_T_NAME, &m.name, "bogus.name");
     CHECK_EQ(tb_do(t, RPC_OP_SETXATTR, &m), -EOPNOTSUPP);
+}
+
+/* A leased LOOKUP's NOXATTRS: set while the object has none of a user's
+ * names; the volume's own (a layout) do not count. */
+static int noxattrs(struct tb *t, const char *path)
+{
+    struct tb_reply rep;
+    struct rpc_msg m = tb_msg(path);
+    RPC_SET(&m, lease, RPC_T_LEASE, RPC_LEASE_READ);
+    CHECK_EQ(tb_call(t, RPC_OP_LOOKUP, &m, &rep), 0);
+    int set = rpc_has(&rep.m, RPC_T_NOXATTRS) && rep.m.noxattrs == 1;
+    tb_free(&rep);
+    return set;
+}
+
+static void test_noxattrs(struct tb *t)
+{
+    CHECK_EQ(tb_mkdir(t, "/nx", 0755), 0);
+    CHECK(noxattrs(t, "/nx"));
+    struct rpc_msg m = tb_msg("/nx");
+    rpc_set_str(&m, RPC_T_NAME, &m.name, "trusted.cairn.layout");
+    rpc_set_bytes(&m, RPC_T_DATA, &m.data, "\1\0\0\0", 4);
+    CHECK_EQ(tb_do(t, RPC_OP_SETXATTR, &m), 0);
+    CHECK(noxattrs(t, "/nx"));
+    rpc_set_str(&m, RPC_T_NAME, &m.name, "user.mine");
+    CHECK_EQ(tb_do(t, RPC_OP_SETXATTR, &m), 0);
+    CHECK(!noxattrs(t, "/nx"));
+    CHECK_EQ(tb_do(t, RPC_OP_REMOVEXATTR, &m), 0);
+    CHECK(noxattrs(t, "/nx"));
 }
 
 static void test_compound(struct tb *t)
@@ -844,6 +874,7 @@ int main(void)
     test_xattrs(&t, "/x");
     brick_vfs_posix_xattr_by_path(); /* the way kernels before 6.13 go */
     test_xattrs(&t, "/x2");
+    test_noxattrs(&t);
     test_compound(&t);
     test_write_extents(&t);
     test_rmdir_tree(&t);
