@@ -275,29 +275,33 @@ static int is_linkto(struct dht *d, struct dfh *h, int i, const char *name)
  * that does not answer leaves that directory's attributes unleased. */
 #define DIRS_AT_ONCE 32
 
+struct dir_copy {
+    char *name;
+    struct rpc_attr attr; /* first's, merged with the others'; a mode of 0: none given */
+    unsigned lease;       /* the bits to pass up with the entry */
+};
+
 struct dir_copies {
     size_t n;
-    struct rpc_attr *attr;
-    unsigned *lease;
+    struct dir_copy *e;
 };
 
 static void dir_copies_free(struct dir_copies *c)
 {
-    free(c->attr);
-    free(c->lease);
-    c->attr = NULL;
-    c->lease = NULL;
+    for (size_t k = 0; k < c->n; k++)
+        free(c->e[k].name);
+    free(c->e);
+    c->e = NULL;
     c->n = 0;
 }
 
-/* Directory entries of r (not "." or ".."), in order: their names and
- * first's attributes (a mode of 0: none given). 0, or -ENOMEM. */
-static int dir_entries(const struct rpc_frame *r, char ***names, struct dir_copies *c)
+/* The directory entries of r (not "." or ".."), in order, with first's
+ * attributes. 0, or -ENOMEM. */
+static int dir_entries(const struct rpc_frame *r, struct dir_copies *c)
 {
     struct rpc_iter it;
     struct rpc_field f;
     size_t cap = 0;
-    *names = NULL;
     rpc_iter_init(&it, r->body, r->hdr.body_len);
     while (rpc_iter_next(&it, &f) > 0) {
         struct rpc_msg e;
@@ -308,28 +312,24 @@ static int dir_entries(const struct rpc_frame *r, char ***names, struct dir_copi
             continue;
         if (c->n == cap) {
             cap = cap ? cap * 2 : 16;
-            char **nn = realloc(*names, cap * sizeof(*nn));
-            if (nn)
-                *names = nn;
-            struct rpc_attr *na = nn ? realloc(c->attr, cap * sizeof(*na)) : NULL;
-            if (na)
-                c->attr = na;
-            unsigned *nl = na ? realloc(c->lease, cap * sizeof(*nl)) : NULL;
-            if (!nl)
+            struct dir_copy *ne = realloc(c->e, cap * sizeof(*ne));
+            if (!ne)
                 return -ENOMEM;
-            c->lease = nl;
+            c->e = ne;
         }
-        if (!((*names)[c->n] = strdup(name)))
+        struct dir_copy *x = &c->e[c->n];
+        if (!(x->name = strdup(name)))
             return -ENOMEM;
-        c->attr[c->n] = rpc_has(&e, RPC_T_ATTR) ? e.attr : (struct rpc_attr){0};
-        c->lease[c->n++] = 0;
+        x->attr = rpc_has(&e, RPC_T_ATTR) ? e.attr : (struct rpc_attr){0};
+        x->lease = 0;
+        c->n++;
     }
     return 0;
 }
 
 /* Asks the other copies of directories [from, to) of c for their
  * attributes, under the lease, and merges them in. */
-static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned got, char **names,
+static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned got,
                             struct dir_copies *c, size_t from, size_t to)
 {
     size_t per = (size_t)d->n - 1, n = (to - from) * per;
@@ -341,8 +341,8 @@ static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned go
     size_t m = 0;
     for (size_t k = from; rc == 0 && k < to; k++) {
         char buf[PATH_MAX];
-        if (snprintf(buf, sizeof(buf), "%s/%s", dht__is_root(h->path) ? "" : h->path, names[k]) >=
-            (int)sizeof(buf))
+        if (snprintf(buf, sizeof(buf), "%s/%s", dht__is_root(h->path) ? "" : h->path,
+                     c->e[k].name) >= (int)sizeof(buf))
             continue; /* not leased: no copy asked */
         const char *p = paths[k - from] = strdup(buf);
         if (!p) {
@@ -365,7 +365,8 @@ static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned go
     size_t q = 0;
     for (size_t k = from; rc == 0 && k < to; k++) {
         const char *p = paths[k - from];
-        int asked = 0, ok = (got & RPC_LEASE_READ) && c->attr[k].mode != 0;
+        struct rpc_attr *a = &c->e[k].attr;
+        int asked = 0, ok = (got & RPC_LEASE_READ) && a->mode != 0;
         for (; p && q < m && ops[q].args.path.p == (const uint8_t *)p; q++) {
             asked++;
             const struct rpc_frame *r = ops[q].reply;
@@ -375,11 +376,11 @@ static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned go
                 continue;
             }
             const struct rpc_attr *o = &r->msg.attr;
-            later(&c->attr[k].mtime, &c->attr[k].mtime_ns, o->mtime, o->mtime_ns);
-            later(&c->attr[k].ctime, &c->attr[k].ctime_ns, o->ctime, o->ctime_ns);
-            later(&c->attr[k].atime, &c->attr[k].atime_ns, o->atime, o->atime_ns);
+            later(&a->mtime, &a->mtime_ns, o->mtime, o->mtime_ns);
+            later(&a->ctime, &a->ctime_ns, o->ctime, o->ctime_ns);
+            later(&a->atime, &a->atime_ns, o->atime, o->atime_ns);
         }
-        c->lease[k] = (got & RPC_LEASE_NAME) | (ok && asked == (int)per ? RPC_LEASE_READ : 0);
+        c->e[k].lease = (got & RPC_LEASE_NAME) | (ok && asked == (int)per ? RPC_LEASE_READ : 0);
     }
     for (size_t k = 0; k < m; k++)
         cl_op_release(&ops[k]);
@@ -394,14 +395,10 @@ static int dir_copies_batch(struct dht *d, struct dfh *h, int first, unsigned go
 static void dir_copies_get(struct dht *d, struct dfh *h, int first, const struct rpc_frame *r,
                            unsigned got, struct dir_copies *c)
 {
-    char **names;
-    int rc = dir_entries(r, &names, c);
+    int rc = dir_entries(r, c);
     for (size_t k = 0; rc == 0 && k < c->n; k += DIRS_AT_ONCE)
-        rc = dir_copies_batch(d, h, first, got, names, c, k,
+        rc = dir_copies_batch(d, h, first, got, c, k,
                               k + DIRS_AT_ONCE < c->n ? k + DIRS_AT_ONCE : c->n);
-    for (size_t k = 0; names && k < c->n; k++)
-        free(names[k]);
-    free(names);
     if (rc < 0)
         dir_copies_free(c); /* the entries pass up first's, name leased only */
 }
@@ -537,9 +534,9 @@ static void do_readdir(struct dht *d, struct cl_op *op, struct dfh *h)
              * (dir_copies_get asked the others). */
             unsigned lease = S_ISDIR(type) ? got & RPC_LEASE_NAME : got;
             if (S_ISDIR(type) && kd < copies.n) {
-                if (rpc_has(&e, RPC_T_ATTR) && copies.attr[kd].mode)
-                    e.attr = copies.attr[kd];
-                lease = copies.lease[kd];
+                if (rpc_has(&e, RPC_T_ATTR) && copies.e[kd].attr.mode)
+                    e.attr = copies.e[kd].attr;
+                lease = copies.e[kd].lease;
             }
             kd += S_ISDIR(type);
             if (ask)
