@@ -92,7 +92,7 @@ def test_own_names_refused_on_files_written_back(dvol):
         os.setxattr(fd, "user.ok", b"1")
     finally:
         os.close(fd)
-    os.fsync(os.open(d, os.O_RDONLY))
+    fsync_dir(d)
     assert os.listxattr(p) == ["user.ok"]
     with open(p, "rb") as f:
         assert f.read() == b"data"
