@@ -43,6 +43,7 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "brick.h"
+#include "lease_table.h"
 
 #define LEASE_COOLDOWN_MS 1000
 #define LEASE_RECALL_MS_DEFAULT 5000
@@ -58,27 +59,6 @@ struct parked {
     struct parked *next;
     struct brick_conn *bc; /* a reference */
     struct rpc_frame *f;
-};
-
-struct holder {
-    struct brick_conn *bc;
-    int recalling;
-    int excl;              /* an exclusive lease (RPC_LEASE_EXCL) */
-    unsigned xdir;         /* on a file: 1 + the slot of its directory in xdirs */
-    struct parked *parked; /* requests waiting for it */
-    uint64_t deadline_ms;
-    struct lease_wait **waits; /* replies held until this holder returns */
-    int n_waits, cap_waits;
-};
-
-struct lease {
-    struct lease *next;
-    char *path;
-    uint64_t hash;
-    uint64_t cooldown_until_ms;
-    int shared_ok; /* the cool-down refuses exclusive leases only */
-    struct holder *h;
-    int n, cap;
 };
 
 struct lease_wait {
@@ -107,16 +87,12 @@ struct resolved {
 struct brick_leases {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct lease **b;
-    size_t nb, count;
+    struct brick_ltab t;
     uint64_t seq; /* changes seen, for READDIR grants */
     int n_excl;   /* exclusive holders (read without the lock as a hint) */
     /* Exclusive leases on files, counted by a hash of their directory: a
      * listing of one by another connection recalls them first. */
     unsigned xdirs[XDIRS];
-    /* At least the leases cooling down plus the holders being recalled:
-     * what the timer has to watch. At 0 it sleeps until one comes. */
-    size_t timed;
     brick_lease_runner runner;
     int recall_ms;
     int stop;
@@ -141,74 +117,6 @@ static uint64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t hash_path(const char *p, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
-    return h ^ (h >> 29);
-}
-
-static struct lease *find(struct brick_leases *L, const char *p, size_t len, uint64_t h)
-{
-    for (struct lease *l = L->b[h & (L->nb - 1)]; l; l = l->next)
-        if (l->hash == h && strlen(l->path) == len && memcmp(l->path, p, len) == 0)
-            return l;
-    return NULL;
-}
-
-static void grow(struct brick_leases *L)
-{
-    size_t nb = L->nb * 2;
-    struct lease **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return;
-    for (size_t k = 0; k < L->nb; k++) {
-        for (struct lease *l = L->b[k], *next; l; l = next) {
-            next = l->next;
-            l->next = b[l->hash & (nb - 1)];
-            b[l->hash & (nb - 1)] = l;
-        }
-    }
-    free(L->b);
-    L->b = b;
-    L->nb = nb;
-}
-
-static struct lease *find_or_add(struct brick_leases *L, const char *p, size_t len)
-{
-    uint64_t h = hash_path(p, len);
-    struct lease *l = find(L, p, len, h);
-    if (l)
-        return l;
-    if (L->count >= LEASE_MAX_PATHS)
-        return NULL;
-    if (L->count >= L->nb)
-        grow(L);
-    l = calloc(1, sizeof(*l));
-    if (!l || !(l->path = strndup(p, len))) {
-        free(l);
-        return NULL;
-    }
-    l->hash = h;
-    l->next = L->b[h & (L->nb - 1)];
-    L->b[h & (L->nb - 1)] = l;
-    L->count++;
-    return l;
-}
-
-static void lease_unlink_free(struct brick_leases *L, struct lease *l)
-{
-    struct lease **pp = &L->b[l->hash & (L->nb - 1)];
-    while (*pp != l)
-        pp = &(*pp)->next;
-    *pp = l->next;
-    L->count--;
-    free(l->h);
-    free(l->path);
-    free(l);
 }
 
 static void wait_free(struct lease_wait *w)
@@ -269,16 +177,22 @@ static void holder_resolve(struct brick_leases *L, struct holder *h, struct reso
     unexcl(L, h);
 }
 
-/* Returns 1 when l was freed (no holder left, not cooling down). */
-static int holder_remove(struct brick_leases *L, struct lease *l, int i, struct resolved *res)
+/* Holder i of l is gone; l goes at the reap if nothing else holds it. */
+static void holder_remove(struct brick_leases *L, struct lease *l, int i, struct resolved *res)
 {
     holder_resolve(L, &l->h[i], res);
     l->h[i] = l->h[--l->n];
-    if (l->n == 0 && l->cooldown_until_ms <= now_ms()) {
-        lease_unlink_free(L, l);
-        return 1;
-    }
-    return 0;
+    if (l->n == 0)
+        brick_ltab_put(&L->t, l);
+}
+
+/* Nodes that became unused are freed before the lock is dropped, when no
+ * loop over them is running. */
+static void unlock(struct brick_leases *L)
+{
+    if (L->t.reap)
+        brick_ltab_reap(&L->t, now_ms());
+    pthread_mutex_unlock(&L->lock);
 }
 
 static void resolved_run(struct brick *b, struct resolved *res)
@@ -290,7 +204,7 @@ static void resolved_run(struct brick *b, struct resolved *res)
     if (b->leases) {
         pthread_mutex_lock(&b->leases->lock);
         run = b->leases->runner;
-        pthread_mutex_unlock(&b->leases->lock);
+        unlock(b->leases);
     }
     for (struct parked *p = res->p, *nx; p; p = nx) {
         nx = p->next;
@@ -304,11 +218,11 @@ static void resolved_run(struct brick *b, struct resolved *res)
     }
 }
 
-/* One more thing for the timer to watch; it wakes for the first. Under
- * L->lock. */
-static void watch(struct brick_leases *L)
+/* l is for the timer to watch (a cool-down, a recall); it wakes for the
+ * first. Under L->lock. */
+static void watch(struct brick_leases *L, struct lease *l)
 {
-    if (L->timed++ == 0)
+    if (brick_ltab_watch(&L->t, l))
         pthread_cond_broadcast(&L->cond);
 }
 
@@ -317,7 +231,7 @@ static void cool(struct brick_leases *L, struct lease *l, uint64_t now)
 {
     l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
     l->shared_ok = 0;
-    watch(L);
+    watch(L, l);
 }
 
 /* No exclusive lease on l's path for LEASE_COOLDOWN_MS (a shared one is
@@ -328,7 +242,35 @@ static void cool_excl(struct brick_leases *L, struct lease *l, uint64_t now)
     if (l->cooldown_until_ms <= now)
         l->shared_ok = 1;
     l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
-    watch(L);
+    watch(L, l);
+}
+
+/* Looks at l for the timer: recalls past their deadline are revoked (their
+ * holders removed, into res); l leaves the timed list when nothing of it
+ * is timed any more. The next deadline of l lowers *next. */
+static void timer_check(struct brick_leases *L, struct lease *l, uint64_t now, uint64_t *next,
+                        struct resolved *res)
+{
+    int timed = l->cooldown_until_ms > now;
+    if (timed && l->cooldown_until_ms < *next)
+        *next = l->cooldown_until_ms;
+    for (int i = 0; i < l->n; i++) {
+        struct holder *h = &l->h[i];
+        if (!h->recalling)
+            continue;
+        if (h->deadline_ms > now) {
+            timed = 1;
+            if (h->deadline_ms < *next)
+                *next = h->deadline_ms;
+            continue;
+        }
+        log_warn("client %s did not return its lease on %s within %d ms: revoked", h->bc->peer,
+                 l->path, L->recall_ms);
+        holder_remove(L, l, i, res);
+        i--;
+    }
+    if (!timed)
+        brick_ltab_unwatch(&L->t, l); /* freed at the reap if unused */
 }
 
 static void *timer_main(void *arg)
@@ -337,54 +279,29 @@ static void *timer_main(void *arg)
     struct brick_leases *L = b->leases;
     pthread_mutex_lock(&L->lock);
     while (!L->stop) {
-        if (L->timed == 0) {
+        brick_ltab_reap(&L->t, now_ms());
+        if (!L->t.timed) {
             pthread_cond_wait(&L->cond, &L->lock);
             continue;
         }
         uint64_t now = now_ms(), next = now + 1000;
-        size_t timed = 0;
         struct resolved res = RESOLVED_INIT(res);
-        for (size_t k = 0; k < L->nb; k++) {
-            for (struct lease *l = L->b[k], *nl; l; l = nl) {
-                nl = l->next;
-                if (l->n == 0 && l->cooldown_until_ms <= now) {
-                    lease_unlink_free(L, l); /* a cooled-down conflict */
-                    continue;
-                }
-                if (l->cooldown_until_ms > now)
-                    timed++;
-                if (l->n == 0 && l->cooldown_until_ms < next)
-                    next = l->cooldown_until_ms;
-                for (int i = 0; i < l->n; i++) {
-                    struct holder *h = &l->h[i];
-                    if (!h->recalling)
-                        continue;
-                    if (h->deadline_ms > now) {
-                        timed++;
-                        if (h->deadline_ms < next)
-                            next = h->deadline_ms;
-                        continue;
-                    }
-                    log_warn("client %s did not return its lease on %s within %d ms: revoked",
-                             h->bc->peer, l->path, L->recall_ms);
-                    if (holder_remove(L, l, i, &res))
-                        break; /* l was freed */
-                    i--;
-                }
-            }
+        for (struct lease *l = L->t.timed, *nl; l; l = nl) {
+            nl = l->t_next; /* nothing is freed before the reap */
+            timer_check(L, l, now, &next, &res);
         }
-        L->timed = timed;
         if (res.n || res.p) {
-            pthread_mutex_unlock(&L->lock);
+            unlock(L);
             resolved_run(b, &res);
             pthread_mutex_lock(&L->lock);
             continue;
         }
+        brick_ltab_reap(&L->t, now);
         struct timespec ts;
         net_deadline(&ts, CLOCK_MONOTONIC, next > now ? next - now : 1);
         pthread_cond_timedwait(&L->cond, &L->lock, &ts);
     }
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     return NULL;
 }
 
@@ -393,14 +310,13 @@ int brick_leases_init(struct brick *b)
     struct brick_leases *L = calloc(1, sizeof(*L));
     if (!L)
         return -ENOMEM;
-    L->nb = 1024;
-    L->b = calloc(L->nb, sizeof(*L->b));
+    int rc = brick_ltab_init(&L->t, LEASE_MAX_PATHS);
     L->recall_ms = LEASE_RECALL_MS_DEFAULT;
     net_cond_init_mono(&L->cond);
     pthread_mutex_init(&L->lock, NULL);
     b->leases = L;
-    if (!L->b || pthread_create(&L->timer, NULL, timer_main, b) != 0) {
-        free(L->b);
+    if (rc < 0 || pthread_create(&L->timer, NULL, timer_main, b) != 0) {
+        brick_ltab_fini(&L->t);
         pthread_cond_destroy(&L->cond);
         pthread_mutex_destroy(&L->lock);
         free(L);
@@ -418,21 +334,18 @@ void brick_leases_fini(struct brick *b)
     pthread_mutex_lock(&L->lock);
     L->stop = 1;
     pthread_cond_broadcast(&L->cond);
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     pthread_join(L->timer, NULL);
     struct resolved res = RESOLVED_INIT(res);
-    for (size_t k = 0; k < L->nb; k++) {
-        while (L->b[k]) {
-            struct lease *l = L->b[k];
+    for (size_t k = 0; k < L->t.nb; k++)
+        for (struct lease *l = L->t.b[k]; l; l = l->next) {
             for (int i = 0; i < l->n; i++)
                 holder_resolve(L, &l->h[i], &res);
             l->n = 0;
-            lease_unlink_free(L, l);
         }
-    }
+    brick_ltab_fini(&L->t);
     L->runner = NULL; /* parked requests are dropped with the brick */
     resolved_run(b, &res);
-    free(L->b);
     pthread_cond_destroy(&L->cond);
     pthread_mutex_destroy(&L->lock);
     free(L);
@@ -446,7 +359,7 @@ void brick_lease_set_runner(struct brick *b, brick_lease_runner run)
         return;
     pthread_mutex_lock(&L->lock);
     L->runner = run;
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
 }
 
 void brick_lease_set_recall_timeout(struct brick *b, int ms)
@@ -456,7 +369,7 @@ void brick_lease_set_recall_timeout(struct brick *b, int ms)
         return;
     pthread_mutex_lock(&L->lock);
     L->recall_ms = ms;
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
 }
 
 /* ---- paths of a request ---- */
@@ -468,15 +381,6 @@ static int bytes_path(const struct rpc_bytes *p, const char **s, size_t *len)
     *s = (const char *)p->p;
     *len = p->len;
     return 1;
-}
-
-/* The parent of path p (len bytes): "/" for "/x" and for "/". */
-static size_t parent_len(const char *p, size_t len)
-{
-    size_t i = len;
-    while (i > 0 && p[i - 1] != '/')
-        i--;
-    return i <= 1 ? 1 : i - 1;
 }
 
 /* ---- granting ---- */
@@ -494,7 +398,7 @@ static int holds(const struct lease *l, const struct brick_conn *bc)
 static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *p, size_t len,
                      uint64_t now)
 {
-    struct lease *l = find_or_add(L, p, len);
+    struct lease *l = brick_ltab_find_or_add(&L->t, p, len);
     if (!l)
         return -ENOSPC;
     if (l->cooldown_until_ms > now && !l->shared_ok)
@@ -507,7 +411,7 @@ static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *
         struct holder *h = realloc(l->h, (size_t)cap * sizeof(*h));
         if (!h) {
             if (l->n == 0)
-                lease_unlink_free(L, l);
+                brick_ltab_put(&L->t, l);
             return -ENOMEM;
         }
         l->h = h;
@@ -567,7 +471,7 @@ void brick_lease_pre(struct brick_req *r)
     int rc = grant_one(L, r->bc, p, len, now);
     /* A new directory is the creator's alone. */
     if (rc == 0 && r->opcode == RPC_OP_MKDIR && (r->in->lease & RPC_LEASE_EXCL)) {
-        struct lease *l = find(L, p, len, hash_path(p, len));
+        struct lease *l = brick_ltab_find(&L->t, p, len);
         if (l && l->n == 1 && l->h[0].bc == r->bc && !l->h[0].excl && l->cooldown_until_ms <= now) {
             l->h[0].excl = 1;
             L->n_excl++;
@@ -581,8 +485,9 @@ void brick_lease_pre(struct brick_req *r)
     /* A parent cooling down after a conflict leaves the object's lease
      * standing: its attributes and data are still cached, its name is not. */
     int parent = asks_parent(r->opcode);
-    int name = rc == 0 && (!parent || grant_one(L, r->bc, p, parent_len(p, len), now) == 0);
-    pthread_mutex_unlock(&L->lock);
+    int name =
+        rc == 0 && (!parent || grant_one(L, r->bc, p, brick_ltab_parent_len(p, len), now) == 0);
+    unlock(L);
     r->lease_ok = rc == 0;
     r->lease_name = name;
 }
@@ -625,7 +530,7 @@ static int grant_entries(struct brick_req *r, const char *dir, size_t dlen)
     }
     if (L->seq != r->lease_seq)
         ok = 0;
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     return ok;
 }
 
@@ -686,7 +591,7 @@ static void recall_others(struct brick_leases *L, struct brick_req *r, struct le
             h->recalling = 1;
             h->deadline_ms = now + (uint64_t)L->recall_ms;
             add_recall(rs, h->bc, l->path, name, name_len);
-            watch(L);
+            watch(L, l);
         }
         struct lease_wait *w = h->bc->rc ? wait_of(r) : NULL;
         if (!w)
@@ -726,7 +631,7 @@ static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *
 static void touch(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
                   const char *name, size_t name_len, struct recalls *rs, uint64_t now)
 {
-    struct lease *l = find(L, p, len, hash_path(p, len));
+    struct lease *l = brick_ltab_find(&L->t, p, len);
     if (l)
         conflict(L, r, l, name, name_len, 0, rs, now);
 }
@@ -736,16 +641,16 @@ static void touch(struct brick_leases *L, struct brick_req *r, const char *p, si
 static void touch_tree(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
                        int force, struct recalls *rs, uint64_t now)
 {
-    for (size_t k = 0; k < L->nb; k++)
-        for (struct lease *l = L->b[k]; l; l = l->next)
-            if (!strncmp(l->path, p, len) && (l->path[len] == 0 || l->path[len] == '/'))
-                conflict(L, r, l, "", 0, force, rs, now);
+    struct lease *top = brick_ltab_find(&L->t, p, len);
+    for (struct lease *l = top; l; l = brick_ltab_walk_next(top, l))
+        if (l->n > 0 || l->cooldown_until_ms > now) /* not a bare placeholder */
+            conflict(L, r, l, "", 0, force, rs, now);
 }
 
 static void touch_entry(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
                         struct recalls *rs, uint64_t now)
 {
-    size_t pl = parent_len(p, len);
+    size_t pl = brick_ltab_parent_len(p, len);
     size_t nstart = pl == 1 ? 1 : pl + 1;
     touch(L, r, p, pl, p + nstart, len - nstart, rs, now);
     touch(L, r, p, len, "", 0, rs, now);
@@ -781,7 +686,7 @@ static int changes(uint16_t op, const struct rpc_msg *in)
  * for the client's cache of them (it holds a lease on that directory). */
 static void put_parent_attr(struct brick_req *r, const char *p, size_t len)
 {
-    size_t pl = parent_len(p, len);
+    size_t pl = brick_ltab_parent_len(p, len);
     struct brick_dent *dent = NULL;
     int fd = pl <= 1 ? r->b->root_fd : brick_dircache_get(r->b, p + 1, pl - 1, &dent);
     struct stat st;
@@ -808,13 +713,13 @@ static int grant_file(struct brick_leases *L, struct brick_req *r, const char *p
     if (!S_ISREG(st->st_mode) || st->st_nlink != 1 ||
         brick_spare_opens_by(r->b, st->st_dev, st->st_ino, r->bc) <= 0)
         return 0;
-    struct lease *l = find(L, p, len, hash_path(p, len));
+    struct lease *l = brick_ltab_find(&L->t, p, len);
     if (l && l->cooldown_until_ms > now)
         return 0;
     for (int i = 0; l && i < l->n; i++)
         if (l->h[i].bc != r->bc && l->h[i].excl)
             return 0;
-    if (grant_one(L, r->bc, p, len, now) != 0 || !(l = find(L, p, len, hash_path(p, len))))
+    if (grant_one(L, r->bc, p, len, now) != 0 || !(l = brick_ltab_find(&L->t, p, len)))
         return 0;
     struct holder *h = &l->h[holds(l, r->bc)];
     if (h->recalling)
@@ -823,7 +728,7 @@ static int grant_file(struct brick_leases *L, struct brick_req *r, const char *p
     if (!h->excl) {
         h->excl = 1;
         L->n_excl++;
-        size_t slot = hash_path(p, parent_len(p, len)) % XDIRS;
+        size_t slot = brick_ltab_hash(p, brick_ltab_parent_len(p, len)) % XDIRS;
         h->xdir = (unsigned)slot + 1;
         L->xdirs[slot]++;
         L->seq++; /* a listing in progress must not lease it */
@@ -835,7 +740,7 @@ static int grant_file(struct brick_leases *L, struct brick_req *r, const char *p
 static int holds_file(struct brick_leases *L, const struct brick_conn *bc, const char *p,
                       size_t len)
 {
-    struct lease *l = find(L, p, len, hash_path(p, len));
+    struct lease *l = brick_ltab_find(&L->t, p, len);
     int i = l ? holds(l, bc) : -1;
     return i >= 0 && l->h[i].xdir && !l->h[i].recalling;
 }
@@ -858,7 +763,7 @@ static int open_excl(struct brick_leases *L, struct brick_req *r, const char *p,
     if ((!ask || fstat(fh->fd, &st) == 0) && (copy = strndup(p, len)) != NULL) {
         pthread_mutex_lock(&L->lock);
         ok = ask ? grant_file(L, r, p, len, &st, &rs, now_ms()) : holds_file(L, r->bc, p, len);
-        pthread_mutex_unlock(&L->lock);
+        unlock(L);
     }
     send_recalls(r->b, &rs);
     if (ok && !fh->xpath) {
@@ -878,11 +783,11 @@ void brick_lease_file_closed(struct brick *b, const void *owner, const char *pat
         return;
     size_t len = strlen(path);
     pthread_mutex_lock(&L->lock);
-    struct lease *l = find(L, path, len, hash_path(path, len));
+    struct lease *l = brick_ltab_find(&L->t, path, len);
     for (int i = 0; l && i < l->n; i++)
         if (l->h[i].bc == owner && l->h[i].xdir && !l->h[i].recalling)
             unexcl(L, &l->h[i]);
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
 }
 
 /* The exclusive holder other than bc of the lease on p, if any; under
@@ -890,7 +795,7 @@ void brick_lease_file_closed(struct brick *b, const void *owner, const char *pat
 static struct holder *excl_other(struct brick_leases *L, const char *p, size_t len,
                                  const struct brick_conn *bc, struct lease **lp)
 {
-    struct lease *l = find(L, p, len, hash_path(p, len));
+    struct lease *l = brick_ltab_find(&L->t, p, len);
     for (int i = 0; l && i < l->n; i++)
         if (l->h[i].excl && l->h[i].bc != bc) {
             *lp = l;
@@ -912,7 +817,7 @@ static void open_recall(struct brick_leases *L, struct brick_req *r, const char 
     pthread_mutex_lock(&L->lock);
     if (excl_other(L, p, len, r->bc, &l))
         conflict(L, r, l, "", 0, 0, &rs, now_ms());
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     send_recalls(r->b, &rs);
 }
 
@@ -972,7 +877,7 @@ void brick_lease_post(struct brick_req *r, int rc)
     uint64_t now = now_ms();
     pthread_mutex_lock(&L->lock);
     L->seq++;
-    if (L->count > 0) {
+    if (L->t.count > 0) {
         switch (r->opcode) {
         case RPC_OP_CREATE:
         case RPC_OP_MAKE_FILE:
@@ -1008,7 +913,7 @@ void brick_lease_post(struct brick_req *r, int rc)
             break;
         }
     }
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     send_recalls(r->b, &rs);
 }
 
@@ -1025,14 +930,14 @@ int brick_lease_defer(struct brick_req *r, int rc)
     if (rc != BRICK_DEFERRED && w->pending > 0) {
         rpc_buf_put(&w->out, r->out->data, r->out->len);
         snprintf(w->text, sizeof(w->text), "%s", r->text);
-        pthread_mutex_unlock(&L->lock);
+        unlock(L);
         return BRICK_DEFERRED;
     }
     /* Every recall was already answered, or the request answers by itself
      * later (a lock wait: not a change, so not expected here). */
     int keep = w->pending > 0;
     w->abandoned = 1;
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     if (!keep)
         wait_free(w);
     return rc;
@@ -1060,7 +965,7 @@ static int park(struct brick_leases *L, struct lease *l, struct holder *h, struc
         h->recalling = 1;
         h->deadline_ms = now + (uint64_t)L->recall_ms;
         add_recall(rs, h->bc, l->path, "", 0);
-        watch(L);
+        watch(L, l);
     }
     if (changes(f->hdr.opcode, &f->msg) ||
         (f->hdr.opcode == RPC_OP_OPEN && (f->msg.flags & O_ACCMODE) != O_RDONLY))
@@ -1077,29 +982,24 @@ static int park(struct brick_leases *L, struct lease *l, struct holder *h, struc
 static int park_listing(struct brick_leases *L, const char *dir, size_t dlen, struct brick_conn *bc,
                         struct rpc_frame *f, struct recalls *rs, uint64_t now)
 {
-    if (!L->xdirs[hash_path(dir, dlen) % XDIRS])
+    if (!L->xdirs[brick_ltab_hash(dir, dlen) % XDIRS])
         return 0;
-    struct lease *first = NULL;
+    struct lease *first = NULL, *d = brick_ltab_find(&L->t, dir, dlen);
     struct holder *fh = NULL;
-    for (size_t k = 0; k < L->nb; k++) {
-        for (struct lease *l = L->b[k]; l; l = l->next) {
-            size_t pl = parent_len(l->path, strlen(l->path));
-            if (pl != dlen || strncmp(l->path, dir, dlen) != 0 || !strcmp(l->path, "/"))
+    for (struct lease *l = d ? d->kid : NULL; l; l = l->sib_next) {
+        for (int i = 0; i < l->n; i++) {
+            struct holder *h = &l->h[i];
+            if (!h->xdir || h->bc == bc)
                 continue;
-            for (int i = 0; i < l->n; i++) {
-                struct holder *h = &l->h[i];
-                if (!h->xdir || h->bc == bc)
-                    continue;
-                if (!fh) {
-                    first = l;
-                    fh = h;
-                } else if (!h->recalling) {
-                    h->recalling = 1;
-                    h->deadline_ms = now + (uint64_t)L->recall_ms;
-                    add_recall(rs, h->bc, l->path, "", 0);
-                    watch(L);
-                    cool_excl(L, l, now);
-                }
+            if (!fh) {
+                first = l;
+                fh = h;
+            } else if (!h->recalling) {
+                h->recalling = 1;
+                h->deadline_ms = now + (uint64_t)L->recall_ms;
+                add_recall(rs, h->bc, l->path, "", 0);
+                watch(L, l);
+                cool_excl(L, l, now);
             }
         }
     }
@@ -1135,7 +1035,7 @@ int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *
     pthread_mutex_lock(&L->lock);
     for (int i = 0; i < n && !parked; i++) {
         /* The object itself, and the directory holding its name. */
-        size_t keys[2] = {lens[i], parent_len(ps[i], lens[i])};
+        size_t keys[2] = {lens[i], brick_ltab_parent_len(ps[i], lens[i])};
         for (int k = 0; k < 2 && !parked; k++) {
             struct lease *l = NULL;
             struct holder *h = excl_other(L, ps[i], keys[k], bc, &l);
@@ -1145,7 +1045,7 @@ int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *
     }
     if (!parked && f->hdr.opcode == RPC_OP_READDIR && n > 0)
         parked = park_listing(L, ps[0], lens[0], bc, f, &rs, now);
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     send_recalls(b, &rs);
     return parked;
 }
@@ -1162,11 +1062,11 @@ int brick_op_lease_return(struct brick_req *r)
         return 0;
     struct resolved res = RESOLVED_INIT(res);
     pthread_mutex_lock(&L->lock);
-    struct lease *l = find(L, p, len, hash_path(p, len));
+    struct lease *l = brick_ltab_find(&L->t, p, len);
     int i = l ? holds(l, r->bc) : -1;
     if (i >= 0)
         holder_remove(L, l, i, &res);
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     resolved_run(r->b, &res);
     return 0;
 }
@@ -1178,14 +1078,12 @@ void brick_lease_conn_gone(struct brick_conn *bc)
         return;
     struct resolved res = RESOLVED_INIT(res);
     pthread_mutex_lock(&L->lock);
-    for (size_t k = 0; k < L->nb; k++) {
-        for (struct lease *l = L->b[k], *nl; l; l = nl) {
-            nl = l->next;
+    for (size_t k = 0; k < L->t.nb; k++)
+        for (struct lease *l = L->t.b[k]; l; l = l->next) { /* freed at the reap */
             int i = holds(l, bc);
             if (i >= 0)
                 holder_remove(L, l, i, &res);
         }
-    }
-    pthread_mutex_unlock(&L->lock);
+    unlock(L);
     resolved_run(bc->b, &res);
 }
