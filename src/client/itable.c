@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_DEPTH 2048
 
@@ -16,8 +17,9 @@ struct ino {
     uint64_t nlookup, nchildren;
     uint64_t *fhs; /* open file handles, for attribute calls once unlinked */
     size_t n_fh, cap_fh;
-    int locked; /* a SETLK went out for it (cl_itable_mark_locked) */
-    int kind;   /* 0 unknown, 1 not a directory, 2 a directory */
+    int locked;  /* a SETLK went out for it (cl_itable_mark_locked) */
+    int kind;    /* 0 unknown, 1 not a directory, 2 a directory */
+    mode_t type; /* its file type (S_IFMT bits), 0 when not known */
     struct ino *next_id, *next_gfid, *next_name;
 };
 
@@ -243,7 +245,7 @@ void cl_itable_free(struct cl_itable *t)
 }
 
 uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent_id, const char *name, const gfid_t *g,
-                        int is_dir, int *err)
+                        mode_t type, int *err)
 {
     *err = 0;
     pthread_mutex_lock(&t->lock);
@@ -272,7 +274,11 @@ uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent_id, const char *nam
         }
     }
     i->nlookup++;
-    i->kind = is_dir ? 2 : 1;
+    i->kind = type == S_IFDIR ? 2 : 1;
+    if (type)
+        i->type = type;
+    else if (i->type == S_IFDIR)
+        i->type = 0; /* not a directory after all */
     if (i != t->root && !(i->parent == parent && strcmp(i->name, name) == 0) &&
         !is_ancestor(i, parent)) {
         /* Whatever else carried this name is not there any more. */
@@ -381,6 +387,15 @@ int cl_itable_is_dir(struct cl_itable *t, uint64_t nodeid)
     int kind = i ? i->kind : 0;
     pthread_mutex_unlock(&t->lock);
     return kind - 1;
+}
+
+mode_t cl_itable_type(struct cl_itable *t, uint64_t nodeid)
+{
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    mode_t type = i ? i->type : 0;
+    pthread_mutex_unlock(&t->lock);
+    return type;
 }
 
 uint64_t cl_itable_parent(struct cl_itable *t, uint64_t nodeid)

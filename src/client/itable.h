@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../lib/gfid.h"
 
@@ -25,15 +26,18 @@ struct cl_itable;
 struct cl_itable *cl_itable_new(void);
 void cl_itable_free(struct cl_itable *t);
 
-/* Records that name in directory parent is the object gfid (a directory
- * when is_dir), and counts one lookup of it. Returns its node id (existing or new), or 0 with
+/* Records that name in directory parent is the object gfid, of file type
+ * `type` (S_IFMT bits; 0: not a directory, type unknown), and counts one
+ * lookup of it. Returns its node id (existing or new), or 0 with
  * -ENOMEM / -ENOENT (unknown parent) in *err. A gfid already known under another name (hard link,
  * or a rename by another client) takes the new name. */
 uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent, const char *name, const gfid_t *g,
-                        int is_dir, int *err);
+                        mode_t type, int *err);
 /* What nodeid is, as the last cl_itable_link of it said: 1 a directory, 0
  * anything else, -1 unknown. */
 int cl_itable_is_dir(struct cl_itable *t, uint64_t nodeid);
+/* Its file type (S_IFMT bits) as cl_itable_link was told, 0 when unknown. */
+mode_t cl_itable_type(struct cl_itable *t, uint64_t nodeid);
 /* Subtracts n lookups. Returns 1 when none is left (or nodeid is unknown). */
 int cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);
 /* Counts one lookup the kernel does not make: the inode keeps its node id

@@ -206,9 +206,28 @@ int cf_known_is_file_excl(struct cf *cf, uint64_t node);
 /* Whether dir has a default ACL: 0 unknown, 1 none, 2 yes. */
 int cf_known_dir_acl(struct cf *cf, uint64_t dir);
 void cf_known_set_dir_acl(struct cf *cf, uint64_t dir, int acl);
-/* This mount added / removed name in dir (no effect unless dir is complete). */
-void cf_known_add(struct cf *cf, uint64_t dir, const char *name);
+/* This mount added / removed name in dir (no effect unless dir is complete).
+ * st: the new entry's inode number and type, for listings answered here
+ * (NULL when not known: the bricks list dir then). */
+void cf_known_add(struct cf *cf, uint64_t dir, const char *name, const struct stat *st);
+/* cf_known_add for an existing object (a rename's), its type as known. */
+void cf_known_add_node(struct cf *cf, uint64_t dir, const char *name, uint64_t node);
 void cf_known_remove(struct cf *cf, uint64_t dir, const char *name);
+/* A complete directory's entries, each with its type known: what a
+ * listing answered without the bricks shows ("." and ".." apart). One
+ * allocation, freed by the caller; NULL when dir is not so known. */
+struct cf_known_ent {
+    const char *name;
+    uint64_t ino;
+    mode_t type;
+};
+struct cf_known_list {
+    size_t n;
+    struct cf_known_ent e[];
+};
+struct cf_known_list *cf_known_list(struct cf *cf, uint64_t dir);
+/* Whether cf_known_list would answer for dir now. */
+int cf_known_listable(struct cf *cf, uint64_t dir);
 /* 1 when dir is complete and has no entry name. */
 int cf_known_absent(struct cf *cf, uint64_t dir, const char *name);
 /* 1 when dir is complete and has no entries. */

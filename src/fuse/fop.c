@@ -218,7 +218,7 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
     memset(e, 0, sizeof(*e));
     int err;
     e->ino =
-        cl_itable_link(f->cf->it, f->parent, f->name, &m->attr.gfid, S_ISDIR(m->attr.mode), &err);
+        cl_itable_link(f->cf->it, f->parent, f->name, &m->attr.gfid, m->attr.mode & S_IFMT, &err);
     if (!e->ino)
         return err;
     rpc_attr_to_stat(&m->attr, &e->attr);
@@ -295,7 +295,7 @@ void fop_done_entry_cb(struct cl_op *op)
     }
     unsigned code = (unsigned)op->args.op;
     if (code != RPC_OP_LOOKUP) {
-        cf_known_add(f->cf, f->parent, f->name);
+        cf_known_add(f->cf, f->parent, f->name, &e.attr);
         fop_parent_attr(f, f->parent);
     }
     /* The new directory's own lease: its parent's, refused while it cools

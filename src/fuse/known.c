@@ -53,6 +53,8 @@ enum {
 struct kname {
     struct kname *next;
     uint64_t hash;
+    uint64_t ino; /* an entry's inode number (d_ino) and file type, */
+    mode_t type;  /* 0 when not known (its directory is not listed here) */
     char name[];
 };
 
@@ -66,6 +68,7 @@ struct knode {
     struct kname *absent; /* extended attributes known absent */
     struct kname **b;     /* K_COMPLETE: the entries, nb buckets */
     size_t nb, n;
+    size_t untyped, bytes; /* K_COMPLETE: entries of unknown type; names' bytes */
 };
 
 struct cf_known {
@@ -113,6 +116,8 @@ static struct kname *name_new(const char *name, uint64_t h)
     if (n) {
         n->hash = h;
         n->next = NULL;
+        n->ino = 0;
+        n->type = 0;
         memcpy(n->name, name, len + 1);
     }
     return n;
@@ -136,6 +141,7 @@ static void dir_clear(struct cf_known *k, struct knode *d)
     free(d->b);
     d->b = NULL;
     d->nb = d->n = 0;
+    d->untyped = d->bytes = 0;
     d->acl = 0;
     d->flags &= ~(unsigned)(K_COMPLETE | K_EXCL);
     if (d->pinned) {
@@ -289,7 +295,7 @@ void cf_known_dir_made(struct cf *cf, uint64_t dir, int excl)
     pthread_mutex_unlock(&k->lock);
 }
 
-void cf_known_add(struct cf *cf, uint64_t dir, const char *name)
+void cf_known_add(struct cf *cf, uint64_t dir, const char *name, const struct stat *st)
 {
     struct cf_known *k = cf->known;
     if (!k)
@@ -299,8 +305,9 @@ void cf_known_add(struct cf *cf, uint64_t dir, const char *name)
     if (d && (d->flags & K_COMPLETE)) {
         uint64_t h = hash_name(name);
         struct kname **pp = find_name(d, name, h);
-        if (!*pp) {
-            struct kname *n = k->total < KNOWN_MAX ? name_new(name, h) : NULL;
+        struct kname *n = *pp;
+        if (!n) {
+            n = k->total < KNOWN_MAX ? name_new(name, h) : NULL;
             if (!n) {
                 /* Cannot track it: the directory stops being complete. */
                 dir_clear(k, d);
@@ -308,13 +315,34 @@ void cf_known_add(struct cf *cf, uint64_t dir, const char *name)
             } else {
                 *pp = n;
                 d->n++;
+                d->bytes += strlen(name) + 1;
+                d->untyped++; /* until typed below */
                 k->total++;
                 if (d->n > d->nb)
                     grow(d);
             }
         }
+        if (n) { /* new, or another object under the name now */
+            int typed = st && st->st_ino && (st->st_mode & S_IFMT);
+            d->untyped -= !n->type;
+            n->ino = typed ? (uint64_t)st->st_ino : 0;
+            n->type = typed ? st->st_mode & S_IFMT : 0;
+            d->untyped += !n->type;
+        }
     }
     pthread_mutex_unlock(&k->lock);
+}
+
+void cf_known_add_node(struct cf *cf, uint64_t dir, const char *name, uint64_t node)
+{
+    struct stat st;
+    gfid_t g;
+    memset(&st, 0, sizeof(st));
+    if (node && cl_itable_gfid(cf->it, node, &g) == 0) {
+        st.st_ino = gfid_ino(&g);
+        st.st_mode = cl_itable_type(cf->it, node);
+    }
+    cf_known_add(cf, dir, name, &st); /* no type known: none recorded */
 }
 
 void cf_known_remove(struct cf *cf, uint64_t dir, const char *name)
@@ -329,6 +357,8 @@ void cf_known_remove(struct cf *cf, uint64_t dir, const char *name)
         if (*pp) {
             struct kname *n = *pp;
             *pp = n->next;
+            d->bytes -= strlen(n->name) + 1;
+            d->untyped -= !n->type;
             free(n);
             d->n--;
             k->total--;
@@ -402,6 +432,47 @@ int cf_known_dir_empty(struct cf *cf, uint64_t dir)
     int empty = d && (d->flags & K_COMPLETE) && d->n == 0;
     pthread_mutex_unlock(&k->lock);
     return empty;
+}
+
+/* Whether a complete directory's entries can be listed here: every one of
+ * a known type. Under k->lock. */
+static int listable(const struct knode *d)
+{
+    return d && (d->flags & K_COMPLETE) && d->untyped == 0;
+}
+
+struct cf_known_list *cf_known_list(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return NULL;
+    pthread_mutex_lock(&k->lock);
+    struct knode *d = get(k, dir, 0);
+    struct cf_known_list *l = NULL;
+    if (listable(d) && (l = malloc(sizeof(*l) + d->n * sizeof(l->e[0]) + d->bytes))) {
+        char *names = (char *)&l->e[d->n];
+        l->n = 0;
+        for (size_t i = 0; i < d->nb; i++)
+            for (const struct kname *n = d->b[i]; n; n = n->next) {
+                size_t len = strlen(n->name) + 1;
+                memcpy(names, n->name, len);
+                l->e[l->n++] = (struct cf_known_ent){.name = names, .ino = n->ino, .type = n->type};
+                names += len;
+            }
+    }
+    pthread_mutex_unlock(&k->lock);
+    return l;
+}
+
+int cf_known_listable(struct cf *cf, uint64_t dir)
+{
+    struct cf_known *k = cf->known;
+    if (!k)
+        return 0;
+    pthread_mutex_lock(&k->lock);
+    int ok = listable(get(k, dir, 0));
+    pthread_mutex_unlock(&k->lock);
+    return ok;
 }
 
 /* Clears fl (and with xattrs the absent extended attributes) from node's

@@ -66,6 +66,10 @@ struct lazy_dir {
     pthread_mutex_t lock;
     fuse_ino_t ino;
     uint64_t fh; /* 0 until opened on the brick */
+    /* Opened to be listed from what this mount knows (serve_known): the
+     * entries of the pass in progress, when it is answered so. */
+    int known, bricks; /* bricks: the pass in progress is the bricks' */
+    struct cf_known_list *list;
 };
 
 static struct lazy_dir *lazy_of(uint64_t fh)
@@ -112,7 +116,9 @@ int cf_dir_real_fh(struct cf *cf, uint64_t fh, uint64_t *real)
 }
 
 /* Answers an OPENDIR with a lazy handle; cache as cf_known_dir_cache
- * says. 0 without memory (the caller opens on the bricks). */
+ * says (-1: a handle for a listing answered from cf_known_list, which the
+ * kernel does not keep). 0 without memory (the caller opens on the
+ * bricks). */
 static int open_lazy(fuse_req_t req, struct fuse_file_info *fi, fuse_ino_t ino, int cache)
 {
     struct lazy_dir *d = calloc(1, sizeof(*d));
@@ -120,6 +126,9 @@ static int open_lazy(fuse_req_t req, struct fuse_file_info *fi, fuse_ino_t ino, 
         return 0;
     pthread_mutex_init(&d->lock, NULL);
     d->ino = ino;
+    d->known = cache < 0;
+    if (cache < 0)
+        cache = 0;
     struct fuse_file_info o = *fi;
     o.fh = (uint64_t)(uintptr_t)d | LAZY_BIT;
     o.cache_readdir = cache > 0;
@@ -151,6 +160,10 @@ void cf_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
      * (lsahead.c): no brick handle unless something needs one. */
     int cache = cf_known_dir_cache_kept(cf, ino) ? 2 : ahead_cache(cf, ino);
     int done = cache >= 0 && open_lazy(req, fi, ino, cache);
+    /* Every entry known here (a directory this mount made and holds the
+     * lease of): listed without the bricks (serve_known). */
+    if (!done && cf_known_listable(cf, ino))
+        done = open_lazy(req, fi, ino, -1);
     cf_reply_end(cf);
     if (done)
         return;
@@ -215,7 +228,7 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
     } else if (rpc_has(d, RPC_T_ATTR)) {
         int err;
         e.ino =
-            cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, S_ISDIR(d->attr.mode), &err);
+            cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, d->attr.mode & S_IFMT, &err);
         rpc_attr_to_stat(&d->attr, &e.attr);
         int attr = cf_lease_entry_held(f, d, RPC_LEASE_READ);
         int named = cf_lease_entry_held(f, d, RPC_LEASE_NAME);
@@ -422,6 +435,57 @@ static int serve_ahead(struct fop *f, uint64_t cookie)
     return 1;
 }
 
+/* A READDIR on a handle opened for it, answered from what this mount
+ * knows of the directory (cf_known_list): each pass takes the entries as
+ * they are at its start, so offsets stay valid through it (entries made or
+ * removed meanwhile may or may not show, as POSIX allows). The order is
+ * that of the names' table, the same for the same entries. Entry i is
+ * followed by offset i + 3 ("." and ".." take 1 and 2), the last by END.
+ * Plus entries carry no node (node id 0): the kernel keeps no attributes
+ * from them. 0: not answered (the bricks list it, from their cookies). */
+static int serve_known(struct fop *f, struct lazy_dir *d)
+{
+    struct cf *cf = f->cf;
+    int plus = f->flags & 1;
+    pthread_mutex_lock(&d->lock);
+    /* A pass starts: this or the bricks'. A handle that resumes a pass it
+     * did not start (seekdir to another stream's position) takes the
+     * entries too: the same entries come in the same order. */
+    if (f->off <= OFF_SHIFT || (!d->list && !d->bricks)) {
+        free(d->list);
+        cf_reply_begin(cf);
+        d->list = cf_known_list(cf, f->parent);
+        cf_reply_end(cf);
+        d->bricks = !d->list; /* their cookies from now on */
+    }
+    struct cf_known_list *l = d->list;
+    if (!l) {
+        pthread_mutex_unlock(&d->lock);
+        return 0;
+    }
+    size_t i = f->off <= OFF_SHIFT ? 0 : (size_t)(f->off - OFF_SHIFT);
+    for (; i < l->n; i++) {
+        uint64_t next = i + 1 < l->n ? i + 1 + OFF_SHIFT : OFF_END;
+        char *buf = (char *)f->data + f->pos;
+        size_t room = f->size - f->pos, n;
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof(e));
+        e.attr.st_ino = (ino_t)l->e[i].ino;
+        e.attr.st_mode = l->e[i].type;
+        if (plus)
+            n = fuse_add_direntry_plus(f->req, buf, room, l->e[i].name, &e, (off_t)next);
+        else
+            n = fuse_add_direntry(f->req, buf, room, l->e[i].name, &e.attr, (off_t)next);
+        if (n > room)
+            break;
+        f->pos += n;
+    }
+    pthread_mutex_unlock(&d->lock);
+    fuse_reply_buf(f->req, f->data, f->pos);
+    fop_free(f);
+    return 1;
+}
+
 static void submit_readdir(struct fop *f, uint64_t cookie)
 {
     cl_op_init(&f->op, RPC_OP_READDIR, readdir_cb, f);
@@ -469,7 +533,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         add_entry(f, plus, "..", 2, &none, 1, NULL);
     }
     uint64_t cookie = f->off <= OFF_SHIFT ? 0 : f->off - OFF_SHIFT;
-    if (cf_dir_is_lazy(fi->fh) && serve_ahead(f, cookie))
+    struct lazy_dir *d = lazy_of(fi->fh);
+    if (d && d->known && serve_known(f, d))
+        return;
+    if (d && serve_ahead(f, cookie))
         return;
     submit_readdir(f, cookie);
 }
@@ -491,6 +558,7 @@ void cf_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct lazy_dir *d = lazy_of(fh);
     if (d) {
         fh = d->fh; /* no other request uses the handle any more */
+        free(d->list);
         pthread_mutex_destroy(&d->lock);
         free(d);
         if (!fh) {

@@ -22,7 +22,7 @@ static int known_entry(fuse_req_t req, fuse_ino_t parent, const char *name)
     cf_reply_begin(cf); /* a recall's invalidations come after this reply */
     int err;
     uint64_t got = cf_known_excl(cf, parent) && cf_known_attr(cf, node, &e.attr)
-                       ? cl_itable_link(cf->it, parent, name, &g, S_ISDIR(e.attr.st_mode), &err)
+                       ? cl_itable_link(cf->it, parent, name, &g, e.attr.st_mode & S_IFMT, &err)
                        : 0;
     if (got && got != node)
         cl_itable_forget(cf->it, got, 1);
@@ -340,7 +340,9 @@ static void rename_cb(struct cl_op *op)
             cf_known_remove(cf, f->parent, f->name);
         cf_known_forget_attr(cf, f->parent);
         cf_known_forget_attr(cf, f->parent2);
-        cf_known_add(cf, f->parent2, f->name2);
+        cf_known_add_node(cf, f->parent2, f->name2, src);
+        if (f->flags & RENAME_EXCHANGE)
+            cf_known_add_node(cf, f->parent, f->name, dst);
         /* The brick dropped this mount's leases on and below both paths. */
         if (src)
             cf_lease_drop_node(cf, src);

@@ -127,7 +127,7 @@ static void create_cb(struct cl_op *op)
     cf_set_direct(f->cf, &f->fi);
     cf_ps_writer(f->cf, e.ino);
     cl_itable_open_fh(f->cf->it, e.ino, f->fi.fh);
-    cf_known_add(f->cf, f->parent, f->name);
+    cf_known_add(f->cf, f->parent, f->name, &e.attr);
     fop_parent_attr(f, f->parent);
     note_excl(f, e.ino);
     if (cf_lease_held(f)) {

@@ -870,7 +870,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         return 0;
     }
     f->parent_held = 1;
-    f->node = cl_itable_link(cf->it, parent, name, &f->gfid, 0, &err);
+    f->node = cl_itable_link(cf->it, parent, name, &f->gfid, S_IFREG, &err);
     if (!f->node) {
         cl_itable_forget(cf->it, parent, 1);
         free(f);
@@ -906,7 +906,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     fi->fh = WB_FH_BIT | f->id;
     cf_set_direct(cf, fi);
     cf_ps_writer(cf, f->node);
-    cf_known_add(cf, parent, name);
+    cf_known_add(cf, parent, name, &f->st);
     cf_known_nosetid(cf, f->node, !cf_killpriv_bits(f->st.st_mode));
     pst.st_mtim = pst.st_ctim = f->st.st_mtim;
     cf_known_set_attr(cf, parent, &pst);
@@ -1268,7 +1268,7 @@ void cf_wb_moved(struct cf *cf, uint64_t parent, const char *name, uint64_t newp
 {
     cl_itable_rename(cf->it, parent, name, newparent, newname, 0);
     cf_known_remove(cf, parent, name);
-    cf_known_add(cf, newparent, newname);
+    cf_known_add_node(cf, newparent, newname, cl_itable_child(cf->it, newparent, newname));
     cf_known_touch_dir(cf, parent, 0);
     if (newparent != parent)
         cf_known_touch_dir(cf, newparent, 0);

@@ -262,7 +262,7 @@ int cf_wbm_gone(struct cf *cf, uint64_t node)
 /* A pending entry for name in parent, linked in the table with its id and
  * one lookup held for the queue (its path), or NULL. */
 static struct pmk *new_entry(struct cf *cf, fuse_req_t req, fuse_ino_t parent, const char *name,
-                             int is_dir)
+                             mode_t type)
 {
     struct cf_wbm *w = cf->wbm;
     struct pmk *d = calloc(1, sizeof(*d));
@@ -273,7 +273,7 @@ static struct pmk *new_entry(struct cf *cf, fuse_req_t req, fuse_ino_t parent, c
     pthread_mutex_unlock(&w->q.lock);
     int err;
     gfid_generate(&d->gfid);
-    if (!room || !(d->it.node = cl_itable_link(cf->it, parent, name, &d->gfid, is_dir, &err))) {
+    if (!room || !(d->it.node = cl_itable_link(cf->it, parent, name, &d->gfid, type, &err))) {
         free(d);
         return NULL;
     }
@@ -329,7 +329,7 @@ static void queue_and_reply(struct cf *cf, fuse_req_t req, struct pmk *d, const 
     struct cf_wbm *w = cf->wbm;
     cf_known_noxattrs(cf, d->it.node); /* no default ACL: nothing is inherited */
     cf_known_set_attr(cf, d->it.node, st);
-    cf_known_add(cf, d->it.parent, name);
+    cf_known_add(cf, d->it.parent, name, st);
     pst->st_mtim = pst->st_ctim = st->st_mtim;
     cf_known_set_attr(cf, d->it.parent, pst);
 
@@ -356,7 +356,7 @@ int cf_wbm_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         !cf_known_absent(cf, parent, name))
         return 0;
     cf_wb_order_new(cf, parent, name);
-    struct pmk *d = new_entry(cf, req, parent, name, 1);
+    struct pmk *d = new_entry(cf, req, parent, name, S_IFDIR);
     if (!d)
         return 0;
     d->mode = mode & 07777;
@@ -398,7 +398,7 @@ int cf_wbm_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const ch
         return 0;
     cf_wb_order_new(cf, parent, name);
     char *target = strdup(link);
-    struct pmk *d = target ? new_entry(cf, req, parent, name, 0) : NULL;
+    struct pmk *d = target ? new_entry(cf, req, parent, name, S_IFLNK) : NULL;
     if (!d) {
         free(target);
         return 0;

@@ -2,6 +2,7 @@
  * hard links, unlink of open files. */
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../../src/client/itable.h"
 #include "check.h"
@@ -78,13 +79,25 @@ static void test_kind(void)
     struct cl_itable *t = cl_itable_new();
     gfid_t gd = mkgfid(90), gf = mkgfid(91);
     int err;
-    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &gd, 1, &err);
-    uint64_t f = cl_itable_link(t, d, "f", &gf, 0, &err);
+    gfid_t gl = mkgfid(92);
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &gd, S_IFDIR, &err);
+    uint64_t f = cl_itable_link(t, d, "f", &gf, S_IFREG, &err);
+    uint64_t l = cl_itable_link(t, d, "l", &gl, 0, &err);
     CHECK_EQ(cl_itable_is_dir(t, d), 1);
     CHECK_EQ(cl_itable_is_dir(t, f), 0);
+    CHECK_EQ(cl_itable_is_dir(t, l), 0);
+    CHECK_EQ(cl_itable_type(t, d), S_IFDIR);
+    CHECK_EQ(cl_itable_type(t, f), S_IFREG);
+    CHECK_EQ(cl_itable_type(t, l), 0); /* not a directory, type unknown */
+    /* a later link that does not know the type keeps the one known */
+    CHECK_EQ(cl_itable_link(t, d, "f", &gf, 0, &err), f);
+    CHECK_EQ(cl_itable_type(t, f), S_IFREG);
     cl_itable_rename(t, d, "f", CL_ROOT_ID, "g", 0);
-    CHECK_EQ(cl_itable_is_dir(t, cl_itable_child(t, CL_ROOT_ID, "g")), 0);
+    uint64_t g = cl_itable_child(t, CL_ROOT_ID, "g");
+    CHECK_EQ(cl_itable_is_dir(t, g), 0);
+    CHECK_EQ(cl_itable_type(t, g), S_IFREG);
     CHECK_EQ(cl_itable_is_dir(t, 424242), -1);
+    CHECK_EQ(cl_itable_type(t, 424242), 0);
     cl_itable_free(t);
 }
 
