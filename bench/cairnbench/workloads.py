@@ -394,7 +394,8 @@ PAYLOAD = "cairnbench parallel create payload line\n" * 4
 
 class Parallel(Workload):
     name = "parallel"
-    description = "4 processes creating files: one shared dir / own dirs"
+    description = ("4 processes creating files: one shared dir / own dirs; "
+                   "then 4 processes stat the shared dir's files, cold")
     procs = 4
 
     def metrics(self, ctx):
@@ -402,6 +403,8 @@ class Parallel(Workload):
         return [Metric("par_shared", f"4 procs x {n} creates, shared dir",
                        "s", TIME),
                 Metric("par_private", f"4 procs x {n} creates, own dirs",
+                       "s", TIME),
+                Metric("par_stat", f"4 procs x {n} stat, shared dir, cold",
                        "s", TIME)]
 
     def run(self, system, ctx, record):
@@ -440,6 +443,39 @@ class Parallel(Workload):
                         f"{metric}: {total} files, expected "
                         f"{self.procs * n}"), metric)
             record(metric, t)
+        self.stat_shared(system, ctx, record)
+
+    def stat_shared(self, system, ctx, record):
+        """Lookups of names in one directory from several processes at
+        once, none of them cached: a client that takes them one at a time
+        per directory shows it here."""
+        n = ctx.par_files
+        out = os.path.join(ctx.tmpdir, "par-stat.out")
+
+        def body(t):
+            d = f"{t}/shared"
+            lines = ["pids=()"]
+            for p in range(self.procs):
+                lines.append(f"( seq -f {q(d)}/p{p}_%g 1 {n} | "
+                             f"xargs stat -c %s >> {q(out)}.{p} ) & "
+                             "pids+=($!)")
+            lines.append('for p in "${pids[@]}"; do wait "$p"; done')
+            return "\n".join(lines)
+
+        system.make_cold()
+        t = self.timed(system, ctx, "par_stat", body)
+        sizes = []
+        for p in range(self.procs):
+            with open(f"{out}.{p}") as f:
+                sizes += f.read().split()
+            os.unlink(f"{out}.{p}")
+        want = len(system.targets()) * self.procs * n
+        good = sum(1 for v in sizes if v == str(len(PAYLOAD)))
+        if good != want or len(sizes) != want:
+            raise _tag(util.BenchFailure(
+                f"par_stat: {good} of {len(sizes)} sizes right, expected "
+                f"{want}"), "par_stat")
+        record("par_stat", t)
 
 
 def all_workloads():

@@ -49,6 +49,7 @@
 #define FUSE_FORGET_OP 2
 #define FUSE_BATCH_FORGET_OP 42
 #define INIT_EXT (1u << 30)
+#define PARALLEL_DIROPS (1u << 18)
 #define HANDLE_KILLPRIV_V2 (1u << 28)
 #define OVER_IO_URING_HI (1u << (41 - 32))  /* FUSE_OVER_IO_URING in flags2 */
 #define DIO_ALLOW_MMAP_HI (1u << (36 - 32)) /* FUSE_DIRECT_IO_ALLOW_MMAP (7.39) in flags2 */
@@ -138,6 +139,7 @@ struct cf_uring {
     int fd;
     int offered;          /* the kernel's INIT offered the ring */
     int killpriv_offered; /* ... and FUSE_HANDLE_KILLPRIV_V2 */
+    int dirops_offered;   /* ... and FUSE_PARALLEL_DIROPS */
     int mmap_offered;     /* ... and FUSE_DIRECT_IO_ALLOW_MMAP */
     int dio_mmap;         /* asked for it: direct handles may be shared-mapped (atomic) */
     uint64_t init_unique; /* of the INIT request, to amend its reply */
@@ -467,6 +469,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
         const struct init_in *ii = (const void *)(in + 1);
         u->init_unique = in->unique;
         u->killpriv_offered = ii->major == 7 && ii->minor >= 33 && (ii->flags & HANDLE_KILLPRIV_V2);
+        u->dirops_offered = ii->major == 7 && ii->minor >= 25 && (ii->flags & PARALLEL_DIROPS);
         u->mmap_offered = ii->major == 7 && ii->minor >= 39 && (ii->flags & INIT_EXT) &&
                           (ii->flags2 & DIO_ALLOW_MMAP_HI);
         u->offered = ii->major == 7 && ii->minor >= 42 && (ii->flags & INIT_EXT) &&
@@ -497,6 +500,13 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
             /* killpriv.c: the kernel stops asking for security.capability
              * before every write and leaves set-id bits to the bricks. */
             io->flags |= HANDLE_KILLPRIV_V2;
+        }
+        if (io && u->dirops_offered) {
+            /* Lookups and listings in one directory run side by side: the
+             * kernel otherwise takes a per-directory mutex around each
+             * (docs/performance-notes.md, "Parallel directory operations").
+             * libfuse 3.14 lists the capability but never sets the flag. */
+            io->flags |= PARALLEL_DIROPS;
         }
         if (io && u->mmap_offered) {
             /* A handle opened with FOPEN_DIRECT_IO may then be mapped
