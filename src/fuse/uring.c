@@ -502,9 +502,9 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
             io->flags |= HANDLE_KILLPRIV_V2;
         }
         if (io && u->dirops_offered) {
-            /* Lookups and listings in one directory run side by side: the
-             * kernel otherwise takes a per-directory mutex around each
-             * (docs/performance-notes.md, "Parallel directory operations").
+            /* Lookups and listings in one directory may run side by side:
+             * without the flag a kernel may take a per-directory mutex
+             * around each (docs/performance-notes.md, round thirty-four).
              * libfuse 3.14 lists the capability but never sets the flag. */
             io->flags |= PARALLEL_DIROPS;
         }
