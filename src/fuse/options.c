@@ -49,7 +49,7 @@ static int parse_seconds(const char *v, double *out)
     char *end;
     errno = 0;
     double d = strtod(v, &end);
-    if (errno || end == v || *end || d < 0 || d > 86400)
+    if (errno || end == v || *end || !(d >= 0 && d <= 86400)) /* NaN too */
         return -EINVAL;
     *out = d;
     return 0;

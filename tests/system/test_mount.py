@@ -84,6 +84,18 @@ def test_mount_bad_spec(cluster, mnt, spec):
     assert (r.stdout + r.stderr).strip()
 
 
+@pytest.mark.parametrize("opt", ["ping-timeout=0", "ping-timeout=soon", "attribute-timeout=nan",
+                                 "attribute-timeout=-1", "entry-timeout=1e9", "io-uring=maybe",
+                                 "direct-io-mode=sometimes", "log-level=loud", "log-file=",
+                                 "backup-servers="])
+def test_mount_bad_option_value(cluster, vol, mnt, opt):
+    r, took = run_fuse(f"{cluster.remote}:/{vol.name}", mnt, "-o", opt)
+    assert r.returncode == 1
+    assert took < FAIL_FAST
+    assert f"invalid mount option '{opt}'" in r.stderr
+    assert not mounted(mnt)
+
+
 def test_mount_missing_mountpoint(cluster, vol, mnt):
     missing = os.path.join(mnt, "does", "not", "exist")
     r, took = run_fuse(f"{cluster.remote}:/{vol.name}", missing)
