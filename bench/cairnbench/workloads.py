@@ -462,6 +462,9 @@ class Parallel(Workload):
             lines.append('for p in "${pids[@]}"; do wait "$p"; done')
             return "\n".join(lines)
 
+        for p in range(self.procs):  # what a failed run left
+            if os.path.exists(f"{out}.{p}"):
+                os.unlink(f"{out}.{p}")
         system.make_cold()
         t = self.timed(system, ctx, "par_stat", body)
         sizes = []
