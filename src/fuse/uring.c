@@ -138,8 +138,7 @@ struct cf_uring {
     struct fuse_session *se;
     int fd;
     int offered;          /* the kernel's INIT offered the ring */
-    int killpriv_offered; /* ... and FUSE_HANDLE_KILLPRIV_V2 */
-    int dirops_offered;   /* ... and FUSE_PARALLEL_DIROPS */
+    uint32_t ask;         /* INIT flags offered that libfuse 3.14 does not ask for */
     int mmap_offered;     /* ... and FUSE_DIRECT_IO_ALLOW_MMAP */
     int dio_mmap;         /* asked for it: direct handles may be shared-mapped (atomic) */
     uint64_t init_unique; /* of the INIT request, to amend its reply */
@@ -468,8 +467,15 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
     if (u && n >= (ssize_t)(sizeof(*in) + sizeof(struct init_in)) && in->opcode == FUSE_INIT_OP) {
         const struct init_in *ii = (const void *)(in + 1);
         u->init_unique = in->unique;
-        u->killpriv_offered = ii->major == 7 && ii->minor >= 33 && (ii->flags & HANDLE_KILLPRIV_V2);
-        u->dirops_offered = ii->major == 7 && ii->minor >= 25 && (ii->flags & PARALLEL_DIROPS);
+        /* HANDLE_KILLPRIV_V2 (killpriv.c): the kernel stops asking for
+         * security.capability before every write and leaves set-id bits to
+         * the bricks. PARALLEL_DIROPS: lookups and listings of one
+         * directory may run side by side; without it a kernel may take a
+         * per-directory mutex around each (docs/performance-notes.md, round
+         * thirty-four; libfuse 3.14 wants it but never sets the flag). */
+        u->ask = ii->major != 7 ? 0
+                                : (ii->minor >= 33 ? ii->flags & HANDLE_KILLPRIV_V2 : 0) |
+                                      (ii->minor >= 25 ? ii->flags & PARALLEL_DIROPS : 0);
         u->mmap_offered = ii->major == 7 && ii->minor >= 39 && (ii->flags & INIT_EXT) &&
                           (ii->flags2 & DIO_ALLOW_MMAP_HI);
         u->offered = ii->major == 7 && ii->minor >= 42 && (ii->flags & INIT_EXT) &&
@@ -496,18 +502,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
                                       iov[1].iov_len >= sizeof(struct init_out)
                                   ? iov[1].iov_base
                                   : NULL;
-        if (io && u->killpriv_offered) {
-            /* killpriv.c: the kernel stops asking for security.capability
-             * before every write and leaves set-id bits to the bricks. */
-            io->flags |= HANDLE_KILLPRIV_V2;
-        }
-        if (io && u->dirops_offered) {
-            /* Lookups and listings in one directory may run side by side:
-             * without the flag a kernel may take a per-directory mutex
-             * around each (docs/performance-notes.md, round thirty-four).
-             * libfuse 3.14 lists the capability but never sets the flag. */
-            io->flags |= PARALLEL_DIROPS;
-        }
+        if (io)
+            io->flags |= u->ask;
         if (io && u->mmap_offered) {
             /* A handle opened with FOPEN_DIRECT_IO may then be mapped
              * shared (cf_set_direct): the kernel keeps the mapping's pages
