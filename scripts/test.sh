@@ -42,4 +42,4 @@ echo "== system tests on real mounts (ASan+UBSan daemons and clients)"
 # Daemons and FUSE clients are killed by the tests; leak reports at those
 # exits are noise, real memory errors still abort.
 ASAN_OPTIONS=abort_on_error=1:detect_leaks=0 CAIRN_BUILD="$PWD/build-san" \
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/system bench/tests
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=25 tests/system bench/tests

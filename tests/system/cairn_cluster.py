@@ -219,6 +219,11 @@ class Mount:
             self.logf = None
 
 
+# Roots of the clusters not yet closed: the test watchdog (conftest.py)
+# looks for hung FUSE requests under them.
+LIVE_ROOTS = set()
+
+
 class Cluster:
     """One cairnd on a loopback address, plus the volumes and mounts made
     through it. Use as a context manager or call close()."""
@@ -235,6 +240,7 @@ class Cluster:
         self.extra_pids = []
         self.extra_mounts = []
         self.owns_root = root is None
+        LIVE_ROOTS.add(self.root)
 
     @property
     def remote(self):
@@ -416,6 +422,7 @@ class Cluster:
             if alive(pid):
                 kill_pid(pid)
         self.volumes = {}
+        LIVE_ROOTS.discard(self.root)
         if self.owns_root and os.path.isdir(self.root):
             # never follow into a mount that failed to detach
             still = [m for m in self._mounts_under(self.root)]

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cairn_cluster import Cluster  # noqa: E402
+from cairn_cluster import LIVE_ROOTS, Cluster, pids_with_arg  # noqa: E402
 
 HOST = "127.0.0.10"
 VOLUME = "stvol"
@@ -127,35 +127,53 @@ class TestTimeout(Exception):
     pass
 
 
-def abort_fuse_mounts(root):
-    """Aborts the FUSE connections of every mount under root, so requests
-    stuck in a hung client fail (ENOTCONN) instead of blocking forever."""
+def abort_hung_fuse_mounts(roots):
+    """Aborts the FUSE connections of the mounts under roots that have
+    requests waiting on their client, and kills that client (a request a
+    client over io_uring has taken ends only when the client lets go of
+    the ring), so requests stuck in a hung client fail instead of blocking
+    forever. Idle mounts (the session's shared volume between tests) are
+    left alone. Returns the aborted mount points."""
+    import signal
     import subprocess
 
     ctl = "/sys/fs/fuse/connections"
     if os.path.isdir(ctl) and not os.listdir(ctl):
         subprocess.run(["mount", "-t", "fusectl", "none", ctl], check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    prefix = os.path.realpath(root) + "/"
+    prefixes = tuple(os.path.realpath(r) + "/" for r in roots)
+    aborted = []
     with open("/proc/self/mountinfo") as f:
         for line in f:
             parts = line.split()
-            if not parts[4].startswith(prefix):
+            if not parts[4].startswith(prefixes):
                 continue
             minor = int(parts[2].split(":")[1])
             try:
+                with open(f"{ctl}/{minor}/waiting") as w:
+                    if int(w.read()) == 0:
+                        continue
                 with open(f"{ctl}/{minor}/abort", "w") as a:
                     a.write("1")
-            except OSError:
+            except (OSError, ValueError):
+                continue
+            aborted.append(parts[4])
+    for m in aborted:
+        for pid in pids_with_arg(m):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
+    return aborted
 
 
 @pytest.fixture(autouse=True)
 def _time_limit(request):
     """Fails a test that runs too long (a hang must not stall the whole
-    suite): 120 s, 400 s for tests marked slow. A SIGALRM ends a hang in
-    Python code; a watchdog thread aborts the FUSE connections (our mounts
-    only) a little later for a request a hung client never answers."""
+    suite): 120 s, 400 s for tests marked slow, its fixtures' teardown
+    included. A SIGALRM ends a hang in Python code; a watchdog thread
+    aborts, a little later, the FUSE connections of our mounts that have a
+    request a hung client never answers."""
     import signal
     import threading
 
@@ -166,10 +184,7 @@ def _time_limit(request):
         raise TestTimeout(f"test exceeded {limit}s")
 
     def watchdog():
-        hung.append(True)
-        c = _SESSION.get("cluster")
-        if c is not None:
-            abort_fuse_mounts(c.root)
+        hung.extend(abort_hung_fuse_mounts(LIVE_ROOTS) or ["(no FUSE request was waiting)"])
 
     old = signal.signal(signal.SIGALRM, expired)
     signal.alarm(limit)
@@ -183,5 +198,5 @@ def _time_limit(request):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     if hung:
-        pytest.fail(f"test hung for over {limit + 10}s in a FUSE request; the session's FUSE "
-                    "connections were aborted, so later tests on these mounts fail too")
+        pytest.fail(f"test still running {limit + 10}s after it started; FUSE connections "
+                    f"with waiting requests were aborted: {', '.join(hung)}")

@@ -282,6 +282,7 @@ def fault_kill(pool, v, what):
     return back
 
 
+@pytest.mark.slow  # a server's whole copy heals afterwards: over a minute under ASan
 @pytest.mark.parametrize("arbiter", [False, True], ids=["rep3", "arb"])
 @pytest.mark.parametrize("what", ["brick", "server"])
 def test_kill_during_cp(pool, vol_factory, arbiter, what):
@@ -315,6 +316,7 @@ FIO_ARGS = ["--name=rw", "--verify_state_save=0", "--ioengine=psync", "--rw=rand
             "--group_reporting", "--fsync=64"]
 
 
+@pytest.mark.slow  # a server's whole copy heals afterwards: over a minute under ASan
 @pytest.mark.parametrize("arbiter", [False, True], ids=["rep3", "arb"])
 @pytest.mark.parametrize("what", ["brick", "server"])
 def test_kill_during_fio(pool, vol_factory, arbiter, what):
