@@ -212,6 +212,38 @@ static int set_meta(struct cl_layer *dst, const char *path, const struct rpc_att
 
 static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_arbiter);
 
+static int same_version(const struct look *a, const struct look *b)
+{
+    return a->a.ctime == b->a.ctime && a->a.ctime_ns == b->a.ctime_ns && a->a.size == b->a.size &&
+           gfid_equal(&a->a.gfid, &b->a.gfid);
+}
+
+/* An object copied inside a directory's heal has no check of its own (the
+ * entry's heal_one checks only the entry's object): a client that changed
+ * it meanwhile may have reached the sink before the copy did, and the copy
+ * then put back what was there before. When src's copy moved since before
+ * (ctime or size), the object gets a mark of its own on src accusing dst,
+ * so that its own index entry heals it again, with heal_one's checks. */
+static void mark_if_changed(struct hctx *h, int src, int dst, const char *path,
+                            const struct look *before)
+{
+    struct look now;
+    if (do_lookup(h->ch[src], path, &now) < 0 || same_version(&now, before))
+        return; /* gone: the parent's entry heal covers it */
+    struct cl_op op;
+    path_op(&op, RPC_OP_MARK, path);
+    RPC_SET(&op.args, flags, RPC_T_FLAGS, RPC_OP_SETATTR);
+    RPC_SET(&op.args, pending, RPC_T_PENDING, 1u << dst);
+    int rc = simple(h->ch[src], &op);
+    if (rc < 0)
+        log_warn("heal: %s changed while it was copied to child %d, and marking it for "
+                 "another heal failed: %s",
+                 path, dst, strerror(-rc));
+    else
+        log_debug("heal: %s changed while it was copied to child %d; marked for another heal", path,
+                  dst);
+}
+
 /* Makes dst's directory path list what src's does. */
 static int heal_entries(struct hctx *h, int src, int dst, const char *path, int is_arbiter)
 {
@@ -246,6 +278,8 @@ static int heal_entries(struct hctx *h, int src, int dst, const char *path, int 
             continue; /* the same object: its own index entry heals its content */
         if (heal_tree(h, src, dst, sub, is_arbiter) < 0)
             rc = -EIO;
+        else
+            mark_if_changed(h, src, dst, sub, &ls);
     }
     free_names(sn, ns);
     free_names(dn, nd);
@@ -285,6 +319,13 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
         }
         if ((rc = heal_entries(h, src, dst, path, is_arbiter)) < 0)
             return rc;
+        /* Copying the entries took a while, during which a client may
+         * have changed the directory's owner, mode or times on every
+         * copy: set what src holds now, not what it held before. */
+        struct look now;
+        if (do_lookup(S, path, &now) == 0 && gfid_equal(&now.a.gfid, &ls.a.gfid) &&
+            (now.a.mode & S_IFMT) == S_IFDIR)
+            ls = now;
     } else if (type == S_IFREG) {
         /* A big file the sink already holds (a VM image) heals by ranges. */
         int ranged = same && !is_arbiter && ls.a.size >= RANGE_HEAL_MIN;
@@ -580,8 +621,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
          * changed since). */
         struct look again;
         if (sinks &&
-            (do_lookup(h->ch[src], path, &again) < 0 || again.a.ctime != v.l[src].a.ctime ||
-             again.a.ctime_ns != v.l[src].a.ctime_ns || again.a.size != v.l[src].a.size)) {
+            (do_lookup(h->ch[src], path, &again) < 0 || !same_version(&again, &v.l[src]))) {
             if (attempt + 1 < HEAL_TRIES)
                 continue;
             log_debug("heal: %s changed while it was healed; again on the next pass", path);

@@ -20,6 +20,7 @@ import re
 import signal
 import struct
 import subprocess
+import threading
 import time
 import uuid
 
@@ -530,6 +531,54 @@ def test_heal_throttled_file_stays_writable(pool):
         n.tail(f"{n.workdir}/logs/shd-wv.log") for n in pool.nodes) + m2.tail()
     m2.stop()
     a.mounts.remove(m2)
+
+
+def test_object_changed_while_its_directory_heals_is_healed_again(pool):
+    """A directory's heal copies the objects its sink lacks; a client that
+    changes one of them meanwhile reaches the sink's new copy too, and the
+    copy must not then put back what it read before (here the file's mode,
+    set after its throttled data copy). The heal marks such an object for
+    a heal of its own, so every brick ends with the client's change and the
+    heal index ends empty."""
+    bricks = pool.volume("cv", options={"cluster.self-heal-daemon": "off",
+                                        "cluster.heal-rate-limit": "1"})
+    a = pool.nodes[0]
+    mnt = os.path.join(a.root, "cv-mnt")
+    m = a.mount("cv", mnt)
+    os.makedirs(f"{mnt}/d")
+    write(f"{mnt}/d/big", os.urandom(4 << 20))  # 4 MiB at 1 MB/s: seconds of copy
+    os.chmod(f"{mnt}/d/big", 0o640)
+    os.sync()
+    assert all(os.stat(f"{b}/d/big").st_mode & 0o777 == 0o640 for b in bricks)
+    # brick 2 lost d/big and d's other copies blame it: the directory's heal
+    # makes the file there (the file itself carries no mark)
+    os.unlink(f"{bricks[2]}/d/big")
+    for b in bricks[:2]:
+        blame(b, "/d", 1 << 2)
+    done = []
+    heal = threading.Thread(target=lambda: done.append(a.cli("volume", "heal", "cv",
+                                                             check=False, timeout=120)))
+    heal.start()
+    try:
+        wait_for(lambda: os.path.exists(f"{bricks[2]}/d/big"), 30, "the heal to make d/big")
+        os.chmod(f"{mnt}/d/big", 0o600)
+        fd = os.open(f"{mnt}/d/big", os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the change is on the bricks, brick 2's new copy included
+        finally:
+            os.close(fd)
+        assert os.stat(f"{bricks[2]}/d/big").st_size < (4 << 20), \
+            "the copy ended before the change: the heal was not throttled"
+    finally:
+        heal.join()
+    assert done and done[0].returncode == 0, out(done[0]) if done else "no heal"
+    modes = [oct(os.stat(f"{b}/d/big").st_mode & 0o777) for b in bricks]
+    assert modes == [oct(0o600)] * 3, f"modes after the heal: {modes}"
+    assert read(f"{bricks[2]}/d/big") == read(f"{bricks[0]}/d/big")
+    info = a.cli("volume", "heal", "cv", "info").stdout
+    assert info.count("Number of entries: 0") == 3, info
+    m.stop()
+    a.mounts.remove(m)
 
 
 def test_takeover_when_a_daemon_is_gone(pool):
