@@ -184,7 +184,7 @@ def _time_limit(request):
         raise TestTimeout(f"test exceeded {limit}s")
 
     def watchdog():
-        hung.extend(abort_hung_fuse_mounts(LIVE_ROOTS) or ["(no FUSE request was waiting)"])
+        hung.extend(abort_hung_fuse_mounts(list(LIVE_ROOTS)) or ["(no FUSE request was waiting)"])
 
     old = signal.signal(signal.SIGALRM, expired)
     signal.alarm(limit)
