@@ -319,13 +319,6 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
         }
         if ((rc = heal_entries(h, src, dst, path, is_arbiter)) < 0)
             return rc;
-        /* Copying the entries took a while, during which a client may
-         * have changed the directory's owner, mode or times on every
-         * copy: set what src holds now, not what it held before. */
-        struct look now;
-        if (do_lookup(S, path, &now) == 0 && gfid_equal(&now.a.gfid, &ls.a.gfid) &&
-            (now.a.mode & S_IFMT) == S_IFDIR)
-            ls = now;
     } else if (type == S_IFREG) {
         /* A big file the sink already holds (a VM image) heals by ranges. */
         int ranged = same && !is_arbiter && ls.a.size >= RANGE_HEAL_MIN;
