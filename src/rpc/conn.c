@@ -326,9 +326,14 @@ int rpc_conn_call(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body, r
     *b = p;
     c->n_pending++;
     uint64_t reqid = p->reqid;
+    /* Once p is in the table the reader may answer or fail it, and cb may
+     * drop the caller's reference to c (a failed handshake does): this
+     * one keeps c alive until the frame is sent. */
+    c->refs++;
     pthread_mutex_unlock(&c->lock);
     /* On a send failure the connection is closed and the reader fails p. */
     send_frame(c, RPC_KIND_REQUEST, op, reqid, 0, body);
+    rpc_conn_put(c);
     return 0;
 }
 

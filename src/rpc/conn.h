@@ -57,7 +57,8 @@ void *rpc_conn_ctx(struct rpc_conn *c);
 
 /* Sends a request; cb runs on the reader thread when the reply arrives, or
  * with a transport error. Returns 0, or -ENOTCONN when closed (cb not
- * called). body may be NULL for an empty body. */
+ * called). body may be NULL for an empty body. cb may run before this
+ * returns and may drop the caller's reference: c stays valid until then. */
 int rpc_conn_call(struct rpc_conn *c, uint16_t op, const struct rpc_buf *body, rpc_reply_cb cb,
                   void *arg);
 /* Blocking call. On success *reply (if not NULL) receives the reply frame,

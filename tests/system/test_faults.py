@@ -71,6 +71,13 @@ class Pool:
         for n in self.nodes:
             n.close()
 
+    def revive(self):
+        """Restarts the servers a failed test killed and left down: one
+        failure must not make every later test of the module fail with it."""
+        for n in self.nodes:
+            if n.proc and n.proc.poll() is not None:
+                n.start()
+
     def kill_server(self, n):
         """kill -9 of cairnd and of its brick processes (a crashed server)."""
         pids = [p for b in sum(n.volumes.values(), []) for p in pids_with_arg("--brick-path", b)]
@@ -165,6 +172,7 @@ def vol_factory(pool):
         return v
 
     yield make
+    pool.revive()
     for v in made:
         v.close()
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -342,6 +343,70 @@ static void test_corked_calls(void)
     rpc_conn_put(c);
 }
 
+/* A call whose callback drops the caller's last reference (a handshake
+ * that fails does): the connection is closed and its reader gone while the
+ * caller is still in the call's send. A signal handler that sleeps holds
+ * the sender there, blocked in a send to a peer that does not read, while
+ * the peer closes; the call must not touch freed memory when the send
+ * returns (ASan, in the sanitizer build, reports it if it does). */
+struct held_call {
+    struct rpc_conn *c;
+    int rc, status;
+};
+
+static void drop_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    struct held_call *h = arg;
+    (void)reply;
+    (void)take;
+    __atomic_store_n(&h->status, status, __ATOMIC_SEQ_CST);
+    rpc_conn_put(h->c);
+}
+
+static void *held_sender(void *arg)
+{
+    struct held_call *h = arg;
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    void *big = calloc(1, 1 << 20);
+    rpc_put_bytes(&b, RPC_T_DATA, big, 1 << 20);
+    h->rc = rpc_conn_call(h->c, RPC_OP_WRITE, &b, drop_cb, h);
+    rpc_buf_free(&b);
+    free(big);
+    return NULL;
+}
+
+static void doze(int sig)
+{
+    (void)sig;
+    usleep(300 * 1000);
+}
+
+static void test_callback_drops_last_reference(void)
+{
+    struct sigaction sa = {.sa_handler = doze}, old;
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ(sigaction(SIGUSR1, &sa, &old), 0); /* no SA_RESTART: the send sees EINTR */
+    int sv[2], small = 4096;
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    struct held_call h = {.c = rpc_conn_new(sv[1], NULL, NULL, "closing-peer"), .status = 1};
+    rpc_conn_start(h.c);
+    pthread_t t;
+    pthread_create(&t, NULL, held_sender, &h);
+    CHECK(readable(sv[0], 2000)); /* the sender is in its send, blocked */
+    usleep(50 * 1000);
+    pthread_kill(t, SIGUSR1);
+    usleep(20 * 1000);
+    close(sv[0]); /* the reader fails the call; drop_cb drops the last reference */
+    for (int i = 0; i < 200 && __atomic_load_n(&h.status, __ATOMIC_SEQ_CST) == 1; i++)
+        usleep(10000);
+    CHECK_EQ(__atomic_load_n(&h.status, __ATOMIC_SEQ_CST), -ENOTCONN);
+    pthread_join(t, NULL);
+    CHECK_EQ(h.rc, 0);
+    sigaction(SIGUSR1, &old, NULL);
+}
+
 int main(void)
 {
     log_init("test", LOG_ERROR);
@@ -350,5 +415,6 @@ int main(void)
     test_pending_fail_on_close();
     test_malformed_closes();
     test_corked_calls();
+    test_callback_drops_last_reference();
     return check_summary("test_rpc_conn");
 }
