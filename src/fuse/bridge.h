@@ -348,10 +348,12 @@ size_t cf_rc_format(struct cf *cf, char *buf, size_t n);
 
 /* ---- pagestore.c: read-ahead windows stored into the kernel's page cache ----
  * cf_ps_start after the mount (the thread writes notifications to se),
- * cf_ps_stop after the request loop ended. Without a started store every
- * call is a no-op. */
+ * cf_ps_stop after the request loop ended (no store is made after it),
+ * cf_ps_free once no recall thread can call in (after cf_leases_stop).
+ * Without a started store every call is a no-op. */
 int cf_ps_start(struct cf *cf, struct fuse_session *se);
 void cf_ps_stop(struct cf *cf);
+void cf_ps_free(struct cf *cf);
 /* A window of ino just read from the brick under plan: the data of the
  * READ reply *frame. A store taken takes the frame too (*frame becomes
  * NULL); otherwise the caller keeps it. */
@@ -362,6 +364,10 @@ void cf_ps_offer(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan,
 void cf_ps_writer(struct cf *cf, fuse_ino_t ino);
 /* ino's lease is being recalled: waits (bounded) for a store in progress. */
 void cf_ps_quiesce(struct cf *cf, fuse_ino_t ino);
+/* Runs fn(arg) once no store of ino is in progress: at once, or on the
+ * store thread once the store in progress has ended and, when the file
+ * changed while it ran, its pages were dropped again. */
+void cf_ps_after(struct cf *cf, fuse_ino_t ino, void (*fn)(void *), void *arg);
 /* The kernel forgot ino. */
 void cf_ps_forget(struct cf *cf, fuse_ino_t ino);
 /* "FUSE page-cache fill: ..." line of the io-stats. */

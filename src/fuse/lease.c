@@ -280,12 +280,14 @@ void cf_lease_inval_attr(struct cf *cf, uint64_t node)
                   strerror(-rc));
 }
 
-static void drop_path(struct cf_leases *L, const char *path, const char *name)
+/* Drops what the kernel holds under path's lease; returns its node (0:
+ * not known here). */
+static uint64_t drop_path(struct cf_leases *L, const char *path, const char *name)
 {
     struct cl_itable *it = L->cf->it;
     uint64_t node = cl_itable_resolve(it, path);
     if (!node)
-        return;
+        return 0;
     /* Files written back into it reach the bricks before the lease goes. */
     int rc = cf_wb_settle_dir(L->cf, node);
     if (rc < 0)
@@ -310,6 +312,35 @@ static void drop_path(struct cf_leases *L, const char *path, const char *name)
         if (!name[0] || strcmp(v[i].name, name))
             inval_entry(L, node, v[i].name);
     cl_itable_names_free(v, n);
+    return node;
+}
+
+struct held_return {
+    struct cl_layer *from;
+    char path[];
+};
+
+static void return_held(void *arg)
+{
+    struct held_return *r = arg;
+    cl_proto_lease_return(r->from, r->path);
+    free(r);
+}
+
+/* Returns path's lease to the brick it came from once no store into the
+ * kernel's page cache of node is in progress (cf_ps_after). */
+static void return_lease(struct cf_leases *L, struct cl_layer *from, const char *path,
+                         uint64_t node)
+{
+    size_t len = strlen(path) + 1;
+    struct held_return *r = node ? malloc(sizeof(*r) + len) : NULL;
+    if (!r) {
+        cl_proto_lease_return(from, path);
+        return;
+    }
+    r->from = from;
+    memcpy(r->path, path, len);
+    cf_ps_after(L->cf, node, return_held, r);
 }
 
 /* node and everything the table knows below it. */
@@ -364,8 +395,8 @@ static void run_job(struct cf_leases *L, struct job *j)
     if (j->node) {
         drop_tree(L, j->node);
     } else if (j->path) {
-        drop_path(L, j->path, j->name);
-        cl_proto_lease_return(j->from, j->path);
+        uint64_t node = drop_path(L, j->path, j->name);
+        return_lease(L, j->from, j->path, node);
     } else {
         drop_all(L);
     }

@@ -247,6 +247,7 @@ out_stack:
     cf_wb_settle_all(&cf);
     cf_wbh_settle_all(&cf);
     cf_leases_stop(&cf);
+    cf_ps_free(&cf);
     cl_stack_destroy(cf.stack);
     cf_wb_free(&cf);
     cf_wbh_free(&cf);

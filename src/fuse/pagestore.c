@@ -18,7 +18,10 @@
  *   mount, or the lease's recall) before the store is dropped; one that
  *   changed while it was being stored is invalidated in the kernel right
  *   after. The recall waits (bounded) for a store of its file in progress,
- *   so the pages it drops stay dropped.
+ *   so the pages it drops stay dropped; when the store outlasts that wait
+ *   (a loaded machine), the lease goes back to the brick only once the
+ *   store has ended and dropped its pages again (cf_ps_after), so another
+ *   client's change never returns while a stale page can still be read.
  * - No store is made for a file this mount has opened for writing, until
  *   the kernel forgets the file. A writable open waits (bounded) for a store
  *   of its file in progress. So a store never lands over data the kernel
@@ -61,6 +64,14 @@ struct written {
     fuse_ino_t ino;
 };
 
+/* Work held until the store of ino in progress has ended (cf_ps_after). */
+struct after {
+    struct after *next;
+    fuse_ino_t ino;
+    void (*fn)(void *);
+    void *arg;
+};
+
 struct cf_ps {
     pthread_mutex_t lock;
     pthread_cond_t wake, idle;
@@ -68,9 +79,10 @@ struct cf_ps {
     struct fuse_session *se;
     struct job *head, *tail;
     int queued, stop;
-    fuse_ino_t storing; /* the file being stored now, 0: none */
+    fuse_ino_t storing; /* the file being stored now (or its pages dropped after), 0: none */
     struct written *written[WRITTEN_HASH];
-    uint64_t stored, bytes, undone, dropped, waited_out;
+    struct after *afters;
+    uint64_t stored, bytes, undone, dropped, waited_out, held;
 };
 
 static unsigned whash(fuse_ino_t ino)
@@ -106,6 +118,36 @@ static int stale(const struct cf_ps *s, struct cf *cf, const struct job *j)
     return !cf_rc_current(cf, j->ino, &j->plan) || was_written(s, j->ino);
 }
 
+/* Under the lock: takes the work held for ino (all of it when ino is 0). */
+static struct after *take_afters(struct cf_ps *s, fuse_ino_t ino)
+{
+    struct after *out = NULL, **pp = &s->afters;
+    while (*pp) {
+        struct after *a = *pp;
+        if (ino && a->ino != ino) {
+            pp = &a->next;
+            continue;
+        }
+        *pp = a->next;
+        a->next = out;
+        out = a;
+    }
+    return out;
+}
+
+static void run_afters(struct after *a)
+{
+    while (a) {
+        struct after *n = a->next;
+        a->fn(a->arg);
+        free(a);
+        a = n;
+    }
+}
+
+/* The store of j; s->storing stays j->ino until what it stored is dropped
+ * again when the file changed meanwhile, and the work held for it runs
+ * after that. */
 static void store(struct cf_ps *s, struct cf *cf, struct job *j)
 {
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(j->len);
@@ -113,12 +155,10 @@ static void store(struct cf_ps *s, struct cf *cf, struct job *j)
     int rc = fuse_lowlevel_notify_store(s->se, j->ino, (off_t)j->plan.start, &bv, 0);
     pthread_mutex_lock(&s->lock);
     int changed = stale(s, cf, j);
-    s->storing = 0;
     if (rc == 0) {
         s->stored++;
         s->bytes += j->len;
     }
-    pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->lock);
     if (rc < 0 && rc != -ENOENT) /* ENOENT: the kernel forgot the file */
         log_debug("storing %zu bytes of node %llu in the page cache: %s", j->len,
@@ -135,6 +175,12 @@ static void store(struct cf_ps *s, struct cf *cf, struct job *j)
         s->undone++;
         pthread_mutex_unlock(&s->lock);
     }
+    pthread_mutex_lock(&s->lock);
+    s->storing = 0;
+    struct after *a = take_afters(s, j->ino);
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+    run_afters(a);
 }
 
 static void *store_main(void *arg)
@@ -199,6 +245,17 @@ void cf_ps_stop(struct cf *cf)
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->lock);
+    struct after *a = take_afters(s, 0); /* none: each store runs its own */
+    pthread_mutex_unlock(&s->lock);
+    run_afters(a);
+}
+
+void cf_ps_free(struct cf *cf)
+{
+    struct cf_ps *s = cf->ps;
+    if (!s)
+        return;
     while (s->head) {
         struct job *j = s->head;
         s->head = j->next;
@@ -291,8 +348,26 @@ void cf_ps_quiesce(struct cf *cf, fuse_ino_t ino)
     if (!s)
         return;
     pthread_mutex_lock(&s->lock);
-    note_wait(s, ino, "recalling the lease");
+    if (wait_store(s, ino) < 0)
+        s->waited_out++; /* cf_ps_after holds the lease's return */
     pthread_mutex_unlock(&s->lock);
+}
+
+void cf_ps_after(struct cf *cf, fuse_ino_t ino, void (*fn)(void *), void *arg)
+{
+    struct cf_ps *s = cf->ps;
+    struct after *a = NULL;
+    if (s) {
+        pthread_mutex_lock(&s->lock);
+        if (s->storing == ino && (a = malloc(sizeof(*a)))) {
+            *a = (struct after){.next = s->afters, .ino = ino, .fn = fn, .arg = arg};
+            s->afters = a;
+            s->held++;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (!a)
+        fn(arg); /* no store of ino in progress (or no memory to hold it: at once) */
 }
 
 void cf_ps_forget(struct cf *cf, fuse_ino_t ino)
@@ -319,10 +394,11 @@ size_t cf_ps_format(struct cf *cf, char *buf, size_t n)
         pthread_mutex_lock(&s->lock);
         len = snprintf(buf, n,
                        "FUSE page-cache fill: %llu windows stored (%llu bytes), %llu invalidated "
-                       "after a change, %llu not stored, %llu waits cut short\n",
+                       "after a change, %llu not stored, %llu waits cut short, %llu lease "
+                       "returns held for a store\n",
                        (unsigned long long)s->stored, (unsigned long long)s->bytes,
                        (unsigned long long)s->undone, (unsigned long long)s->dropped,
-                       (unsigned long long)s->waited_out);
+                       (unsigned long long)s->waited_out, (unsigned long long)s->held);
         pthread_mutex_unlock(&s->lock);
     }
     return cf_fmt_len(len, n);
