@@ -118,13 +118,13 @@ static int stale(const struct cf_ps *s, struct cf *cf, const struct job *j)
     return !cf_rc_current(cf, j->ino, &j->plan) || was_written(s, j->ino);
 }
 
-/* Under the lock: takes the work held for ino (all of it when ino is 0). */
+/* Under the lock: takes the work held for ino. */
 static struct after *take_afters(struct cf_ps *s, fuse_ino_t ino)
 {
     struct after *out = NULL, **pp = &s->afters;
     while (*pp) {
         struct after *a = *pp;
-        if (ino && a->ino != ino) {
+        if (a->ino != ino) {
             pp = &a->next;
             continue;
         }
@@ -245,10 +245,8 @@ void cf_ps_stop(struct cf *cf)
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
-    pthread_mutex_lock(&s->lock);
-    struct after *a = take_afters(s, 0); /* none: each store runs its own */
-    pthread_mutex_unlock(&s->lock);
-    run_afters(a);
+    /* Nothing is held now: work is held only while its store runs, and
+     * that store runs it. */
 }
 
 void cf_ps_free(struct cf *cf)
