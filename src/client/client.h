@@ -26,8 +26,8 @@ struct cl_volinfo {
     char *name, *id;
     struct cl_brickinfo *bricks;
     int n_bricks;
-    int replica; /* bricks per replica set (consecutive); 1: no replication */
-    int arbiter; /* 1: the last brick of each set is an arbiter */
+    int replica;         /* bricks per replica set (consecutive); 1: no replication */
+    int arbiter;         /* 1: the last brick of each set is an arbiter */
     struct opt_set opts; /* options set on the volume */
     uint64_t gen;        /* generation (GEN); 0 when the server sent none */
 };
@@ -62,8 +62,7 @@ int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_m
  * the lease's path and name the entry that changed ("" for none); path NULL
  * means every lease from that brick is gone (its connection dropped), and
  * nothing is to be returned. */
-typedef void (*cl_recall_fn)(void *ctx, struct cl_layer *from, const char *path,
-                             const char *name);
+typedef void (*cl_recall_fn)(void *ctx, struct cl_layer *from, const char *path, const char *name);
 
 struct cl_proto_params {
     struct net_addr addr;

@@ -27,7 +27,7 @@ struct cl_op {
     int status;              /* 0 or -errno, set by cl_op_complete */
     struct rpc_frame *reply; /* decoded reply (reply->msg) when status == 0; else NULL */
     cl_done_cb done;
-    void *ctx;               /* the issuer's */
+    void *ctx; /* the issuer's */
     /* Sequential network round trips the op cost, set before completion by
      * the layer that answers it: the protocol client sets 1 for a request
      * it sent; a layer answering from sub-operations sets the sum over its

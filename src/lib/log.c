@@ -63,9 +63,10 @@ void log_msg(enum log_level level, const char *fmt, ...)
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line), "[%04d-%02d-%02d %02d:%02d:%02d.%06ld] %s %s[%d]: ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000, level_names[level], log_component, getpid());
+    int n = snprintf(line, sizeof(line),
+                     "[%04d-%02d-%02d %02d:%02d:%02d.%06ld] %s %s[%d]: ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000,
+                     level_names[level], log_component, getpid());
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);

@@ -18,7 +18,9 @@ static void print_info(const struct mgmt_vol *v, FILE *out)
     fprintf(out, "\nVolume Name: %s\n", v->name);
     int r = v->replica > 1 ? v->replica : 1, sets = v->n_bricks / r;
     fprintf(out, "Type: %s\n",
-            r == 1 ? "Distribute" : sets > 1 ? "Distributed-Replicate" : "Replicate");
+            r == 1     ? "Distribute"
+            : sets > 1 ? "Distributed-Replicate"
+                       : "Replicate");
     fprintf(out, "Volume ID: %s\n", v->id);
     fprintf(out, "Status: %s\n", mgmt_status_name(v->status));
     fprintf(out, "Snapshot Count: 0\n");

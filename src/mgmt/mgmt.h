@@ -43,10 +43,10 @@ struct mgmt_vol {
     enum mgmt_vol_status status;
     int n_bricks;
     struct mgmt_brick *bricks; /* array of n_bricks, owned */
-    int replica; /* bricks per replica set (consecutive bricks); 0 or 1: distribute only */
-    int arbiter; /* 1: the last brick of each replica set is an arbiter */
-    struct opt_set opts;       /* options set by `volume set`, owned */
-    uint64_t gen;              /* pool generation of its last change (GETVOL, NOTIFY) */
+    int replica;         /* bricks per replica set (consecutive bricks); 0 or 1: distribute only */
+    int arbiter;         /* 1: the last brick of each replica set is an arbiter */
+    struct opt_set opts; /* options set by `volume set`, owned */
+    uint64_t gen;        /* pool generation of its last change (GETVOL, NOTIFY) */
 };
 
 /* A server of the trusted pool (replicated state; pool.h). */

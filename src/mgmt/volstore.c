@@ -103,8 +103,8 @@ char *mgmt_vol_format(const struct mgmt_vol *v)
     if (!f)
         return NULL;
     fprintf(f, "# cairnd volume store; edit only while cairnd is stopped\n");
-    fprintf(f, "version=%d\nname=%s\nid=%s\ntype=%s\nstatus=%s\ntransport=tcp\n",
-            STORE_VERSION, v->name, v->id, v->replica > 1 ? "Replicate" : "Distribute",
+    fprintf(f, "version=%d\nname=%s\nid=%s\ntype=%s\nstatus=%s\ntransport=tcp\n", STORE_VERSION,
+            v->name, v->id, v->replica > 1 ? "Replicate" : "Distribute",
             mgmt_status_name(v->status));
     if (v->replica > 1)
         fprintf(f, "replica=%d\narbiter=%d\n", v->replica, v->arbiter);

@@ -7,78 +7,117 @@ enum field_kind { K_NONE, K_U64, K_STR, K_BYTES, K_GFID, K_ATTR, K_TIME, K_LOCK,
 
 /* Each tag's kind; K_REP fields may repeat and are counted. */
 static const unsigned char tag_kind[RPC_T_MAX] = {
-    [RPC_T_OP] = K_U64,      [RPC_T_PATH] = K_STR,      [RPC_T_PATH2] = K_STR,
-    [RPC_T_NAME] = K_BYTES,  [RPC_T_GFID] = K_GFID,     [RPC_T_FH] = K_U64,
-    [RPC_T_MODE] = K_U64,    [RPC_T_UID] = K_U64,       [RPC_T_GID] = K_U64,
-    [RPC_T_UMASK] = K_U64,   [RPC_T_FLAGS] = K_U64,     [RPC_T_RDEV] = K_U64,
-    [RPC_T_OFFSET] = K_U64,  [RPC_T_SIZE] = K_U64,      [RPC_T_DATA] = K_BYTES,
-    [RPC_T_ATTR] = K_ATTR,   [RPC_T_VALID] = K_U64,     [RPC_T_ATIME] = K_TIME,
-    [RPC_T_MTIME] = K_TIME,  [RPC_T_LOCK] = K_LOCK,     [RPC_T_OWNER] = K_U64,
-    [RPC_T_DIRENT] = K_REP,  [RPC_T_STATFS] = K_STATFS, [RPC_T_ARG] = K_REP,
-    [RPC_T_TEXT] = K_BYTES,  [RPC_T_STATUS] = K_U64,    [RPC_T_SUB] = K_REP,
-    [RPC_T_ERRNO] = K_U64,   [RPC_T_GROUP] = K_REP,     [RPC_T_PID] = K_U64,
-    [RPC_T_FEATURES] = K_U64, [RPC_T_BRICK] = K_REP,    [RPC_T_HOST] = K_STR,
-    [RPC_T_PORT] = K_U64,    [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
-    [RPC_T_WHENCE] = K_U64,  [RPC_T_ID] = K_STR,       [RPC_T_GEN] = K_U64,
-    [RPC_T_REPLICA] = K_U64, [RPC_T_ARBITER] = K_U64,  [RPC_T_PENDING] = K_U64,
-    [RPC_T_LEASE] = K_U64,
-    [RPC_T_PATTR] = K_ATTR,    [RPC_T_NOXATTRS] = K_U64,
-    [RPC_T_XATTRS] = K_BYTES,  [RPC_T_EXTENTS] = K_BYTES,
-    [RPC_T_LAYOUT] = K_BYTES, [RPC_T_LINKTO] = K_BYTES,
-    [RPC_T_OPSTAT] = K_REP,  [RPC_T_CALLS] = K_U64,    [RPC_T_NSEC] = K_U64,
-    [RPC_T_NSECMAX] = K_U64,
+    [RPC_T_OP] = K_U64,       [RPC_T_PATH] = K_STR,      [RPC_T_PATH2] = K_STR,
+    [RPC_T_NAME] = K_BYTES,   [RPC_T_GFID] = K_GFID,     [RPC_T_FH] = K_U64,
+    [RPC_T_MODE] = K_U64,     [RPC_T_UID] = K_U64,       [RPC_T_GID] = K_U64,
+    [RPC_T_UMASK] = K_U64,    [RPC_T_FLAGS] = K_U64,     [RPC_T_RDEV] = K_U64,
+    [RPC_T_OFFSET] = K_U64,   [RPC_T_SIZE] = K_U64,      [RPC_T_DATA] = K_BYTES,
+    [RPC_T_ATTR] = K_ATTR,    [RPC_T_VALID] = K_U64,     [RPC_T_ATIME] = K_TIME,
+    [RPC_T_MTIME] = K_TIME,   [RPC_T_LOCK] = K_LOCK,     [RPC_T_OWNER] = K_U64,
+    [RPC_T_DIRENT] = K_REP,   [RPC_T_STATFS] = K_STATFS, [RPC_T_ARG] = K_REP,
+    [RPC_T_TEXT] = K_BYTES,   [RPC_T_STATUS] = K_U64,    [RPC_T_SUB] = K_REP,
+    [RPC_T_ERRNO] = K_U64,    [RPC_T_GROUP] = K_REP,     [RPC_T_PID] = K_U64,
+    [RPC_T_FEATURES] = K_U64, [RPC_T_BRICK] = K_REP,     [RPC_T_HOST] = K_STR,
+    [RPC_T_PORT] = K_U64,     [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
+    [RPC_T_WHENCE] = K_U64,   [RPC_T_ID] = K_STR,        [RPC_T_GEN] = K_U64,
+    [RPC_T_REPLICA] = K_U64,  [RPC_T_ARBITER] = K_U64,   [RPC_T_PENDING] = K_U64,
+    [RPC_T_LEASE] = K_U64,    [RPC_T_PATTR] = K_ATTR,    [RPC_T_NOXATTRS] = K_U64,
+    [RPC_T_XATTRS] = K_BYTES, [RPC_T_EXTENTS] = K_BYTES, [RPC_T_LAYOUT] = K_BYTES,
+    [RPC_T_LINKTO] = K_BYTES, [RPC_T_OPSTAT] = K_REP,    [RPC_T_CALLS] = K_U64,
+    [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
 {
     switch (tag) {
-    case RPC_T_OP: return &m->op;
-    case RPC_T_FH: return &m->fh;
-    case RPC_T_MODE: return &m->mode;
-    case RPC_T_UID: return &m->uid;
-    case RPC_T_GID: return &m->gid;
-    case RPC_T_UMASK: return &m->umask;
-    case RPC_T_FLAGS: return &m->flags;
-    case RPC_T_RDEV: return &m->rdev;
-    case RPC_T_OFFSET: return &m->offset;
-    case RPC_T_SIZE: return &m->size;
-    case RPC_T_VALID: return &m->valid;
-    case RPC_T_OWNER: return &m->owner;
-    case RPC_T_STATUS: return &m->status;
-    case RPC_T_ERRNO: return &m->err;
-    case RPC_T_PID: return &m->pid;
-    case RPC_T_FEATURES: return &m->features;
-    case RPC_T_PORT: return &m->port;
-    case RPC_T_EOF: return &m->eof;
-    case RPC_T_WHENCE: return &m->whence;
-    case RPC_T_GEN: return &m->gen;
-    case RPC_T_REPLICA: return &m->replica;
-    case RPC_T_ARBITER: return &m->arbiter;
-    case RPC_T_PENDING: return &m->pending;
-    case RPC_T_LEASE: return &m->lease;
-    case RPC_T_NOXATTRS: return &m->noxattrs;
-    case RPC_T_CALLS: return &m->calls;
-    case RPC_T_NSEC: return &m->nsec;
-    case RPC_T_NSECMAX: return &m->nsecmax;
-    default: return NULL;
+    case RPC_T_OP:
+        return &m->op;
+    case RPC_T_FH:
+        return &m->fh;
+    case RPC_T_MODE:
+        return &m->mode;
+    case RPC_T_UID:
+        return &m->uid;
+    case RPC_T_GID:
+        return &m->gid;
+    case RPC_T_UMASK:
+        return &m->umask;
+    case RPC_T_FLAGS:
+        return &m->flags;
+    case RPC_T_RDEV:
+        return &m->rdev;
+    case RPC_T_OFFSET:
+        return &m->offset;
+    case RPC_T_SIZE:
+        return &m->size;
+    case RPC_T_VALID:
+        return &m->valid;
+    case RPC_T_OWNER:
+        return &m->owner;
+    case RPC_T_STATUS:
+        return &m->status;
+    case RPC_T_ERRNO:
+        return &m->err;
+    case RPC_T_PID:
+        return &m->pid;
+    case RPC_T_FEATURES:
+        return &m->features;
+    case RPC_T_PORT:
+        return &m->port;
+    case RPC_T_EOF:
+        return &m->eof;
+    case RPC_T_WHENCE:
+        return &m->whence;
+    case RPC_T_GEN:
+        return &m->gen;
+    case RPC_T_REPLICA:
+        return &m->replica;
+    case RPC_T_ARBITER:
+        return &m->arbiter;
+    case RPC_T_PENDING:
+        return &m->pending;
+    case RPC_T_LEASE:
+        return &m->lease;
+    case RPC_T_NOXATTRS:
+        return &m->noxattrs;
+    case RPC_T_CALLS:
+        return &m->calls;
+    case RPC_T_NSEC:
+        return &m->nsec;
+    case RPC_T_NSECMAX:
+        return &m->nsecmax;
+    default:
+        return NULL;
     }
 }
 
 static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
 {
     switch (tag) {
-    case RPC_T_PATH: return &m->path;
-    case RPC_T_PATH2: return &m->path2;
-    case RPC_T_NAME: return &m->name;
-    case RPC_T_DATA: return &m->data;
-    case RPC_T_TEXT: return &m->text;
-    case RPC_T_HOST: return &m->host;
-    case RPC_T_ID: return &m->id;
-    case RPC_T_XATTRS: return &m->xattrs;
-    case RPC_T_LAYOUT: return &m->layout;
-    case RPC_T_LINKTO: return &m->linkto;
-    case RPC_T_EXTENTS: return &m->extents;
-    default: return NULL;
+    case RPC_T_PATH:
+        return &m->path;
+    case RPC_T_PATH2:
+        return &m->path2;
+    case RPC_T_NAME:
+        return &m->name;
+    case RPC_T_DATA:
+        return &m->data;
+    case RPC_T_TEXT:
+        return &m->text;
+    case RPC_T_HOST:
+        return &m->host;
+    case RPC_T_ID:
+        return &m->id;
+    case RPC_T_XATTRS:
+        return &m->xattrs;
+    case RPC_T_LAYOUT:
+        return &m->layout;
+    case RPC_T_LINKTO:
+        return &m->linkto;
+    case RPC_T_EXTENTS:
+        return &m->extents;
+    default:
+        return NULL;
     }
 }
 
@@ -192,7 +231,7 @@ void rpc_put_lock(struct rpc_buf *b, uint16_t tag, const struct rpc_lock *l)
 void rpc_put_statfs(struct rpc_buf *b, uint16_t tag, const struct rpc_statfs *s)
 {
     uint8_t d[RPC_STATFS_LEN];
-    const uint64_t v[8] = {s->bsize, s->frsize, s->blocks, s->bfree,
+    const uint64_t v[8] = {s->bsize,  s->frsize, s->blocks, s->bfree,
                            s->bavail, s->files,  s->ffree,  s->namemax};
     for (int i = 0; i < 8; i++)
         rpc_le64(d + 8 * i, v[i]);
@@ -291,13 +330,17 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
         }
         case K_REP:
             switch (f.tag) {
-            case RPC_T_DIRENT: m->n_dirent++; break;
+            case RPC_T_DIRENT:
+                m->n_dirent++;
+                break;
             case RPC_T_ARG:
                 if (memchr(f.val, 0, f.len))
                     FAIL("NUL inside argument");
                 m->n_arg++;
                 break;
-            case RPC_T_SUB: m->n_sub++; break;
+            case RPC_T_SUB:
+                m->n_sub++;
+                break;
             case RPC_T_GROUP: {
                 uint64_t g;
                 if (rpc_field_u64(&f, &g) < 0)
@@ -307,9 +350,15 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
                 m->n_group++;
                 break;
             }
-            case RPC_T_BRICK: m->n_brick++; break;
-            case RPC_T_OPTION: m->n_option++; break;
-            case RPC_T_OPSTAT: m->n_opstat++; break;
+            case RPC_T_BRICK:
+                m->n_brick++;
+                break;
+            case RPC_T_OPTION:
+                m->n_option++;
+                break;
+            case RPC_T_OPSTAT:
+                m->n_opstat++;
+                break;
             }
             break;
         }
@@ -473,27 +522,48 @@ int rpc_op_changes(unsigned op)
 const char *rpc_op_name(unsigned op)
 {
     static const char *const names[RPC_OP_MAX] = {
-        [RPC_OP_HANDSHAKE] = "HANDSHAKE", [RPC_OP_PING] = "PING",
-        [RPC_OP_COMPOUND] = "COMPOUND",   [RPC_OP_LOOKUP] = "LOOKUP",
-        [RPC_OP_GETATTR] = "GETATTR",     [RPC_OP_SETATTR] = "SETATTR",
-        [RPC_OP_MKNOD] = "MKNOD",         [RPC_OP_MKDIR] = "MKDIR",
-        [RPC_OP_SYMLINK] = "SYMLINK",     [RPC_OP_LINK] = "LINK",
-        [RPC_OP_UNLINK] = "UNLINK",       [RPC_OP_RMDIR] = "RMDIR",
-        [RPC_OP_RENAME] = "RENAME",       [RPC_OP_READLINK] = "READLINK",
-        [RPC_OP_OPEN] = "OPEN",           [RPC_OP_CREATE] = "CREATE",
-        [RPC_OP_READ] = "READ",           [RPC_OP_WRITE] = "WRITE",
-        [RPC_OP_FLUSH] = "FLUSH",         [RPC_OP_RELEASE] = "RELEASE",
-        [RPC_OP_FSYNC] = "FSYNC",         [RPC_OP_FALLOCATE] = "FALLOCATE",
-        [RPC_OP_LSEEK] = "LSEEK",         [RPC_OP_OPENDIR] = "OPENDIR",
-        [RPC_OP_READDIR] = "READDIR",     [RPC_OP_RELEASEDIR] = "RELEASEDIR",
-        [RPC_OP_STATFS] = "STATFS",       [RPC_OP_SETXATTR] = "SETXATTR",
-        [RPC_OP_GETXATTR] = "GETXATTR",   [RPC_OP_LISTXATTR] = "LISTXATTR",
-        [RPC_OP_REMOVEXATTR] = "REMOVEXATTR", [RPC_OP_GETLK] = "GETLK",
-        [RPC_OP_SETLK] = "SETLK",         [RPC_OP_FLOCK] = "FLOCK",
-        [RPC_OP_MGMT_CLI] = "MGMT_CLI",   [RPC_OP_MGMT_GETVOL] = "MGMT_GETVOL",
-        [RPC_OP_MGMT_RECONF] = "MGMT_RECONF", [RPC_OP_MARK] = "MARK",
-        [RPC_OP_INDEX] = "INDEX",             [RPC_OP_UNMARK] = "UNMARK",
-        [RPC_OP_LEASE_RECALL] = "LEASE_RECALL", [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
+        [RPC_OP_HANDSHAKE] = "HANDSHAKE",
+        [RPC_OP_PING] = "PING",
+        [RPC_OP_COMPOUND] = "COMPOUND",
+        [RPC_OP_LOOKUP] = "LOOKUP",
+        [RPC_OP_GETATTR] = "GETATTR",
+        [RPC_OP_SETATTR] = "SETATTR",
+        [RPC_OP_MKNOD] = "MKNOD",
+        [RPC_OP_MKDIR] = "MKDIR",
+        [RPC_OP_SYMLINK] = "SYMLINK",
+        [RPC_OP_LINK] = "LINK",
+        [RPC_OP_UNLINK] = "UNLINK",
+        [RPC_OP_RMDIR] = "RMDIR",
+        [RPC_OP_RENAME] = "RENAME",
+        [RPC_OP_READLINK] = "READLINK",
+        [RPC_OP_OPEN] = "OPEN",
+        [RPC_OP_CREATE] = "CREATE",
+        [RPC_OP_READ] = "READ",
+        [RPC_OP_WRITE] = "WRITE",
+        [RPC_OP_FLUSH] = "FLUSH",
+        [RPC_OP_RELEASE] = "RELEASE",
+        [RPC_OP_FSYNC] = "FSYNC",
+        [RPC_OP_FALLOCATE] = "FALLOCATE",
+        [RPC_OP_LSEEK] = "LSEEK",
+        [RPC_OP_OPENDIR] = "OPENDIR",
+        [RPC_OP_READDIR] = "READDIR",
+        [RPC_OP_RELEASEDIR] = "RELEASEDIR",
+        [RPC_OP_STATFS] = "STATFS",
+        [RPC_OP_SETXATTR] = "SETXATTR",
+        [RPC_OP_GETXATTR] = "GETXATTR",
+        [RPC_OP_LISTXATTR] = "LISTXATTR",
+        [RPC_OP_REMOVEXATTR] = "REMOVEXATTR",
+        [RPC_OP_GETLK] = "GETLK",
+        [RPC_OP_SETLK] = "SETLK",
+        [RPC_OP_FLOCK] = "FLOCK",
+        [RPC_OP_MGMT_CLI] = "MGMT_CLI",
+        [RPC_OP_MGMT_GETVOL] = "MGMT_GETVOL",
+        [RPC_OP_MGMT_RECONF] = "MGMT_RECONF",
+        [RPC_OP_MARK] = "MARK",
+        [RPC_OP_INDEX] = "INDEX",
+        [RPC_OP_UNMARK] = "UNMARK",
+        [RPC_OP_LEASE_RECALL] = "LEASE_RECALL",
+        [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
         [RPC_OP_MAKE_FILE] = "MAKE_FILE",
         [RPC_OP_CHECKSUM] = "CHECKSUM",
         [RPC_OP_STATS] = "STATS",

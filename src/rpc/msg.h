@@ -55,9 +55,9 @@ enum rpc_op {
     RPC_OP_SETLK = 61,
     RPC_OP_FLOCK = 62,
     /* brick: replication (docs/replication.md) */
-    RPC_OP_MARK = 70,   /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
-    RPC_OP_INDEX = 71,  /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
-    RPC_OP_UNMARK = 72, /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
+    RPC_OP_MARK = 70,     /* FLAGS (the missed opcode), PATH/FH, PATH2, PENDING: record marks */
+    RPC_OP_INDEX = 71,    /* OFFSET, SIZE: list the brick's heal index (DATA: "gfid path\n"*) */
+    RPC_OP_UNMARK = 72,   /* PATH, GFID, PENDING: clear healed marks (and the index entry) */
     RPC_OP_CHECKSUM = 73, /* FH, OFFSET, SIZE, FLAGS (block size): DATA = u64 per block, SIZE */
 
     /* Leases (docs/consistency.md). RECALL is sent by the brick (a
@@ -81,58 +81,59 @@ enum rpc_op {
 };
 
 enum rpc_tag {
-    RPC_T_OP = 1,       /* u: opcode of a compound's sub-request */
-    RPC_T_PATH = 2,     /* s: volume-relative path, starts with '/' */
-    RPC_T_PATH2 = 3,    /* s: second path (rename target, new link) */
-    RPC_T_NAME = 4,     /* s: xattr name, symlink target, volume name */
-    RPC_T_GFID = 5,     /* 16 bytes: object id */
-    RPC_T_FH = 6,       /* u: server handle of an open file or directory */
-    RPC_T_MODE = 7,     /* u */
-    RPC_T_UID = 8,      /* u */
-    RPC_T_GID = 9,      /* u */
-    RPC_T_UMASK = 10,   /* u */
-    RPC_T_FLAGS = 11,   /* u: open flags, rename flags, xattr flags, fsync datasync */
-    RPC_T_RDEV = 12,    /* u */
-    RPC_T_OFFSET = 13,  /* u */
-    RPC_T_SIZE = 14,    /* u: length, byte count, buffer size */
-    RPC_T_DATA = 15,    /* bytes: file data, xattr value, readlink result */
-    RPC_T_ATTR = 16,    /* attr: see rpc_attr encoding */
-    RPC_T_VALID = 17,   /* u: setattr mask (RPC_SET_*) */
-    RPC_T_ATIME = 18,   /* time: 12 bytes (i64 seconds, u32 nanoseconds) */
-    RPC_T_MTIME = 19,   /* time */
-    RPC_T_LOCK = 20,    /* lock: see rpc_lock encoding */
-    RPC_T_OWNER = 21,   /* u: lock owner */
-    RPC_T_DIRENT = 22,  /* nested, repeated: OFFSET, NAME, MODE, and ATTR when plus */
-    RPC_T_STATFS = 23,  /* statfs: 8 x u64 */
-    RPC_T_ARG = 24,     /* s, repeated: CLI argument */
-    RPC_T_TEXT = 25,    /* s: human-readable output */
-    RPC_T_STATUS = 26,  /* u: CLI exit status */
-    RPC_T_SUB = 27,     /* nested, repeated: compound sub-request or sub-reply */
-    RPC_T_ERRNO = 28,   /* u: positive errno of a compound sub-reply */
-    RPC_T_GROUP = 29,   /* u, repeated: supplementary groups of the caller */
-    RPC_T_PID = 30,     /* u */
+    RPC_T_OP = 1,        /* u: opcode of a compound's sub-request */
+    RPC_T_PATH = 2,      /* s: volume-relative path, starts with '/' */
+    RPC_T_PATH2 = 3,     /* s: second path (rename target, new link) */
+    RPC_T_NAME = 4,      /* s: xattr name, symlink target, volume name */
+    RPC_T_GFID = 5,      /* 16 bytes: object id */
+    RPC_T_FH = 6,        /* u: server handle of an open file or directory */
+    RPC_T_MODE = 7,      /* u */
+    RPC_T_UID = 8,       /* u */
+    RPC_T_GID = 9,       /* u */
+    RPC_T_UMASK = 10,    /* u */
+    RPC_T_FLAGS = 11,    /* u: open flags, rename flags, xattr flags, fsync datasync */
+    RPC_T_RDEV = 12,     /* u */
+    RPC_T_OFFSET = 13,   /* u */
+    RPC_T_SIZE = 14,     /* u: length, byte count, buffer size */
+    RPC_T_DATA = 15,     /* bytes: file data, xattr value, readlink result */
+    RPC_T_ATTR = 16,     /* attr: see rpc_attr encoding */
+    RPC_T_VALID = 17,    /* u: setattr mask (RPC_SET_*) */
+    RPC_T_ATIME = 18,    /* time: 12 bytes (i64 seconds, u32 nanoseconds) */
+    RPC_T_MTIME = 19,    /* time */
+    RPC_T_LOCK = 20,     /* lock: see rpc_lock encoding */
+    RPC_T_OWNER = 21,    /* u: lock owner */
+    RPC_T_DIRENT = 22,   /* nested, repeated: OFFSET, NAME, MODE, and ATTR when plus */
+    RPC_T_STATFS = 23,   /* statfs: 8 x u64 */
+    RPC_T_ARG = 24,      /* s, repeated: CLI argument */
+    RPC_T_TEXT = 25,     /* s: human-readable output */
+    RPC_T_STATUS = 26,   /* u: CLI exit status */
+    RPC_T_SUB = 27,      /* nested, repeated: compound sub-request or sub-reply */
+    RPC_T_ERRNO = 28,    /* u: positive errno of a compound sub-reply */
+    RPC_T_GROUP = 29,    /* u, repeated: supplementary groups of the caller */
+    RPC_T_PID = 30,      /* u */
     RPC_T_FEATURES = 31, /* u: handshake feature bits */
-    RPC_T_BRICK = 32,   /* nested, repeated: volume layout entries (HOST, PORT, PATH) */
-    RPC_T_HOST = 33,    /* s */
-    RPC_T_PORT = 34,    /* u */
-    RPC_T_OPTION = 35,  /* nested, repeated: NAME and DATA (value) */
-    RPC_T_EOF = 36,     /* u: readdir reached the end */
-    RPC_T_WHENCE = 37,  /* u */
-    RPC_T_ID = 38,      /* s: volume id, brick id */
-    RPC_T_GEN = 39,     /* u: generation of a volume's layout and options (GETVOL) */
-    RPC_T_REPLICA = 40, /* u: GETVOL: bricks per replica set (absent: 1) */
-    RPC_T_ARBITER = 41, /* u: GETVOL: 1 when the last brick of each set is an arbiter */
-    RPC_T_PENDING = 42, /* u: bitmask of the replica set's members that miss this change */
-    RPC_T_LEASE = 43,   /* u: request: a lease is wanted; reply: RPC_LEASE_* granted */
-    RPC_T_XATTRS = 45,  /* bytes: a nested body of NAME, DATA pairs (extended attributes) */
-    RPC_T_PATTR = 44,   /* attr: reply to a change of entries asked with LEASE: the directory's
-                           attributes after it (gfid not set) */
+    RPC_T_BRICK = 32,    /* nested, repeated: volume layout entries (HOST, PORT, PATH) */
+    RPC_T_HOST = 33,     /* s */
+    RPC_T_PORT = 34,     /* u */
+    RPC_T_OPTION = 35,   /* nested, repeated: NAME and DATA (value) */
+    RPC_T_EOF = 36,      /* u: readdir reached the end */
+    RPC_T_WHENCE = 37,   /* u */
+    RPC_T_ID = 38,       /* s: volume id, brick id */
+    RPC_T_GEN = 39,      /* u: generation of a volume's layout and options (GETVOL) */
+    RPC_T_REPLICA = 40,  /* u: GETVOL: bricks per replica set (absent: 1) */
+    RPC_T_ARBITER = 41,  /* u: GETVOL: 1 when the last brick of each set is an arbiter */
+    RPC_T_PENDING = 42,  /* u: bitmask of the replica set's members that miss this change */
+    RPC_T_LEASE = 43,    /* u: request: a lease is wanted; reply: RPC_LEASE_* granted */
+    RPC_T_XATTRS = 45,   /* bytes: a nested body of NAME, DATA pairs (extended attributes) */
+    RPC_T_PATTR = 44,    /* attr: reply to a change of entries asked with LEASE: the directory's
+                            attributes after it (gfid not set) */
     RPC_T_NOXATTRS = 46, /* u: 1: beside ATTR (a reply or DIRENT asked with LEASE), the object
                             has no extended attributes a client can see */
-    RPC_T_EXTENTS = 47, /* bytes: WRITE: n x (u64 offset, u32 length); DATA is the pieces, in order */
+    RPC_T_EXTENTS =
+        47, /* bytes: WRITE: n x (u64 offset, u32 length); DATA is the pieces, in order */
     /* 48-51: distribute (docs/replication.md, Distribute) */
-    RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
-    RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
+    RPC_T_LAYOUT = 48,  /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
+    RPC_T_LINKTO = 49,  /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
     RPC_T_OPSTAT = 56,  /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
     RPC_T_CALLS = 57,   /* u: number of requests */
     RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
@@ -258,9 +259,9 @@ struct rpc_bytes {
  * rpc_iter and the *_first bytes. */
 struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
-    uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status,
-        err, pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls,
-        nsec, nsecmax, noxattrs;
+    uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status, err,
+        pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls, nsec,
+        nsecmax, noxattrs;
     struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents;
     gfid_t gfid;
     struct rpc_attr attr, pattr;

@@ -15,7 +15,7 @@ static int check_passed, check_failed;
             check_passed++;                                                                        \
         } else {                                                                                   \
             check_failed++;                                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
         }                                                                                          \
     } while (0)
 
@@ -26,7 +26,7 @@ static int check_passed, check_failed;
             check_passed++;                                                                        \
         } else {                                                                                   \
             check_failed++;                                                                        \
-            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld\n", __FILE__,         \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %lld, %s == %lld\n", __FILE__,          \
                     __LINE__, #a, check_a_, #b, check_b_);                                         \
         }                                                                                          \
     } while (0)

@@ -50,8 +50,8 @@ static void test_pick(void)
     CHECK_EQ(cl_repl_pick(3, 0, 0, 0x7), 0);
     CHECK_EQ(cl_repl_pick(3, 1, 0, 0x7), 1);
     CHECK_EQ(cl_repl_pick(3, 5, 0, 0x7), 2);
-    CHECK_EQ(cl_repl_pick(3, 0, 0, 0x6), 1); /* child 0 down */
-    CHECK_EQ(cl_repl_pick(3, 2, 0, 0x3), 0); /* wraps around */
+    CHECK_EQ(cl_repl_pick(3, 0, 0, 0x6), 1);   /* child 0 down */
+    CHECK_EQ(cl_repl_pick(3, 2, 0, 0x3), 0);   /* wraps around */
     CHECK_EQ(cl_repl_pick(3, 0, 0x4, 0x7), 2); /* preferred first */
     CHECK_EQ(cl_repl_pick(3, 0, 0x4, 0x3), 0); /* preferred but not usable */
     CHECK_EQ(cl_repl_pick(3, 0, 0, 0), -1);
