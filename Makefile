@@ -103,5 +103,9 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
-.PHONY: all test install clean format fuzz
+# Fails, naming the files, when any source differs from .clang-format.
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+
+.PHONY: all test install clean format format-check fuzz
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

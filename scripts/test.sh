@@ -11,7 +11,9 @@ scripts/deps.sh --test
 echo "== build (plain and ASan+UBSan)"
 make -j"$(nproc)" >/dev/null
 make -j"$(nproc)" SAN=1 >/dev/null
-clang-format --version >/dev/null 2>&1 && echo "(clang-format available: make format)"
+
+echo "== format (clang-format, .clang-format)"
+make format-check
 
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
