@@ -19,6 +19,8 @@ from cairn_cluster import LIVE_ROOTS, Cluster, pids_with_arg  # noqa: E402
 HOST = "127.0.0.10"
 VOLUME = "stvol"
 DVOLUME = "stdvol"
+R3VOLUME = "str3vol"
+DR3VOLUME = "stdr3vol"
 
 
 def pytest_configure(config):
@@ -40,9 +42,13 @@ def cluster():
 
 
 class Vol:
-    def __init__(self, cluster, name, brick, m1, m2):
+    """brick: the one brick's path (None when the volume has several);
+    bricks: every brick's path, in volume order."""
+
+    def __init__(self, cluster, name, brick, m1, m2, bricks=None):
         self.cluster, self.name, self.brick = cluster, name, brick
         self.m1, self.m2 = m1, m2
+        self.bricks = bricks if bricks is not None else [brick]
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +87,27 @@ def dvol(cluster):
     return Vol(cluster, DVOLUME, None, m1.path, m2.path)
 
 
+def _replicated(cluster, name, sets):
+    bricks = [os.path.join(cluster.root, f"{name}-b{i}") for i in range(3 * sets)]
+    cluster.create_volume(name, bricks, replica=3)
+    m1 = cluster.mount(name, os.path.join(cluster.root, f"{name}-m1"), opts=["allow_other"])
+    m2 = cluster.mount(name, os.path.join(cluster.root, f"{name}-m2"), opts=["allow_other"])
+    os.chmod(m1.path, 0o755)
+    return Vol(cluster, name, None, m1.path, m2.path, bricks)
+
+
+@pytest.fixture(scope="session")
+def r3vol(cluster):
+    """A replica 3 volume (three bricks of the session's cairnd), mounted twice."""
+    return _replicated(cluster, R3VOLUME, 1)
+
+
+@pytest.fixture(scope="session")
+def dr3vol(cluster):
+    """A 2 x 3 distributed-replicate volume, mounted twice."""
+    return _replicated(cluster, DR3VOLUME, 2)
+
+
 def make_tdir(vol, request):
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:200]
     t = TDir(vol, name)
@@ -98,6 +125,14 @@ def tdir(vol, request):
 def tdir_on_each_volume(request):
     """tdir on the one-brick volume, then on the distribute volume."""
     vol = request.getfixturevalue("vol" if request.param == "one_brick" else "dvol")
+    return make_tdir(vol, request)
+
+
+@pytest.fixture(params=["replica3", "2x3"])
+def tdir_replicated(request):
+    """tdir on the replica 3 volume, then on the 2 x 3 volume; tdir.vol.bricks
+    lists every brick (a file lives on one set of three)."""
+    vol = request.getfixturevalue("r3vol" if request.param == "replica3" else "dr3vol")
     return make_tdir(vol, request)
 
 
