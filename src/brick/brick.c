@@ -227,18 +227,25 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     }
     if ((rc = brick_dircache_init(b)) < 0)
         goto fail;
+    if ((rc = brick_accused_init(b)) < 0) {
+        snprintf(err, errlen, "cannot read the heal index: %s", strerror(-rc));
+        goto fail;
+    }
     if ((rc = brick_locks_init(b)) < 0) {
+        brick_accused_fini(b);
         snprintf(err, errlen, "cannot start the lock service: %s", strerror(-rc));
         goto fail;
     }
     if ((rc = brick_leases_init(b)) < 0) {
         brick_locks_fini(b);
+        brick_accused_fini(b);
         snprintf(err, errlen, "cannot start the lease service: %s", strerror(-rc));
         goto fail;
     }
     if ((rc = brick_warm_init(b)) < 0) {
         brick_leases_fini(b);
         brick_locks_fini(b);
+        brick_accused_fini(b);
         snprintf(err, errlen, "cannot start the directory warming thread: %s", strerror(-rc));
         goto fail;
     }
@@ -278,6 +285,7 @@ void brick_close(struct brick *b)
     brick_warm_fini(b);
     brick_leases_fini(b);
     brick_locks_fini(b);
+    brick_accused_fini(b);
     brick_dircache_fini(b);
     for (int i = 0; i < BRICK_TMP_DIRS; i++)
         if (b->tmp_fds[i] >= 0)

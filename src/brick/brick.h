@@ -42,6 +42,7 @@ struct brick_dent;
 struct brick_warm;
 struct brick_trash;
 struct brick_spare;
+struct brick_accused;
 
 /* MAKE_FILE spreads its temporary files over this many directories in
  * .cairn/tmp (see open_tmp in brick.c). */
@@ -63,6 +64,7 @@ struct brick {
     struct brick_warm *warm;         /* warm.c; NULL: not warming */
     struct brick_trash *trash;       /* trash.c; NULL: trees are removed in place */
     struct brick_spare *spare;       /* spare.c; NULL: new files get new inodes */
+    struct brick_accused *accused;   /* accused.c */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
@@ -334,6 +336,14 @@ void brick_lease_post(struct brick_req *r, int rc);
 int brick_lease_defer(struct brick_req *r, int rc);
 /* A connection closed: its leases go, replies waiting for them are sent. */
 void brick_lease_conn_gone(struct brick_conn *bc);
+/* Makes r's reply wait for one more thing than its recalls (accused.c: a
+ * notice every other client must have seen first); brick_lease_unhold ends
+ * that wait. NULL when r has no connection to answer on (in-process use) or
+ * memory ran out: then nothing waits. */
+struct lease_wait *brick_lease_hold(struct brick_req *r);
+void brick_lease_unhold(struct brick *b, struct lease_wait *w);
+/* features.lease-recall-timeout, in milliseconds. */
+int brick_lease_recall_ms(struct brick *b);
 /* A handle of owner whose open got path's lease exclusively closed: when it
  * was owner's last handle of the file, the lease is shared again (the
  * client sent what it wrote behind before closing). */
@@ -412,6 +422,28 @@ int brick_op_stats(struct brick_req *r);
 /* The connection holding fh ended without releasing it after changes came
  * through it: marks the file RPC_PENDING_DIRTY (version.c). */
 void brick_version_conn_gone(struct brick *b, struct brick_fh *fh);
+/* At start: tells accused.c the marks of every object in the heal index. */
+int brick_version_load(struct brick *b);
+
+/* ---- accusations (accused.c, docs/replication.md) ---- */
+
+/* Starts the bookkeeping (after the directory cache: it reads the index). */
+int brick_accused_init(struct brick *b);
+void brick_accused_fini(struct brick *b);
+/* The object with id g now carries marks bits (0: none, or it left the
+ * index). */
+void brick_accused_note(struct brick *b, const gfid_t *g, uint32_t bits);
+/* The members of the set this brick holds marks against. */
+uint32_t brick_accused_mask(struct brick *b);
+/* At the handshake: bc hears of every change of the mask from now on.
+ * Returns the mask clients were last told, and its number in *gen, for the
+ * handshake's reply. */
+uint32_t brick_accused_subscribe(struct brick_conn *bc, uint64_t *gen);
+void brick_accused_conn_gone(struct brick_conn *bc);
+/* After a request ran: when the mask changed, tells every client; growth
+ * holds the request's reply until the others confirmed. */
+void brick_accused_publish(struct brick_req *r);
+int brick_op_accused_seen(struct brick_req *r);
 
 /* Request counters (stats.c): op's execution took ns and moved bytes. */
 void brick_stats_note(unsigned op, uint64_t ns, uint64_t bytes);

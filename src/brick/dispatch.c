@@ -47,6 +47,7 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_LEASE_RETURN] = brick_op_lease_return,
     [RPC_OP_MAKE_FILE] = brick_op_make_file,
     [RPC_OP_CHECKSUM] = brick_op_checksum,
+    [RPC_OP_ACCUSED_SEEN] = brick_op_accused_seen,
 };
 
 /* Bytes a request moved, for the counters: WRITE's data, READ's reply. */
@@ -98,6 +99,9 @@ static int exec_one(struct brick_req *r)
         rc = op_table[r->opcode](r);
     if (rc >= 0 && rc != BRICK_DEFERRED)
         brick_version_post(r);
+    /* Marks made a copy newly accused: every client stops reading it
+     * before this is answered. */
+    brick_accused_publish(r);
     /* An absent extended attribute asked with a lease is answered as a
      * reply with ERRNO, so that it carries the lease the client caches the
      * absence under (docs/consistency.md). */

@@ -186,6 +186,7 @@ void brick_conn_shutdown(struct brick_conn *bc)
     /* Locks first: they are kept on their own fds (locks.c). */
     brick_locks_conn_gone(bc);
     brick_lease_conn_gone(bc);
+    brick_accused_conn_gone(bc);
     for (uint32_t i = 0; i < bc->n_fhs; i++) {
         pthread_mutex_lock(&bc->lock);
         struct brick_fh *fh = bc->fhs[i];

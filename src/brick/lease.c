@@ -153,18 +153,22 @@ static void unexcl(struct brick_leases *L, struct holder *h)
 
 /* One holder is resolved: its waits lose one pending recall (complete ones
  * go to res), and the requests parked on it go to res. Under L->lock. */
-static void holder_resolve(struct brick_leases *L, struct holder *h, struct resolved *res)
+/* w waits for one thing fewer; a complete wait goes to res. Under L->lock. */
+static void wait_less(struct lease_wait *w, struct resolved *res)
 {
-    for (int i = 0; i < h->n_waits; i++) {
-        struct lease_wait *w = h->waits[i];
-        if (--w->pending == 0 && (w->ready || w->abandoned)) {
-            struct lease_wait **d = realloc(res->w, (size_t)(res->n + 1) * sizeof(*d));
-            if (d) {
-                res->w = d;
-                d[res->n++] = w;
-            }
+    if (--w->pending == 0 && (w->ready || w->abandoned)) {
+        struct lease_wait **d = realloc(res->w, (size_t)(res->n + 1) * sizeof(*d));
+        if (d) {
+            res->w = d;
+            d[res->n++] = w;
         }
     }
+}
+
+static void holder_resolve(struct brick_leases *L, struct holder *h, struct resolved *res)
+{
+    for (int i = 0; i < h->n_waits; i++)
+        wait_less(h->waits[i], res);
     free(h->waits);
     h->waits = NULL;
     h->n_waits = h->cap_waits = 0;
@@ -1048,6 +1052,41 @@ int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *
     unlock(L);
     send_recalls(b, &rs);
     return parked;
+}
+
+struct lease_wait *brick_lease_hold(struct brick_req *r)
+{
+    struct brick_leases *L = r->b->leases;
+    struct brick_req *top = r->top ? r->top : r;
+    if (!L || !top->bc || !top->bc->rc)
+        return NULL;
+    pthread_mutex_lock(&L->lock);
+    struct lease_wait *w = wait_of(r);
+    if (w)
+        w->pending++;
+    unlock(L);
+    return w;
+}
+
+void brick_lease_unhold(struct brick *b, struct lease_wait *w)
+{
+    struct brick_leases *L = b->leases;
+    struct resolved res = RESOLVED_INIT(res);
+    pthread_mutex_lock(&L->lock);
+    wait_less(w, &res);
+    unlock(L);
+    resolved_run(b, &res);
+}
+
+int brick_lease_recall_ms(struct brick *b)
+{
+    struct brick_leases *L = b->leases;
+    if (!L)
+        return LEASE_RECALL_MS_DEFAULT;
+    pthread_mutex_lock(&L->lock);
+    int ms = L->recall_ms;
+    pthread_mutex_unlock(&L->lock);
+    return ms;
 }
 
 /* LEASE_RETURN: PATH. The holder dropped what it cached. */

@@ -117,6 +117,7 @@ static int runs_inline(const struct rpc_frame *f)
     case RPC_OP_SETLK:
     case RPC_OP_FLOCK:
     case RPC_OP_LEASE_RETURN:
+    case RPC_OP_ACCUSED_SEEN:
         return 1;
     default:
         return 0;
@@ -158,6 +159,10 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
         pthread_mutex_unlock(&bc->lock);
         rpc_put_u64(&out, RPC_T_FEATURES, BRICK_FEATURES);
         rpc_put_str(&out, RPC_T_ID, b->id);
+        uint64_t gen;
+        uint32_t accused = brick_accused_subscribe(bc, &gen);
+        rpc_put_u64(&out, RPC_T_PENDING, accused);
+        rpc_put_u64(&out, RPC_T_GEN, gen);
         log_debug("handshake from %s", bc->peer);
     } else {
         log_warn("refused handshake from %s: %s", bc->peer, text);

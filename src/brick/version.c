@@ -133,6 +133,11 @@ static int mark_obj(struct brick *b, const struct obj *o, const char *path, uint
         uint8_t v[4] = {(uint8_t)nv, (uint8_t)(nv >> 8), (uint8_t)(nv >> 16), (uint8_t)(nv >> 24)};
         rc = obj_set(b, o, BRICK_XATTR_PENDING, v, sizeof(v));
     }
+    /* Accused even when the xattr could not be written: the copies
+     * differ all the same (the change fails with it, or already failed on
+     * the accused member). */
+    if (n == (long)sizeof(g))
+        brick_accused_note(b, &g, old | bits);
     pthread_mutex_unlock(&mark_lock);
     if (rc < 0)
         log_error("recording that replicas 0x%x miss a change of %s failed: %s", bits, path,
@@ -364,8 +369,12 @@ int brick_op_unmark(struct brick_req *r)
     const struct rpc_msg *in = r->in;
     if (!rpc_has(in, RPC_T_GFID) || !rpc_has(in, RPC_T_PENDING))
         return -EINVAL;
-    if (!rpc_has(in, RPC_T_PATH))
-        return index_drop(b, &in->gfid);
+    if (!rpc_has(in, RPC_T_PATH)) {
+        int rc = index_drop(b, &in->gfid);
+        if (rc == 0)
+            brick_accused_note(b, &in->gfid, 0);
+        return rc;
+    }
     struct brick_loc loc;
     int rc = brick_resolve(b, &in->path, BRICK_LOC_EXISTING, &loc);
     if (rc < 0)
@@ -392,11 +401,57 @@ int brick_op_unmark(struct brick_req *r)
         }
         if (rc == 0 && nv == 0)
             rc = index_drop(b, &g);
-        if (rc == 0)
+        if (rc == 0) {
+            brick_accused_note(b, &g, nv);
             rpc_put_u64(r->out, RPC_T_PENDING, nv);
+        }
     }
     pthread_mutex_unlock(&mark_lock);
     brick_loc_release(b, &loc);
+    return rc;
+}
+
+int brick_version_load(struct brick *b)
+{
+    int dfd = index_open(b, 0);
+    if (dfd == -ENOENT)
+        return 0;
+    if (dfd < 0)
+        return dfd;
+    char buf[8192];
+    int rc = 0;
+    for (;;) {
+        long n = VFS->getdents(dfd, buf, sizeof(buf));
+        if (n <= 0) {
+            rc = (int)n;
+            break;
+        }
+        for (long o = 0; o < n;) {
+            const struct linux_dirent64 *d = (const void *)(buf + o);
+            o += d->d_reclen;
+            gfid_t g, have;
+            if (gfid_parse(d->d_name, &g) < 0)
+                continue;
+            char path[PATH_MAX];
+            int fd = VFS->openat(dfd, d->d_name, O_RDONLY, 0);
+            long len = fd >= 0 ? VFS->pread(fd, path, sizeof(path) - 1, 0) : 0;
+            if (fd >= 0)
+                VFS->close(fd);
+            if (len <= 0)
+                continue;
+            struct rpc_bytes p = {.p = (const uint8_t *)path, .len = (uint32_t)len};
+            struct brick_loc loc;
+            if (brick_resolve(b, &p, BRICK_LOC_EXISTING, &loc) < 0)
+                continue; /* gone: its parent's marks cover its removal */
+            struct obj ob = {.fd = -1, .dirfd = loc.dirfd, .name = loc.name};
+            uint32_t bits = 0;
+            if (obj_get(b, &ob, BRICK_XATTR_GFID, &have, sizeof(have)) == (long)sizeof(have) &&
+                !memcmp(&have, &g, sizeof(g)) && obj_pending(b, &ob, &bits) == 0)
+                brick_accused_note(b, &g, bits);
+            brick_loc_release(b, &loc);
+        }
+    }
+    VFS->close(dfd);
     return rc;
 }
 

@@ -83,6 +83,10 @@ int cl_proto_connected(struct cl_layer *l);
 void cl_proto_lease_return(struct cl_layer *l, const char *path);
 /* Number of connections made so far (a reconnect increments it). */
 uint64_t cl_proto_generation(struct cl_layer *l);
+/* The members of its replica set the brick holds marks against (bit i:
+ * member i; docs/replication.md, "Reads come from a good copy"), as it last
+ * said; kept while the brick is unreachable. */
+uint32_t cl_proto_accused(struct cl_layer *l);
 
 /* ---- the stack (stack.c) ---- */
 struct cl_stack_params {

@@ -50,6 +50,11 @@ struct proto {
     int thread_started;
     pthread_t thread;
     uint64_t backoff_ms, next_try_ms, last_ping_ms;
+    /* The members of its replica set the brick holds marks against (its
+     * last word, kept while disconnected), and that word's number on the
+     * current connection. Atomic. */
+    uint32_t accused;
+    uint64_t accused_gen;
 };
 
 static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
@@ -99,14 +104,49 @@ void cl_proto_lease_return(struct cl_layer *l, const char *path)
     rpc_conn_put(c);
 }
 
-/* A notification from the brick: lease recalls. */
+/* The brick's accusations as of its number gen on connection c (not
+ * applied when c is no longer the one being made or used, or when a later
+ * word arrived first). */
+static void set_accused(struct proto *p, struct rpc_conn *c, uint32_t mask, uint64_t gen)
+{
+    pthread_mutex_lock(&p->lock);
+    if ((c == p->conn || c == p->hs) && gen >= p->accused_gen) {
+        uint32_t old = __atomic_exchange_n(&p->accused, mask, __ATOMIC_ACQ_REL);
+        p->accused_gen = gen;
+        if (old != mask)
+            log_info("brick %s:%s holds marks against replica(s) 0x%x of its set%s", p->peer,
+                     p->brick_path, mask, mask ? ": not read from until healed" : "");
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void seen_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    (void)arg;
+    (void)status;
+    (void)reply;
+    (void)take;
+}
+
+/* A notification from the brick: lease recalls, accusations. */
 static void notify_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
 {
     struct proto *p = ctx;
     char path[PATH_MAX], name[NAME_MAX + 1] = "";
-    (void)c;
-    if (f->hdr.opcode == RPC_OP_LEASE_RECALL && rpc_has(&f->msg, RPC_T_PATH) &&
-        f->msg.path.len < sizeof(path)) {
+    if (f->hdr.opcode == RPC_OP_ACCUSED && rpc_has(&f->msg, RPC_T_PENDING) &&
+        rpc_has(&f->msg, RPC_T_GEN)) {
+        /* Stored before it is confirmed: the brick answers the change that
+         * caused it only then, so no read of ours after that change's
+         * return goes to an accused copy. */
+        set_accused(p, c, (uint32_t)f->msg.pending, f->msg.gen);
+        struct rpc_buf b;
+        rpc_buf_init(&b);
+        rpc_put_u64(&b, RPC_T_GEN, f->msg.gen);
+        if (rpc_conn_call(c, RPC_OP_ACCUSED_SEEN, &b, seen_cb, NULL) < 0)
+            log_debug("accusation notice of brick %s not confirmed", p->peer);
+        rpc_buf_free(&b);
+    } else if (f->hdr.opcode == RPC_OP_LEASE_RECALL && rpc_has(&f->msg, RPC_T_PATH) &&
+               f->msg.path.len < sizeof(path)) {
         rpc_bytes_str(&f->msg.path, path, sizeof(path));
         if (rpc_has(&f->msg, RPC_T_NAME))
             rpc_bytes_str(&f->msg.name, name, sizeof(name));
@@ -300,6 +340,9 @@ static void hs_cb(void *arg, int status, struct rpc_frame *reply, int *take)
     }
     p->backoff_ms = BACKOFF_MIN_MS;
     pthread_mutex_unlock(&p->lock);
+    if (reply)
+        set_accused(p, c, rpc_has(&reply->msg, RPC_T_PENDING) ? (uint32_t)reply->msg.pending : 0,
+                    rpc_has(&reply->msg, RPC_T_GEN) ? reply->msg.gen : 0);
     connected(p, c); /* takes over the reference */
 }
 
@@ -328,7 +371,8 @@ static void start_connect(struct proto *p)
     k->p = p;
     k->c = c;
     pthread_mutex_lock(&p->lock);
-    p->hs = c; /* the reference from rpc_conn_new */
+    p->hs = c;          /* the reference from rpc_conn_new */
+    p->accused_gen = 0; /* the brick numbers its words per process */
     p->hs_deadline_ms = net_now_ms() + (uint64_t)p->ping_ms;
     pthread_mutex_unlock(&p->lock);
     struct rpc_buf b;
@@ -598,4 +642,10 @@ uint64_t cl_proto_generation(struct cl_layer *l)
     uint64_t g = p->gen;
     pthread_mutex_unlock(&p->lock);
     return g;
+}
+
+uint32_t cl_proto_accused(struct cl_layer *l)
+{
+    struct proto *p = l->priv;
+    return __atomic_load_n(&p->accused, __ATOMIC_ACQUIRE);
 }

@@ -109,6 +109,17 @@ static uint32_t data_mask(struct repl *r)
     return r->arbiter ? all & ~(1u << (r->n - 1)) : all;
 }
 
+/* Children some child holds marks against (docs/replication.md, "Reads
+ * come from a good copy"): their copies may miss changes, so nothing is
+ * read from them. */
+static uint32_t accused_mask(struct repl *r)
+{
+    uint32_t m = 0;
+    for (int i = 0; i < r->n; i++)
+        m |= cl_proto_accused(r->layer.children[i]);
+    return m & ((1u << r->n) - 1);
+}
+
 static void child_failed(struct repl *r, int i, int status)
 {
     if (transient(status) || status == -EIO)
@@ -271,26 +282,63 @@ static void release_child_fhs(struct repl *r, struct rfh *h, unsigned op)
     (void)op;
 }
 
+/* A WRITE a data child stored only in part (its disk filled up during it)
+ * failed there: the child gets ENOSPC and is marked like any child that
+ * failed, unless every child that took the write stored the same part
+ * (then that is the write's short result, as write(2) has it). */
+static void short_writes(struct fan *f)
+{
+    struct repl *r = f->r;
+    uint64_t most = 0;
+    for (int i = 0; i < r->n; i++) {
+        const struct rpc_frame *rep = f->sub[i].reply;
+        if ((f->asked >> i & 1) && f->sub[i].status == 0 && rep && rpc_has(&rep->msg, RPC_T_SIZE) &&
+            rep->msg.size > most)
+            most = rep->msg.size;
+    }
+    for (int i = 0; i < r->n; i++) {
+        const struct rpc_frame *rep = f->sub[i].reply;
+        if ((f->asked >> i & 1) && f->sub[i].status == 0 && rep && rpc_has(&rep->msg, RPC_T_SIZE) &&
+            rep->msg.size < most) {
+            log_warn("volume %s: replica %d stored %llu of %llu bytes of a write (no space?): "
+                     "marked for heal",
+                     r->volume, i, (unsigned long long)rep->msg.size, (unsigned long long)most);
+            f->sub[i].status = -ENOSPC;
+            rpc_frame_free(f->sub[i].reply);
+            f->sub[i].reply = NULL;
+        }
+    }
+}
+
 static void fan_finish(struct fan *f)
 {
     struct repl *r = f->r;
     uint32_t ok = 0, rounds = 0;
     int first_ok = -1, first_data_ok = -1;
+    if (f->kind == FAN_CHANGE && f->parent->args.op == RPC_OP_WRITE)
+        short_writes(f);
+    /* The reply passed up comes from a copy nobody accuses when one took
+     * the change: its attributes are those of a complete copy. */
+    uint32_t acc = f->kind == FAN_MARK ? 0 : accused_mask(r);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < r->n; i++) {
+            if (!(f->asked >> i & 1) || f->sub[i].status != 0)
+                continue;
+            if (first_ok < 0 && (pass || !(acc >> i & 1)))
+                first_ok = i;
+            if (first_data_ok < 0 && (data_mask(r) >> i & 1) && (pass || !(acc >> i & 1)))
+                first_data_ok = i;
+        }
     for (int i = 0; i < r->n; i++) {
         if (!(f->asked >> i & 1))
             continue;
         if (f->sub[i].rounds > rounds)
             rounds = f->sub[i].rounds; /* the children were asked in parallel */
         f->errs[i] = f->sub[i].status;
-        if (f->sub[i].status == 0) {
+        if (f->sub[i].status == 0)
             ok |= 1u << i;
-            if (first_ok < 0)
-                first_ok = i;
-            if (first_data_ok < 0 && (data_mask(r) >> i & 1))
-                first_data_ok = i;
-        } else {
+        else
             child_failed(r, i, f->sub[i].status);
-        }
     }
     if (f->kind == FAN_MARK) {
         struct fan *after = f->after;
@@ -361,8 +409,11 @@ static void fan_finish(struct fan *f)
                 for (int i = 0; i < r->n; i++)
                     if (h->fh[i] != NOFH && (data_mask(r) >> i & 1))
                         cand |= 1u << i;
-                uint32_t clean = ~__atomic_load_n(&r->suspect, __ATOMIC_RELAXED);
-                h->read_child = cl_repl_pick(r->n, id, clean, cand);
+                uint32_t acc = accused_mask(r);
+                uint32_t clean = ~(__atomic_load_n(&r->suspect, __ATOMIC_RELAXED) | acc);
+                h->read_child = cl_repl_pick(r->n, id, clean, cand & ~acc);
+                if (h->read_child < 0)
+                    h->read_child = cl_repl_pick(r->n, id, clean, cand);
                 reply->msg.fh = id;
             }
         }
@@ -605,7 +656,22 @@ static void single_try(struct single *s)
                 have |= 1u << i;
         usable &= have;
     }
-    uint32_t clean = ~__atomic_load_n(&r->suspect, __ATOMIC_RELAXED);
+    uint32_t acc = accused_mask(r);
+    uint32_t clean = ~(__atomic_load_n(&r->suspect, __ATOMIC_RELAXED) | acc);
+    if (s->fixed < 0 && usable && !(usable & ~acc)) {
+        /* Every copy within reach may miss changes the others have: no
+         * answer rather than a stale one. */
+        log_warn("volume %s: %s refused: the reachable copies (0x%x) are marked for heal and "
+                 "the good ones are not reachable",
+                 r->volume, rpc_op_name((unsigned)s->parent->args.op), usable);
+        struct cl_op *parent = s->parent;
+        parent->rounds = s->rounds;
+        free(s);
+        cl_op_complete(parent, -ENOTCONN, NULL);
+        return;
+    }
+    if (s->fixed < 0)
+        usable &= ~acc;
     int i = -1;
     if (s->fixed >= 0)
         i = s->tried || (s->h && s->h->fh[s->fixed] == NOFH) ? -1 : s->fixed;

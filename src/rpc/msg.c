@@ -565,6 +565,8 @@ const char *rpc_op_name(unsigned op)
         [RPC_OP_LEASE_RECALL] = "LEASE_RECALL",
         [RPC_OP_LEASE_RETURN] = "LEASE_RETURN",
         [RPC_OP_MAKE_FILE] = "MAKE_FILE",
+        [RPC_OP_ACCUSED] = "ACCUSED",
+        [RPC_OP_ACCUSED_SEEN] = "ACCUSED_SEEN",
         [RPC_OP_CHECKSUM] = "CHECKSUM",
         [RPC_OP_STATS] = "STATS",
     };

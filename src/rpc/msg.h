@@ -71,6 +71,15 @@ enum rpc_op {
      * VALID with MODE/UID/GID/ATIME/MTIME applied last, FLAGS 1: fsync.
      * Fails with EEXIST when PATH exists. Reply: ATTR. */
     RPC_OP_MAKE_FILE = 82,
+    /* Accusations (docs/replication.md, "Reads come from a good copy"):
+     * ACCUSED is sent by a brick (a notification, PENDING: the members of
+     * its replica set it holds marks against, GEN: its sequence number)
+     * when that set changes; the client stops reading from the accused
+     * copies, then answers with ACCUSED_SEEN (GEN). A change whose marks
+     * made a copy newly accused is answered only once every other client
+     * has seen it. */
+    RPC_OP_ACCUSED = 83,
+    RPC_OP_ACCUSED_SEEN = 84,
     /* brick: statistics (volume profile) */
     RPC_OP_STATS = 95, /* FLAGS (RPC_STATS_*): reply OPSTAT*, NSEC (duration), GEN (interval no.) */
     /* management (cairnd) */
