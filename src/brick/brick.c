@@ -203,6 +203,7 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     b->root_fd = -1;
     b->tmp_fd = -1;
     pthread_mutex_init(&b->opt_lock, NULL);
+    brick_space_init(b);
     if (!(b->path = strdup(path)) || !(b->volume = strdup(volume)))
         goto fail;
     umask(0); /* modes come from the request, already masked by the client */
@@ -293,6 +294,7 @@ void brick_close(struct brick *b)
     if (b->tmp_fd >= 0)
         b->vfs->close(b->tmp_fd);
     b->vfs->close(b->root_fd);
+    brick_space_fini(b);
     pthread_mutex_destroy(&b->opt_lock);
     free(b->auth_allow);
     free(b->auth_reject);
@@ -318,6 +320,9 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
         double secs = atof(value);
         if (secs > 0)
             brick_lease_set_recall_timeout(b, (int)(secs * 1000));
+    } else if (!strcmp(name, "storage.reserve")) {
+        if (brick_space_set_reserve(b, value) < 0)
+            log_warn("storage.reserve: '%s' is neither a percentage nor a size", value);
     } else if (!strcmp(name, "storage.spare-inodes")) {
         long n = atol(value);
         if (n >= 0)

@@ -51,6 +51,18 @@ struct brick_accused;
  * name in .cairn/spare (spare.c). */
 #define BRICK_NEW_NAME_MAX 64
 
+/* storage.reserve (space.c). */
+struct brick_space {
+    pthread_mutex_t lock;
+    int percent;                    /* the reserve as a share of the file system, or -1: ... */
+    int64_t bytes;                  /* ... as a size */
+    uint64_t avail, total, reserve; /* the last reading, in bytes */
+    uint64_t taken;                 /* granted since that reading */
+    uint64_t checked_ms;            /* when it was taken; 0: read at the next request */
+    int refusing;                   /* for the log: refused, and no room to spare since */
+    uint64_t refused, logged_ms;
+};
+
 struct brick {
     char *path, *volume, *id;
     int root_fd;                 /* O_RDONLY|O_DIRECTORY on the brick root */
@@ -65,6 +77,7 @@ struct brick {
     struct brick_trash *trash;       /* trash.c; NULL: trees are removed in place */
     struct brick_spare *spare;       /* spare.c; NULL: new files get new inodes */
     struct brick_accused *accused;   /* accused.c */
+    struct brick_space space;        /* space.c */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
 };
@@ -424,6 +437,17 @@ int brick_op_stats(struct brick_req *r);
 void brick_version_conn_gone(struct brick *b, struct brick_fh *fh);
 /* At start: tells accused.c the marks of every object in the heal index. */
 int brick_version_load(struct brick *b);
+
+/* ---- storage.reserve (space.c, docs/replication.md) ---- */
+
+void brick_space_init(struct brick *b);
+void brick_space_fini(struct brick *b);
+/* The option's value (a percentage or a size); -EINVAL when it is neither. */
+int brick_space_set_reserve(struct brick *b, const char *value);
+/* Before a request runs: -ENOSPC (with the reason in r->text) when it would
+ * make a name or store data while the file system's free space is below
+ * the reserve; 0 otherwise (and for everything that takes no space). */
+int brick_space_check(struct brick_req *r);
 
 /* ---- accusations (accused.c, docs/replication.md) ---- */
 

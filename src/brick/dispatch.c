@@ -94,7 +94,10 @@ static int exec_one(struct brick_req *r)
     uint64_t t0 = brick_stats_now();
     /* Replica state is recorded in the same execution as the change. */
     brick_lease_pre(r);
-    int rc = brick_version_pre(r);
+    /* A brick below storage.reserve refuses before anything is marked. */
+    int rc = brick_space_check(r);
+    if (rc == 0)
+        rc = brick_version_pre(r);
     if (rc == 0)
         rc = op_table[r->opcode](r);
     if (rc >= 0 && rc != BRICK_DEFERRED)

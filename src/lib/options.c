@@ -106,6 +106,10 @@ const struct opt_def opt_table[] = {
     {"performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
      "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
      "once the file is back under it."},
+    {"storage.reserve", OPT_SPACE, "1", 0, 1125899906842624LL, NULL, true,
+     "Space each brick keeps free (a percentage of its file system, or a size): below it "
+     "the brick refuses new files and data with ENOSPC, while it still records heal marks "
+     "and its own metadata; heal does not fill it either (docs/replication.md). 0: none."},
     {"storage.spare-inodes", OPT_INT, "65536", 0, 65536, NULL, true,
      "Empty inodes each brick makes ahead in its idle time (after 3 seconds in which no "
      "client asked for a change), taken by new files instead of allocating an inode each "
@@ -116,8 +120,13 @@ const struct opt_def opt_table[] = {
 };
 
 static const char *const type_names[] = {
-    [OPT_BOOL] = "bool",    [OPT_INT] = "integer", [OPT_SIZE] = "size",
-    [OPT_TIME] = "seconds", [OPT_ENUM] = "enum",   [OPT_STRING] = "string",
+    [OPT_BOOL] = "bool",
+    [OPT_INT] = "integer",
+    [OPT_SIZE] = "size",
+    [OPT_TIME] = "seconds",
+    [OPT_ENUM] = "enum",
+    [OPT_STRING] = "string",
+    [OPT_SPACE] = "percent or size",
 };
 
 const struct opt_def *opt_find(const char *name)
@@ -196,6 +205,40 @@ int opt_parse_time(const char *s, int64_t *out)
         {"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}, {NULL, 0},
     };
     return parse_scaled(s, units, out);
+}
+
+int opt_parse_space(const char *s, int *percent, int64_t *bytes)
+{
+    int64_t v;
+    size_t n = s ? strlen(s) : 0;
+    *percent = -1;
+    *bytes = 0;
+    if (n && s[n - 1] == '%') {
+        char num[32];
+        if (n - 1 >= sizeof(num))
+            return -EINVAL;
+        memcpy(num, s, n - 1);
+        num[n - 1] = 0;
+        if (parse_scaled(num, (const struct unit[]){{"", 1}, {NULL, 0}}, &v) < 0 || v > 100)
+            return -EINVAL;
+        *percent = (int)v;
+        return 0;
+    }
+    if (parse_scaled(s, (const struct unit[]){{"", 1}, {NULL, 0}}, &v) == 0) {
+        /* a plain number is a percentage, as GlusterFS reads it */
+        if (v > 100)
+            return -EINVAL;
+        *percent = (int)v;
+        return 0;
+    }
+    return opt_parse_size(s, bytes);
+}
+
+uint64_t opt_space_bytes(int percent, int64_t bytes, uint64_t total)
+{
+    if (percent >= 0)
+        return total / 100 * (uint64_t)percent + total % 100 * (uint64_t)percent / 100;
+    return (uint64_t)bytes;
 }
 
 /* One entry of an address list: a glob, or an IPv4 CIDR block. */
@@ -322,6 +365,26 @@ int opt_validate(const char *name, const char *value, char *norm, size_t normlen
             snprintf(norm, normlen, "%" PRId64, v);
         return 0;
     }
+    case OPT_SPACE: {
+        int pct;
+        if (opt_parse_space(value, &pct, &v) < 0) {
+            snprintf(err, errlen,
+                     "'%s' is not a percentage (0-100, like 1 or 5%%) or a size (like 10GB) "
+                     "for %s",
+                     value, name);
+            return -EINVAL;
+        }
+        if (pct < 0 && (v < d->min || v > d->max)) {
+            snprintf(err, errlen, "'%s' is out of range [%" PRId64 " - %" PRId64 " bytes] for %s",
+                     value, d->min, d->max, name);
+            return -EINVAL;
+        }
+        if (pct >= 0)
+            snprintf(norm, normlen, "%d%%", pct);
+        else
+            snprintf(norm, normlen, "%s", value);
+        return 0;
+    }
     case OPT_ENUM:
         return validate_enum(d, value, norm, normlen, err, errlen);
     case OPT_STRING:
@@ -443,6 +506,18 @@ int64_t opt_int(const struct opt_set *s, const char *name)
     return x;
 }
 
+void opt_space(const struct opt_set *s, const char *name, int *percent, int64_t *bytes)
+{
+    const struct opt_def *d = opt_find(name);
+    const char *v = opt_value(s, name);
+    if (!v || opt_parse_space(v, percent, bytes) < 0) {
+        if (!d || opt_parse_space(d->def, percent, bytes) < 0) {
+            *percent = 0;
+            *bytes = 0;
+        }
+    }
+}
+
 static bool cidr_match(const char *pat, size_t n, const char *addr)
 {
     char ip[64];
@@ -507,6 +582,9 @@ void opt_print_help(FILE *out)
             fprintf(out, "Choices: %s\n", d->choices);
         else if (d->type == OPT_INT || d->type == OPT_SIZE || d->type == OPT_TIME)
             fprintf(out, "Range: %" PRId64 " - %" PRId64 "\n", d->min, d->max);
+        else if (d->type == OPT_SPACE)
+            fprintf(out, "Range: 0%% - 100%%, or %" PRId64 " - %" PRId64 " bytes\n", d->min,
+                    d->max);
         fprintf(out, "Live: %s\n", d->live ? "yes" : "no (applies when the bricks restart)");
         fprintf(out, "Description: %s\n\n", d->help);
     }

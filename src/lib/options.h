@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_TIME, OPT_ENUM, OPT_STRING };
+/* OPT_SPACE: a share of a file system, as a percentage ("1", "1%", at most
+ * 100) or a size ("10GB"; min/max bound the size). */
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_TIME, OPT_ENUM, OPT_STRING, OPT_SPACE };
 
 struct opt_def {
     const char *name;
@@ -36,6 +38,10 @@ int opt_validate(const char *name, const char *value, char *norm, size_t normlen
 int opt_parse_bool(const char *s, bool *out);
 int opt_parse_size(const char *s, int64_t *out); /* 4KB, 1MB, 2GB, plain bytes */
 int opt_parse_time(const char *s, int64_t *out); /* seconds; accepts "42", "42s", "2m" */
+/* OPT_SPACE: *percent (0-100) and *bytes 0, or *percent -1 and *bytes. */
+int opt_parse_space(const char *s, int *percent, int64_t *bytes);
+/* Bytes a space value leaves of a file system of total bytes. */
+uint64_t opt_space_bytes(int percent, int64_t bytes, uint64_t total);
 
 /* A set of option values (name=value) as a volume holds them. */
 struct opt_set {
@@ -53,6 +59,8 @@ const char *opt_set_get(const struct opt_set *s, const char *name);
 const char *opt_value(const struct opt_set *s, const char *name);
 bool opt_bool(const struct opt_set *s, const char *name);
 int64_t opt_int(const struct opt_set *s, const char *name); /* INT, SIZE (bytes), TIME (s) */
+/* OPT_SPACE: as opt_parse_space (the default when the value does not parse). */
+void opt_space(const struct opt_set *s, const char *name, int *percent, int64_t *bytes);
 
 /* Address check for auth.allow / auth.reject: both are comma-separated lists
  * of shell globs ("192.168.1.*", "*") or IPv4 CIDR blocks ("10.0.0.0/8").

@@ -30,7 +30,7 @@ OPTIONS = [
     "performance.io-thread-count", "performance.read-ahead", "performance.read-ahead-page-count",
     "performance.strict-o-direct", "performance.write-behind",
     "performance.write-behind-trickling-writes", "performance.write-behind-window-size",
-    "storage.spare-inodes",
+    "storage.reserve", "storage.spare-inodes",
 ]
 
 

@@ -58,6 +58,48 @@ static void test_size_time(void)
     CHECK_EQ(opt_parse_time("ten", &v), -EINVAL);
 }
 
+static void test_space(void)
+{
+    int pct;
+    int64_t b;
+    CHECK_EQ(opt_parse_space("1", &pct, &b), 0);
+    CHECK_EQ(pct, 1);
+    CHECK_EQ(b, 0);
+    CHECK_EQ(opt_parse_space("10%", &pct, &b), 0);
+    CHECK_EQ(pct, 10);
+    CHECK_EQ(opt_parse_space("0", &pct, &b), 0);
+    CHECK_EQ(pct, 0);
+    CHECK_EQ(opt_parse_space("100", &pct, &b), 0);
+    CHECK_EQ(opt_parse_space("101", &pct, &b), -EINVAL);
+    CHECK_EQ(opt_parse_space("101%", &pct, &b), -EINVAL);
+    CHECK_EQ(opt_parse_space("5GB", &pct, &b), 0);
+    CHECK_EQ(pct, -1);
+    CHECK_EQ(b, 5ll << 30);
+    CHECK_EQ(opt_parse_space("%", &pct, &b), -EINVAL);
+    CHECK_EQ(opt_parse_space("-1%", &pct, &b), -EINVAL);
+    CHECK_EQ(opt_parse_space("ten", &pct, &b), -EINVAL);
+    CHECK_EQ(opt_space_bytes(1, 0, 1000000), 10000);
+    CHECK_EQ(opt_space_bytes(100, 0, 1000), 1000);
+    CHECK_EQ(opt_space_bytes(-1, 4096, 1000000), 4096);
+    /* no overflow near the top of the range */
+    CHECK(opt_space_bytes(50, 0, UINT64_MAX) == UINT64_MAX / 2);
+    char norm[64], err[256];
+    CHECK_EQ(opt_validate("storage.reserve", "5", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_STR(norm, "5%");
+    CHECK_EQ(opt_validate("storage.reserve", "2GB", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_STR(norm, "2GB");
+    CHECK_EQ(opt_validate("storage.reserve", "x", norm, sizeof(norm), err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "percentage") != NULL);
+    struct opt_set set = {0};
+    opt_space(&set, "storage.reserve", &pct, &b);
+    CHECK_EQ(pct, 1);
+    opt_set_put(&set, "storage.reserve", "1GB");
+    opt_space(&set, "storage.reserve", &pct, &b);
+    CHECK_EQ(pct, -1);
+    CHECK_EQ(b, 1ll << 30);
+    opt_set_free(&set);
+}
+
 static void test_validate(void)
 {
     char norm[256], err[256];
@@ -176,6 +218,7 @@ int main(void)
 {
     test_bool();
     test_size_time();
+    test_space();
     test_validate();
     test_set();
     test_addr();
