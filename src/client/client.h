@@ -87,6 +87,8 @@ uint64_t cl_proto_generation(struct cl_layer *l);
  * member i; docs/replication.md, "Reads come from a good copy"), as it last
  * said; kept while the brick is unreachable. */
 uint32_t cl_proto_accused(struct cl_layer *l);
+/* "host:port:/brick/path", for log lines. */
+void cl_proto_describe(struct cl_layer *l, char *out, size_t len);
 
 /* ---- the stack (stack.c) ---- */
 struct cl_stack_params {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -648,4 +649,10 @@ uint32_t cl_proto_accused(struct cl_layer *l)
 {
     struct proto *p = l->priv;
     return __atomic_load_n(&p->accused, __ATOMIC_ACQUIRE);
+}
+
+void cl_proto_describe(struct cl_layer *l, char *out, size_t len)
+{
+    struct proto *p = l->priv;
+    snprintf(out, len, "%s:%s", p->peer, p->brick_path);
 }

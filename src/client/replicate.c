@@ -2,12 +2,15 @@
  * quorum for changes, one child for reads, per-open vectors of child
  * handles, and a background heal thread. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "client.h"
 #include "replicate.h"
 
@@ -17,6 +20,7 @@ struct rfh {
     uint64_t fh[CL_REPL_MAX]; /* child handles; NOFH where the open failed */
     int read_child, lock_child, is_dir;
     int inuse;
+    char *path; /* as opened, for log lines */
 };
 
 struct repl {
@@ -26,6 +30,10 @@ struct repl {
     /* suspect: the child was seen down since the last clean heal pass, so
      * its copies may be stale: reads avoid it. Atomic bits. */
     uint32_t suspect;
+    /* failures of children logged, per child: when the last line was
+     * written and how many were left out since (rate limit) */
+    uint64_t failed_logged_ms[CL_REPL_MAX];
+    unsigned failed_quiet[CL_REPL_MAX];
     pthread_mutex_t lock; /* the handle table */
     struct rfh **fhs;
     size_t n_fhs;
@@ -166,6 +174,7 @@ static void fh_remove(struct repl *r, uint64_t id)
 {
     pthread_mutex_lock(&r->lock);
     if (id >= 1 && id <= r->n_fhs && r->fhs[id - 1]) {
+        free(r->fhs[id - 1]->path);
         free(r->fhs[id - 1]);
         r->fhs[id - 1] = NULL;
     }
@@ -310,6 +319,36 @@ static void short_writes(struct fan *f)
     }
 }
 
+/* Logs that child i failed f's change the others took (at most one line a
+ * second per child, with a count of those left out): which brick, which
+ * object, why, and what became of the change. */
+static void note_failure(struct repl *r, struct fan *f, int i, int status)
+{
+    uint64_t now = net_now_ms();
+    unsigned quiet = 0;
+    pthread_mutex_lock(&r->lock);
+    if (now - r->failed_logged_ms[i] < 1000) {
+        r->failed_quiet[i]++;
+        pthread_mutex_unlock(&r->lock);
+        return;
+    }
+    r->failed_logged_ms[i] = now;
+    quiet = r->failed_quiet[i];
+    r->failed_quiet[i] = 0;
+    pthread_mutex_unlock(&r->lock);
+    const struct rpc_msg *a = &f->parent->args;
+    char brick[512], path[PATH_MAX] = "";
+    cl_proto_describe(r->layer.children[i], brick, sizeof(brick));
+    if (rpc_has(a, RPC_T_PATH))
+        rpc_bytes_str(&a->path, path, sizeof(path));
+    else if (f->h && f->h->path)
+        snprintf(path, sizeof(path), "%s", f->h->path);
+    log_warn("volume %s: brick %s failed %s of %s: %s; %s (%u more failures not logged)", r->volume,
+             brick, rpc_op_name((unsigned)a->op), *path ? path : "an open file",
+             strerror(-f->errs[i]),
+             status == 0 ? "the others took it and mark it for heal" : "the change failed", quiet);
+}
+
 static void fan_finish(struct fan *f)
 {
     struct repl *r = f->r;
@@ -345,6 +384,20 @@ static void fan_finish(struct fan *f)
         for (int i = 0; i < r->n; i++)
             if (f->asked >> i & 1)
                 cl_op_release(&f->sub[i]);
+        if (!ok && after->result == 0) {
+            /* The copies differ and no brick could record it: the caller
+             * must not be told all is well (a create keeps its handle;
+             * its data written later is marked like any). */
+            log_error("volume %s: %s reached only some replicas and no brick could record "
+                      "which%s",
+                      r->volume, rpc_op_name((unsigned)after->parent->args.op),
+                      after->kind == FAN_CHANGE ? ": reporting EIO" : "");
+            if (after->kind == FAN_CHANGE) {
+                after->result = -EIO;
+                rpc_frame_free(after->reply);
+                after->reply = NULL;
+            }
+        }
         free(f);
         after->parent->rounds = after->rounds + rounds;
         complete_and_free(after, after->result, after->reply);
@@ -419,6 +472,7 @@ static void fan_finish(struct fan *f)
         }
         if (status < 0) {
             release_child_fhs(r, h, f->parent->args.op);
+            free(h->path);
             free(h);
             rpc_frame_free(reply);
             reply = NULL;
@@ -427,29 +481,43 @@ static void fan_finish(struct fan *f)
         /* A create is a change too: the children that failed get marks. */
     }
     uint32_t failed = f->asked & ~ok;
-    /* A data brick out of space fails the write for the writer, although
-     * the others took it (and mark the full one): a clear ENOSPC now rather
-     * than a volume silently running on fewer copies. */
-    if (status == 0 && failed && f->kind == FAN_CHANGE && f->data_op)
+    /* A change a quorum took stands, whatever the others said (a full
+     * disk, a failing one, a read-only one): they are marked below, read
+     * from by nobody until healed, and named in the log. One that a
+     * quorum refused fails with the error most children gave. */
+    int change =
+        f->kind == FAN_CHANGE || (f->kind == FAN_OPEN && f->parent->args.op == RPC_OP_CREATE);
+    for (int i = 0; i < r->n && failed && ok && change; i++)
+        if ((failed >> i & 1) && !transient(f->errs[i]))
+            note_failure(r, f, i, status);
+    /* The replicas must not differ without a record, whether the change
+     * stood or not. When it stood, the children that failed it missed it:
+     * the others record that. When a quorum refused it with a definite
+     * answer (EEXIST: another client made the name first; ENOSPC; EIO),
+     * those children hold what the application was told is there, and
+     * the few that took the change are the odd ones: the refusing
+     * children record it against them, so that heal undoes it (two
+     * clients making one name at once then agree on the winner's copy
+     * instead of each blaming the other). Children that failed only by
+     * being unreachable cannot record anything: then the ones that took
+     * it record against them, as when it stood. */
+    if (failed && ok && change) {
+        uint32_t definite = 0;
         for (int i = 0; i < r->n; i++)
-            if ((failed >> i & 1) && (f->errs[i] == -ENOSPC || f->errs[i] == -EDQUOT))
-                status = f->errs[i];
-    if (status == -ENOSPC || status == -EDQUOT) {
-        rpc_frame_free(reply);
-        reply = NULL;
-    }
-    /* Children that missed a change others made get marked, even when the
-     * change failed for the application (quorum lost on the results, a full
-     * brick): the replicas must not differ without a record. */
-    if (failed && ok &&
-        (f->kind == FAN_CHANGE || (status == 0 && f->parent->args.op == RPC_OP_CREATE))) {
+            if ((failed >> i & 1) && !transient(f->errs[i]))
+                definite |= 1u << i;
+        uint32_t on = ok, against = failed;
+        if (status < 0 && definite) {
+            on = definite;
+            against = ok;
+        }
         f->result = status;
         f->reply = reply;
         f->rounds = rounds;
-        if (f->kind == FAN_OPEN)
+        if (f->kind == FAN_OPEN && status == 0)
             f->h = fh_get(r, reply->msg.fh);
         /* MARK by handle needs the child's handle: map back. */
-        if (send_marks(f, ok, failed) == 0)
+        if (send_marks(f, on, against) == 0)
             return;
     }
     complete_and_free(f, status, reply);
@@ -553,11 +621,15 @@ static void fan_open(struct repl *r, struct cl_op *op)
         h->fh[i] = NOFH;
     h->is_dir = code == RPC_OP_OPENDIR;
     h->lock_child = -1;
+    if (rpc_has(&op->args, RPC_T_PATH) && op->args.path.len < PATH_MAX &&
+        (h->path = malloc(op->args.path.len + 1)))
+        rpc_bytes_str(&op->args.path, h->path, op->args.path.len + 1);
     uint32_t ask = up;
     if (h->is_dir)
         ask &= data_mask(r) | (r->arbiter ? 0 : all); /* listings come from data children */
     struct fan *f = fan_new(r, op, FAN_OPEN, NULL, ask, all & ~ask);
     if (!f) {
+        free(h->path);
         free(h);
         cl_op_complete(op, -ENOMEM, NULL);
         return;
@@ -822,7 +894,10 @@ static void repl_destroy(struct cl_layer *self)
     struct repl *r = self->priv;
     cl_repl_stop(self);
     for (size_t i = 0; i < r->n_fhs; i++)
-        free(r->fhs[i]);
+        if (r->fhs[i]) {
+            free(r->fhs[i]->path);
+            free(r->fhs[i]);
+        }
     free(r->fhs);
     free(r->volume);
     free(self->children);
