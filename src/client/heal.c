@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "heal_int.h"
 
 /* Files at least this big, already present on the sink, get a range heal. */
@@ -286,6 +287,45 @@ static int heal_entries(struct hctx *h, int src, int dst, const char *path, int 
     return rc;
 }
 
+/* -ENOSPC when child c plainly has no room for need more bytes (its free
+ * space read at most a second ago, less what was copied there since): the
+ * copy is left for a later pass instead of filling the brick up to its
+ * storage.reserve with a copy that cannot complete. */
+static int room_for(struct hctx *h, int c, uint64_t need)
+{
+    if (!need)
+        return 0;
+    uint64_t now = net_now_ms();
+    pthread_mutex_lock(&h->lock);
+    int fresh = h->room_ms[c] && now - h->room_ms[c] < 1000;
+    pthread_mutex_unlock(&h->lock);
+    if (!fresh) {
+        struct cl_op op;
+        path_op(&op, RPC_OP_STATFS, "/");
+        int rc = cl_op_run(h->ch[c], &op);
+        if (rc == 0) {
+            const struct rpc_statfs *st = &op.reply->msg.statfs;
+            pthread_mutex_lock(&h->lock);
+            h->room[c] = st->bavail * (st->frsize ? st->frsize : st->bsize);
+            h->room_ms[c] = now;
+            pthread_mutex_unlock(&h->lock);
+        }
+        cl_op_release(&op);
+        if (rc < 0)
+            return 0; /* the copy will tell */
+    }
+    pthread_mutex_lock(&h->lock);
+    int rc = h->room[c] < need ? -ENOSPC : 0;
+    if (rc == 0)
+        h->room[c] -= need;
+    uint64_t left = h->room[c];
+    pthread_mutex_unlock(&h->lock);
+    if (rc < 0)
+        log_info("heal: no room on replica %d for %llu more bytes (%llu free): left for later", c,
+                 (unsigned long long)need, (unsigned long long)left);
+    return rc;
+}
+
 /* Makes dst's object at path a copy of src's (recursively for a new
  * directory). */
 static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_arbiter)
@@ -322,6 +362,9 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
     } else if (type == S_IFREG) {
         /* A big file the sink already holds (a VM image) heals by ranges. */
         int ranged = same && !is_arbiter && ls.a.size >= RANGE_HEAL_MIN;
+        uint64_t had = same ? ld.a.size : 0;
+        if (!is_arbiter && (rc = room_for(h, dst, ls.a.size > had ? ls.a.size - had : 0)) < 0)
+            return rc;
         if (!same) {
             path_op(&op, RPC_OP_CREATE, path);
             RPC_SET(&op.args, flags, RPC_T_FLAGS, O_WRONLY | O_EXCL);

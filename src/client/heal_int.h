@@ -12,8 +12,11 @@ struct hctx {
     int n, arbiter;
     struct cl_heal_params p;
     struct cl_heal_stats *st; /* updated with __atomic builtins (heal threads) */
-    pthread_mutex_t lock;     /* the rate limiter */
+    pthread_mutex_t lock;     /* the rate limiter and the room below */
     uint64_t next_ns;         /* rate limiter: when the next copy may start */
+    /* Free space of each child as last read (STATFS) less what was copied
+     * there since, and when it was read (0: never). */
+    uint64_t room[CL_REPL_MAX], room_ms[CL_REPL_MAX];
 };
 
 struct look {
