@@ -445,7 +445,13 @@ void cf_wait_until_ms(pthread_cond_t *c, pthread_mutex_t *m, uint64_t due_ms);
 struct cf_wb;
 int cf_wb_init(struct cf *cf);
 void cf_wb_configure(struct cf *cf, int enabled, size_t max_bytes, size_t max_files);
+/* Whether write-back and write-behind take new work: the option, and no
+ * brick refused space lately (cf_wb_nospace). */
 int cf_wb_enabled(struct cf *cf);
+/* A request failed with ENOSPC or EDQUOT (in the background or not): for
+ * the next 5 seconds (WB_NOSPACE_MS), new creates and writes wait for the bricks, so
+ * each learns of a full volume at its own call. */
+void cf_wb_nospace(struct cf *cf);
 int cf_wb_settle_all(struct cf *cf); /* fsyncdir; before the stack goes */
 void cf_wb_free(struct cf *cf);
 int cf_wb_is_fh(uint64_t fh);

@@ -29,6 +29,8 @@ struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done)
 
 void fop_free(struct fop *f)
 {
+    if (f->op.status == -ENOSPC || f->op.status == -EDQUOT)
+        cf_wb_nospace(f->cf);
     cl_op_release(&f->op);
     free(f->data);
     free(f);

@@ -51,6 +51,8 @@
 #define WB_CLOSED_MAX 256
 #define WB_BATCH 64
 #define WB_ROOM_WAIT_MS 1000
+/* How long creates and writes wait for the bricks after one refused space. */
+#define WB_NOSPACE_MS 5000
 
 enum wb_state {
     WB_OPEN,         /* the kernel holds the handle */
@@ -110,6 +112,7 @@ struct cf_wb {
     uint64_t stall_mark; /* left + 1 when a wait for room saw none leave; else 0 */
     uint64_t made, room_waits, room_wait_ms, full; /* counters (cf_wb_format) */
     int enabled;
+    uint64_t nospace_until_ms; /* atomic; 0: no brick refused space lately */
     struct dir_err *errs;
     struct wb_file *closed, *closed_tail; /* CLOSED files, oldest first */
     size_t n_closed;
@@ -208,7 +211,31 @@ void cf_wb_configure(struct cf *cf, int enabled, size_t max_bytes, size_t max_fi
 int cf_wb_enabled(struct cf *cf)
 {
     struct cf_wb *w = cf->wb;
-    return w && __atomic_load_n(&w->enabled, __ATOMIC_RELAXED);
+    if (!w || !__atomic_load_n(&w->enabled, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t until = __atomic_load_n(&w->nospace_until_ms, __ATOMIC_RELAXED);
+    if (!until)
+        return 1;
+    if (net_now_ms() < until)
+        return 0;
+    if (__atomic_compare_exchange_n(&w->nospace_until_ms, &until, 0, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        log_info("no brick refused space for %d s: write-back and write-behind resume",
+                 WB_NOSPACE_MS / 1000);
+    return 1;
+}
+
+void cf_wb_nospace(struct cf *cf)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return;
+    uint64_t old =
+        __atomic_exchange_n(&w->nospace_until_ms, net_now_ms() + WB_NOSPACE_MS, __ATOMIC_RELAXED);
+    if (!old)
+        log_warn("a brick is out of space: creates and writes wait for the bricks (no "
+                 "write-back, no write-behind) until none has refused space for %d s",
+                 WB_NOSPACE_MS / 1000);
 }
 
 static void file_free(struct wb_file *f)
@@ -434,6 +461,8 @@ static void finish(struct cf_wb *w, struct wb_file *f, int status, int lease)
         log_error("write-back of %s (in directory node %llu) failed: %s; the file did not reach "
                   "the bricks",
                   f->name, (unsigned long long)f->parent, strerror(-status));
+        if (status == -ENOSPC || status == -EDQUOT)
+            cf_wb_nospace(cf);
         f->state = WB_FAILED;
         f->err = status;
         dir_error(w, f->parent, status);

@@ -335,6 +335,8 @@ static void send_done_cb(struct cl_op *op)
         log_error("background write of %zu bytes at %llu to node %llu: %s (returned by the "
                   "next fsync or close)",
                   len, (unsigned long long)first->off, (unsigned long long)node, strerror(err));
+    if (err == ENOSPC || err == EDQUOT)
+        cf_wb_nospace(cf);
     submit(out);
     reply_all(replies);
     cl_op_release(op);
