@@ -118,6 +118,21 @@ static double pick_timeout(double set, const struct cl_volinfo *v, const char *o
     return set >= 0 ? set : (double)opt_int(&v->opts, opt);
 }
 
+/* The mount options attribute-timeout= / entry-timeout= fix the kernel's
+ * cache times of this mount, leases or not: the mounter's choice, which the
+ * volume options cannot make for every client (docs/consistency.md). */
+static void warn_fixed_timeouts(const struct cf_config *cfg)
+{
+    if (cfg->attr_timeout > 0)
+        log_warn("attribute-timeout=%g: the kernel keeps attributes %g s even without a lease: "
+                 "other clients' changes may go unseen on this mount that long",
+                 cfg->attr_timeout, cfg->attr_timeout);
+    if (cfg->entry_timeout > 0)
+        log_warn("entry-timeout=%g: the kernel keeps names %g s even without a lease: other "
+                 "clients' creates and removals may go unseen on this mount that long",
+                 cfg->entry_timeout, cfg->entry_timeout);
+}
+
 int main(int argc, char **argv)
 {
     struct cf_config cfg;
@@ -182,6 +197,7 @@ int main(int argc, char **argv)
     log_info("mounting %s (volume %s, %s:%d%s, layout from %s) on %s", cfg.fsname, vol.name,
              vol.bricks[0].addr.host, vol.bricks[0].addr.port, vol.bricks[0].path, from,
              cfg.mountpoint);
+    warn_fixed_timeouts(&cfg);
     if (fuse_daemonize(cfg.foreground) != 0)
         goto out_unmount;
 

@@ -195,6 +195,12 @@ static int apply_opts(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, cha
         if (!d)
             continue; /* unknown to this version: never applied, on any server */
         int has = rpc_has(&o, RPC_T_DATA) && rpc_bytes_str(&o.data, val, sizeof(val)) == 0;
+        char norm[1024], why[512];
+        if (has && opt_validate(key, val, norm, sizeof(norm), why, sizeof(why)) < 0) {
+            /* an entry logged by a version that accepted it */
+            log_warn("volume %s: ignoring %s=%s (%s)", v->name, key, val, why);
+            continue;
+        }
         if (opt_set_put(&next, key, has ? val : NULL) < 0)
             goto nomem;
         live |= d->live;

@@ -320,13 +320,13 @@ def test_options(c5):
     assert "Options Reconfigured" not in cli(c5, "volume", "info", "optv").stdout
 
     for k, v in (("network.ping-timeout", "20"), ("diagnostics.client-log-level", "debug"),
-                 ("auth.allow", "127.0.0.*,10.0.0.0/8"), ("client.entry-timeout", "2m")):
+                 ("auth.allow", "127.0.0.*,10.0.0.0/8"), ("client.lease-cache-timeout", "2m")):
         r = cli(c5, "volume", "set", "optv", k, v)
         assert r.returncode == 0 and r.stdout == "volume set: success\n", out(r)
     info = cli(c5, "volume", "info", "optv").stdout
     assert info.endswith("Options Reconfigured:\nnetwork.ping-timeout: 20\n"
                          "diagnostics.client-log-level: DEBUG\n"
-                         "auth.allow: 127.0.0.*,10.0.0.0/8\nclient.entry-timeout: 120\n"), info
+                         "auth.allow: 127.0.0.*,10.0.0.0/8\nclient.lease-cache-timeout: 120\n"), info
     r = cli(c5, "volume", "get", "optv", "network.ping-timeout")
     assert r.returncode == 0
     lines = r.stdout.splitlines()

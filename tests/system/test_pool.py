@@ -335,7 +335,7 @@ def test_volume_lifecycle_from_every_server(pool):
     r = b.cli("volume", "set", "lc", "group", "virt", check=False)
     assert r.returncode == 0, out(r)
     info = pool.same_everywhere("volume", "info", "lc")
-    assert "network.ping-timeout: 20" in info and "client.attribute-timeout: 0" in info
+    assert "network.ping-timeout: 20" in info and "performance.io-thread-count: 32" in info
     r = b.cli("volume", "set", "lc", "group", "nonsense", check=False)
     assert r.returncode == 1 and "volume set: failed:" in out(r)
     r = b.cli("volume", "set", "lc", "network.ping-timeout", "0", check=False)
@@ -367,11 +367,11 @@ def test_layout_changes_are_notified(pool):
     try:
         gens = [m.getvol("nt")[1]["gen"] for m in conns]
         assert gens[0] == gens[1] == gens[2]
-        b.cli("volume", "set", "nt", "client.entry-timeout", "5")
+        b.cli("volume", "set", "nt", "client.lease-cache-timeout", "5")
         for m in conns:  # every server tells its subscribers
             d = m.notification(timeout=5)
             assert d["name"] == "nt" and d["gen"] > gens[0]
-            assert d["options"] == {"client.entry-timeout": "5"}
+            assert d["options"] == {"client.lease-cache-timeout": "5"}
         c.cli("volume", "stop", "nt")
         d = conns[0].notification(timeout=5)
         assert d["text"] == "Volume nt is not started" and "bricks" in d and not d["bricks"]
