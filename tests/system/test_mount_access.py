@@ -222,8 +222,11 @@ def test_explicit_allow_other_as_root(cluster, root_mount):
 def test_conflicting_access_options_refused(cluster, opts):
     mnt = os.path.join(cluster.root, "bad")
     os.makedirs(mnt, exist_ok=True)
+    if mnt not in cluster.extra_mounts:  # detached at the end even if it mounts
+        cluster.extra_mounts.append(mnt)
     r = subprocess.run([exe("cairn-fuse"), f"{HOST}:/acc", mnt, "-o", opts],
                        capture_output=True, text=True, timeout=60)
+    cluster.extra_pids += pids_with_arg(mnt)  # a mount that daemonized, wrongly
     assert r.returncode == 1 and not mounted(mnt), r.stderr
     assert ("cairn-fuse: mount options allow_other, allow_root and no-allow-other exclude each "
             "other") in r.stderr
