@@ -37,11 +37,30 @@ struct cf_config {
     int selinux;          /* -o selinux: security.selinux is stored (else EOPNOTSUPP) */
     int io_uring;         /* -o io-uring=on|off (default on): requests over io_uring */
     int dio_mode;         /* -o direct-io-mode=auto|enable|disable: enum cf_dio_mode */
+    int others;           /* who else may use the mount: enum cf_others */
+    int mounter_only;     /* cf_decide_access fell back to no allow_other */
     char fuse_opts[4096]; /* options passed through to libfuse, comma-separated */
+};
+
+/* Who besides the mounter may use the mount. The kernel checks permissions
+ * from the mode bits and ACLs either way (default_permissions is always
+ * set), as on a local disk. */
+enum cf_others {
+    CF_OTHERS_AUTO,  /* default: allow_other where the mounter may set it */
+    CF_OTHERS_ASKED, /* -o allow_other: set it or fail */
+    CF_OTHERS_OFF,   /* -o no-allow-other: only the mounter */
+    CF_OTHERS_ROOT,  /* -o allow_root: the mounter and root (libfuse's) */
 };
 
 /* Parses the command line; on a usage error prints it and returns -EINVAL. */
 int cf_parse_args(int argc, char **argv, struct cf_config *cfg);
+/* Adds allow_other to the FUSE options where cfg->others wants it and the
+ * mounter may set it: root always; another user only when fuse.conf has
+ * user_allow_other (fusermount3 refuses it otherwise). Without it an asked
+ * allow_other fails (-EPERM, said on stderr) and the default falls back to
+ * a mount only its mounter can use (cfg->mounter_only, for the caller to
+ * warn about). 0 or -errno. */
+int cf_decide_access(struct cf_config *cfg, const char *fuse_conf);
 
 struct cf_live;
 struct cf_leases;

@@ -2,8 +2,10 @@
  *
  * Requests that return attributes or names ask the bricks for a lease. When
  * every brick that answered granted one, the reply gives the kernel long
- * entry and attribute timeouts (client.lease-cache-timeout); otherwise the
- * volume's client.attribute-timeout / client.entry-timeout (0 by default).
+ * entry and attribute timeouts (client.lease-cache-timeout); otherwise 0,
+ * since no recall would reach what it cached (the volume's
+ * client.attribute-timeout / client.entry-timeout accept nothing else; a
+ * mount's -o attribute-timeout= / entry-timeout= fix both cases alike).
  *
  * A recall arrives on a brick connection's reader thread. It bumps the
  * recall sequence at once, and a recall thread then drops what the kernel

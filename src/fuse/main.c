@@ -6,7 +6,11 @@
  * daemonizes, so `mount` returns only when the mount exists. Brick
  * connections and the management connection that hears about volume changes
  * (live.c) are made after daemonizing, since threads do not survive fork().
- * SIGTERM/SIGINT/SIGHUP end the session and unmount. */
+ * SIGTERM/SIGINT/SIGHUP end the session and unmount.
+ *
+ * Every user may use the mount, as on a local disk: allow_other, with the
+ * kernel checking permissions (default_permissions); -o no-allow-other
+ * keeps it to the mounter (cf_decide_access). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,8 @@
  * than is in use, is free; looked at every 2 s (../lib/memtrim.c). */
 #define TRIM_PERIOD_MS 2000
 #define TRIM_SLACK (32u << 20)
+/* What fusermount3 reads to let users other than root set allow_other. */
+#define FUSE_CONF "/etc/fuse.conf"
 
 void cf_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -118,6 +124,28 @@ static double pick_timeout(double set, const struct cl_volinfo *v, const char *o
     return set >= 0 ? set : (double)opt_int(&v->opts, opt);
 }
 
+static void warn_mounter_only(void)
+{
+    log_warn("only uid %u can use this mount: a user other than root may let other users in "
+             "only with 'user_allow_other' in %s (-o no-allow-other says this is meant)",
+             (unsigned)getuid(), FUSE_CONF);
+}
+
+/* The mount options attribute-timeout= / entry-timeout= fix the kernel's
+ * cache times of this mount, leases or not: the mounter's choice, which the
+ * volume options cannot make for every client (docs/consistency.md). */
+static void warn_fixed_timeouts(const struct cf_config *cfg)
+{
+    if (cfg->attr_timeout > 0)
+        log_warn("attribute-timeout=%g: the kernel keeps attributes %g s even without a lease: "
+                 "other clients' changes may go unseen on this mount that long",
+                 cfg->attr_timeout, cfg->attr_timeout);
+    if (cfg->entry_timeout > 0)
+        log_warn("entry-timeout=%g: the kernel keeps names %g s even without a lease: other "
+                 "clients' creates and removals may go unseen on this mount that long",
+                 cfg->entry_timeout, cfg->entry_timeout);
+}
+
 int main(int argc, char **argv)
 {
     struct cf_config cfg;
@@ -129,8 +157,10 @@ int main(int argc, char **argv)
     int rc, status = 1;
 
     log_init("cairn-fuse", LOG_INFO);
-    if (cf_parse_args(argc, argv, &cfg) < 0)
+    if (cf_parse_args(argc, argv, &cfg) < 0 || cf_decide_access(&cfg, FUSE_CONF) < 0)
         return 1;
+    if (cfg.mounter_only)
+        warn_mounter_only(); /* on the terminal; the log gets it too, below */
     struct net_addr servers[1 + CF_MAX_BACKUPS];
     int n_servers = 1 + cfg.n_backup, used = 0;
     servers[0] = cfg.server;
@@ -182,6 +212,9 @@ int main(int argc, char **argv)
     log_info("mounting %s (volume %s, %s:%d%s, layout from %s) on %s", cfg.fsname, vol.name,
              vol.bricks[0].addr.host, vol.bricks[0].addr.port, vol.bricks[0].path, from,
              cfg.mountpoint);
+    if (cfg.mounter_only && (cfg.log_file[0] || !cfg.foreground))
+        warn_mounter_only();
+    warn_fixed_timeouts(&cfg);
     if (fuse_daemonize(cfg.foreground) != 0)
         goto out_unmount;
 

@@ -1,8 +1,11 @@
-/* cairn-fuse's command line: HOST[:PORT]:/VOLNAME MOUNTPOINT [-o opts] [-f] [-d]. */
+/* cairn-fuse's command line: HOST[:PORT]:/VOLNAME MOUNTPOINT [-o opts] [-f] [-d],
+ * and who may use the mount. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../lib/log.h"
 #include "bridge.h"
@@ -18,8 +21,10 @@ static void usage(const char *prog)
             "  -o backup-servers=HOST[:PORT]:HOST[:PORT]...   cairnd servers to fetch the\n"
             "                        volume from when HOST of the spec does not answer\n"
             "                        (also backup-volfile-servers=, GlusterFS's name)\n"
-            "  -o attribute-timeout=SEC, entry-timeout=SEC   kernel cache times (also\n"
-            "                                  under leases)\n"
+            "  -o attribute-timeout=SEC, entry-timeout=SEC   fix this mount's kernel cache\n"
+            "                        times, under leases and without them (default: leases\n"
+            "                        decide); above 0 another client's change may show up\n"
+            "                        to SEC seconds late here\n"
             "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
             "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
             "  -o io-uring=on|off    FUSE requests over io_uring where the kernel has it\n"
@@ -29,7 +34,13 @@ static void usage(const char *prog)
             "                        enable every handle, disable only O_DIRECT ones\n"
             "  -o selinux            store security.selinux labels (without it that\n"
             "                        attribute is not supported: EOPNOTSUPP)\n"
-            "  -o ro, allow_other, and other FUSE mount options are passed through\n",
+            "  -o no-allow-other     only the mounting user may use the mount (default:\n"
+            "                        every user, with permissions checked by the kernel\n"
+            "                        as on a local disk; a mount by another user than\n"
+            "                        root needs user_allow_other in /etc/fuse.conf for\n"
+            "                        that, and warns and falls back without it)\n"
+            "  -o allow_other        every user, or fail where the mounter may not allow it\n"
+            "  -o ro, and other FUSE mount options are passed through\n",
             prog);
 }
 
@@ -143,6 +154,22 @@ static int parse_one(struct cf_config *c, char *o)
             c->dio_mode = CF_DIO_DISABLE;
         else
             goto bad;
+    } else if (KEY("allow_other") || KEY("no-allow-other") || KEY("allow_root")) {
+        /* allow_other is added by cf_decide_access; allow_root (libfuse's:
+         * the mounter and root) goes to libfuse */
+        int want = KEY("allow_other")  ? CF_OTHERS_ASKED
+                   : KEY("allow_root") ? CF_OTHERS_ROOT
+                                       : CF_OTHERS_OFF;
+        if (v)
+            goto bad;
+        if (c->others != CF_OTHERS_AUTO && c->others != want) {
+            fprintf(stderr, "cairn-fuse: mount options allow_other, allow_root and "
+                            "no-allow-other exclude each other\n");
+            return -EINVAL;
+        }
+        c->others = want;
+        if (want == CF_OTHERS_ROOT)
+            return append_fuse_opt(c, o);
     } else if (KEY("selinux")) {
         c->selinux = 1;
     } else if (KEY("debug")) {
@@ -242,4 +269,48 @@ int cf_parse_args(int argc, char **argv, struct cf_config *c)
 usage:
     usage(argv[0]);
     return -EINVAL;
+}
+
+/* Whether the fuse.conf at path has a line "user_allow_other" (text after
+ * '#' and blanks around it ignored), the rule by which fusermount3 lets a
+ * user other than root mount with allow_other. */
+static int user_allow_other(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    int yes = 0;
+    while (!yes && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "#")] = 0;
+        char *s = line, *e = line + strlen(line);
+        while (isspace((unsigned char)*s))
+            s++;
+        while (e > s && isspace((unsigned char)e[-1]))
+            e--;
+        yes = e - s == 16 && strncmp(s, "user_allow_other", 16) == 0;
+    }
+    fclose(f);
+    return yes;
+}
+
+int cf_decide_access(struct cf_config *c, const char *fuse_conf)
+{
+    c->mounter_only = 0;
+    if (c->others == CF_OTHERS_OFF || c->others == CF_OTHERS_ROOT)
+        return 0;
+    /* root mounts with mount(2), or through fusermount3, which lets root
+     * set allow_other whatever fuse.conf says */
+    uid_t uid = getuid();
+    if (uid == 0 || user_allow_other(fuse_conf))
+        return append_fuse_opt(c, "allow_other");
+    if (c->others == CF_OTHERS_ASKED) {
+        fprintf(stderr,
+                "cairn-fuse: -o allow_other: a mount by uid %u (not root) may let other users in "
+                "only with 'user_allow_other' in %s\n",
+                (unsigned)uid, fuse_conf);
+        return -EPERM;
+    }
+    c->mounter_only = 1;
+    return 0;
 }

@@ -22,12 +22,15 @@ const struct opt_def opt_table[] = {
     {"auth.reject", OPT_STRING, "", 0, 0, NULL, true,
      "Comma-separated addresses (globs or IPv4 CIDR blocks) refused even when auth.allow "
      "matches them."},
-    {"client.attribute-timeout", OPT_TIME, "0", 0, 3600, NULL, true,
-     "Seconds the kernel may cache file attributes on a FUSE client. 0 asks the brick at "
-     "every access, so a change made by another client is seen at once."},
-    {"client.entry-timeout", OPT_TIME, "0", 0, 3600, NULL, true,
-     "Seconds the kernel may cache name lookups on a FUSE client. 0 asks the brick at every "
-     "access, so names created or removed by another client are seen at once."},
+    /* The two cache times without a lease accept 0 only (see opt_validate):
+     * what no lease protects, no recall can drop. */
+    {"client.attribute-timeout", OPT_TIME, "0", 0, 0, NULL, true,
+     "Seconds the kernel of a FUSE client may cache file attributes it holds no lease on. "
+     "Only 0 is accepted: no other client's change would reach such a cache. Clients cache "
+     "under leases instead (client.lease-cache-timeout); kept for scripts that set it to 0."},
+    {"client.entry-timeout", OPT_TIME, "0", 0, 0, NULL, true,
+     "Seconds the kernel of a FUSE client may cache name lookups it holds no lease on. Only 0 "
+     "is accepted, as for client.attribute-timeout."},
     {"client.lease-cache-timeout", OPT_TIME, "60", 1, 3600, NULL, true,
      "Seconds the kernel of a FUSE client may cache attributes and names it holds a lease "
      "on. A change by another client recalls the lease and drops the cached copy at once; "
@@ -35,7 +38,7 @@ const struct opt_def opt_table[] = {
     {"client.leases", OPT_BOOL, "on", 0, 0, NULL, true,
      "Clients ask the bricks for leases and cache attributes and names under them, so "
      "repeated lookups and stats do not cross the network. off: every access asks the "
-     "brick (client.attribute-timeout and client.entry-timeout apply)."},
+     "brick."},
     {"client.write-back", OPT_BOOL, "on", 0, 0, NULL, true,
      "Files a client creates in a directory it made and holds alone are written to the "
      "bricks when closed, in one request, instead of one round trip per create, write, "
@@ -308,6 +311,16 @@ static int validate_enum(const struct opt_def *d, const char *value, char *norm,
     return -EINVAL;
 }
 
+/* The kernel's cache times for what a client holds no lease on. A lease's
+ * recall is what tells a client that another one changed something; without
+ * one, any time above 0 lets a mount show what another has changed, for that
+ * long. Accepted at 0 only, with a message that says so. */
+static bool is_no_lease_timeout(const char *name)
+{
+    return strcmp(name, "client.attribute-timeout") == 0 ||
+           strcmp(name, "client.entry-timeout") == 0;
+}
+
 int opt_validate(const char *name, const char *value, char *norm, size_t normlen, char *err,
                  size_t errlen)
 {
@@ -352,6 +365,14 @@ int opt_validate(const char *name, const char *value, char *norm, size_t normlen
         }
         if (rc < 0) {
             snprintf(err, errlen, "'%s' is not %s for %s", value, what, name);
+            return -EINVAL;
+        }
+        if (v != 0 && is_no_lease_timeout(name)) {
+            snprintf(err, errlen,
+                     "%s must be 0: the kernel would cache without a lease, where no change "
+                     "by another client can reach it; client.lease-cache-timeout sets how long "
+                     "clients cache under leases, which stays coherent",
+                     name);
             return -EINVAL;
         }
         if (v < d->min || v > d->max) {
@@ -493,9 +514,11 @@ int64_t opt_int(const struct opt_set *s, const char *name)
         x = strtoll(v, &end, 10);
         rc = (*v && !*end) ? 0 : -EINVAL;
     }
-    /* A value that does not parse (a hand-edited store) falls back to the
+    /* A value that does not parse or is out of range (a hand-edited store,
+     * or one kept from a version with a wider range) falls back to the
      * default rather than to 0. */
-    if (rc < 0 || ((d->min || d->max) && (x < d->min || x > d->max))) {
+    bool numeric = d->type == OPT_INT || d->type == OPT_SIZE || d->type == OPT_TIME;
+    if (rc < 0 || (numeric && (x < d->min || x > d->max))) {
         if (d->type == OPT_SIZE)
             opt_parse_size(d->def, &x);
         else if (d->type == OPT_TIME)

@@ -14,8 +14,9 @@ struct cmd {
 
 static const struct cmd volume_cmds[] = {
     {"create", mgmt_cmd_create,
-     "volume create <NEW-VOLNAME> [transport tcp] <NEW-BRICK> ... [force]",
-     "create a new volume of the given bricks (HOST:/abs/path)"},
+     "volume create <NEW-VOLNAME> [replica <COUNT> [arbiter 1]] [transport tcp] <NEW-BRICK> ... "
+     "[force]",
+     "create a new volume of the given bricks (HOST:/abs/path; missing directories are made)"},
     {"start", mgmt_cmd_start, "volume start <VOLNAME> [force]", "start a volume's bricks"},
     {"stop", mgmt_cmd_stop, "volume stop <VOLNAME> [force]", "stop a volume's bricks"},
     {"delete", mgmt_cmd_delete, "volume delete <VOLNAME>", "delete a stopped volume"},
@@ -26,7 +27,7 @@ static const struct cmd volume_cmds[] = {
     {"set", mgmt_cmd_set, "volume set <VOLNAME> <KEY> <VALUE> [<KEY> <VALUE>] ...",
      "set volume options (`volume set help` lists them)"},
     {"get", mgmt_cmd_get, "volume get <VOLNAME> <KEY|all>", "show volume options"},
-    {"reset", mgmt_cmd_reset, "volume reset <VOLNAME> [<KEY>|all]",
+    {"reset", mgmt_cmd_reset, "volume reset <VOLNAME> [<KEY>|all] [force]",
      "reset options to their defaults"},
     {"heal", mgmt_cmd_heal,
      "volume heal <VOLNAME> [enable | disable | full | info [summary | split-brain] | statistics | "
@@ -44,6 +45,8 @@ void mgmt_print_help(FILE *out)
     fprintf(out, "volume set <VOLNAME> group virt|metadata-cache|small-file - apply an option "
                  "profile\n");
     fprintf(out, "volume set help - list every volume option\n");
+    fprintf(out, "volume profile <VOLNAME> {start|stop|info [cumulative|incremental|clear]} - "
+                 "requests per operation on every brick (run by the CLI)\n");
     fprintf(out, "peer probe <HOSTNAME>[:<PORT>] - add a server to the trusted pool\n");
     fprintf(out, "peer detach <HOSTNAME> [force] - remove a server from the pool\n");
     fprintf(out, "peer status - list the other servers of the pool\n");

@@ -1,5 +1,7 @@
 /* volume create: argument parsing and every check, done before anything is
- * written, so a refused create leaves no trace. */
+ * written, so a refused create leaves no trace. A missing brick directory
+ * is checked to be creatable here and made by its server when the create
+ * is applied (pool_apply.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,12 +59,6 @@ static int path_within(const char *inner, const char *outer)
     return strncmp(inner, outer, n) == 0 && (inner[n] == 0 || inner[n] == '/');
 }
 
-static void canonical(const char *path, char *out)
-{
-    if (!realpath(path, out))
-        snprintf(out, PATH_MAX, "%s", path);
-}
-
 static int is_keyword(const char *w)
 {
     static const char *const words[] = {"replica",    "arbiter", "disperse", "disperse-data",
@@ -78,7 +74,7 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
     if (argc < 4)
         return 2;
     const char *name = argv[2];
-    char err[256];
+    char err[PATH_MAX + 512];
     int force = 0, nb = 0, first = 3, last = argc;
     struct mgmt_vol *v = NULL;
     char(*real)[PATH_MAX] = NULL;
@@ -162,11 +158,12 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         }
         if (!local && !owner)
             FAIL("Host %s is not in 'Peer in Cluster' state", b->host);
-        if (stat(b->path, &st) < 0)
-            FAIL("Brick directory %s:%s does not exist (%s)", b->host, b->path, strerror(errno));
-        if (!S_ISDIR(st.st_mode))
-            FAIL("Brick path %s:%s is not a directory", b->host, b->path);
-        canonical(b->path, real[nb]);
+        char label[sizeof(b->host) + sizeof(b->path) + 1];
+        int missing;
+        snprintf(label, sizeof(label), "%s:%s", b->host, b->path);
+        if (mgmt_brick_dir_usable(label, b->path, &st, &missing, err, sizeof(err)) < 0)
+            FAIL("%s", err);
+        mgmt_brick_canonical(b->path, real[nb]);
         for (int j = 0; j < nb; j++) {
             if (remote[j])
                 continue;
@@ -182,7 +179,7 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
                 char r[PATH_MAX];
                 if (m->n_peers && !o->bricks[j].local)
                     continue;
-                canonical(o->bricks[j].path, r);
+                mgmt_brick_canonical(o->bricks[j].path, r);
                 if (strcmp(r, real[nb]) == 0)
                     FAIL("%s:%s is already part of volume %s", b->host, b->path, o->name);
                 if (path_within(real[nb], r))
@@ -193,13 +190,15 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
                          o->bricks[j].host, o->bricks[j].path, o->name);
             }
         char oname[MGMT_VOLNAME_MAX + 1], oid[64];
-        int rc = mgmt_brickinfo_read(b->path, oname, sizeof(oname), oid, sizeof(oid));
+        int rc = missing ? -ENOENT
+                         : mgmt_brickinfo_read(b->path, oname, sizeof(oname), oid, sizeof(oid));
         if (rc == 0)
             FAIL("%s:%s is already part of a volume (%s, id %s); if that volume is gone, remove "
                  "%s/.cairn/brick.info to reuse the directory",
                  b->host, b->path, oname, oid, b->path);
         if (rc != -ENOENT && rc != -ENOTDIR)
             FAIL("Cannot read %s/.cairn/brick.info: %s", b->path, strerror(-rc));
+        /* st: the directory, or the ancestor it will be made in */
         if (!force && stat("/", &root) == 0 && root.st_dev == st.st_dev)
             FAIL("The brick %s:%s is being created in the root partition. It is recommended that "
                  "you don't use the system's root partition for storage backend. Or use 'force' "
@@ -207,8 +206,9 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
                  b->host, b->path);
     }
     v->n_bricks = nb;
-    /* The other servers check their bricks (existence, other volumes, marker,
-     * root partition) before anything is committed. */
+    /* The other servers check their bricks (a directory or one they can
+     * make, other volumes, marker, root partition) before anything is
+     * committed. */
     for (int i = 0; i < nb; i++) {
         if (!remote[i])
             continue;
@@ -237,7 +237,8 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         gfid_format(&g, v->bricks[i].id);
     }
     /* One entry: the volume exists on every server or on none. Each server
-     * writes the markers of its own bricks when it applies it. */
+     * makes its own missing brick directories and writes their markers when
+     * it applies it, so a refused create leaves no directory behind. */
     char *text = mgmt_vol_format(v);
     if (!text)
         FAIL("out of memory");

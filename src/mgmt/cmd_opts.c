@@ -10,35 +10,25 @@
 #include "pool.h"
 
 /* Option profiles for `volume set NAME group G`: GlusterFS's group names,
- * holding only options of the registry that serve the workload. */
+ * holding only options of the registry that serve the workload. A group
+ * never trades coherence for speed: what it caches longer, it caches under
+ * leases, whose recalls keep every other client's view current
+ * (docs/consistency.md). */
 struct group {
     const char *name;
     const char *const *kv; /* name, value, ..., NULL */
 };
 static const char *const group_virt[] = {
     /* VM images: few, large, long-open files; clients must notice a dead
-     * brick quickly and must not cache attributes another host changes. */
-    "network.ping-timeout",
-    "20",
-    "client.attribute-timeout",
-    "0",
-    "client.entry-timeout",
-    "0",
-    "performance.io-thread-count",
-    "32",
-    NULL};
+     * brick quickly. */
+    "network.ping-timeout", "20", "performance.io-thread-count", "32", NULL};
 static const char *const group_metadata_cache[] = {
-    /* long kernel caching of names and attributes */
-    "client.attribute-timeout", "600", "client.entry-timeout", "600", NULL};
+    /* long kernel caching of names and attributes, dropped by recalls
+     * (GlusterFS pairs its md-cache timeout with cache invalidation alike) */
+    "client.leases", "on", "client.lease-cache-timeout", "600", NULL};
 static const char *const group_small_file[] = {
-    /* many small files: more disk threads, cached lookups */
-    "performance.io-thread-count",
-    "32",
-    "client.attribute-timeout",
-    "10",
-    "client.entry-timeout",
-    "10",
-    NULL};
+    /* many small files: more disk threads, lookups cached under leases */
+    "performance.io-thread-count", "32", "client.leases", "on", NULL};
 static const struct group groups[] = {
     {"virt", group_virt},
     {"metadata-cache", group_metadata_cache},

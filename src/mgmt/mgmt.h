@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "../lib/gfid.h"
@@ -157,6 +158,20 @@ int mgmt_check_volname(const char *name, char *err, size_t errlen);
 /* Whether host names this server (resolves to the listen address, or to a
  * local address when listening on all addresses). */
 int mgmt_host_is_local(const struct mgmt *m, const char *host);
+/* Whether path (absolute, normalized) can be a new brick of this server:
+ * a directory, or missing where `volume create` can make it (as GlusterFS
+ * does): its deepest existing ancestor is a directory this server may
+ * write. *missing says which; *st gets the status of the directory or of
+ * that ancestor, whose file system the brick will be on. label names the
+ * brick in messages. 0, or -errno with the reason in err. */
+int mgmt_brick_dir_usable(const char *label, const char *path, struct stat *st, int *missing,
+                          char *err, size_t errlen);
+/* Makes the brick directory path and its missing parents (mode 0755); 0 if
+ * it is a directory already, or -errno. */
+int mgmt_brick_dir_make(const char *path);
+/* The canonical form of path (symbolic links resolved) into out
+ * (PATH_MAX), also when its last components do not exist yet. */
+void mgmt_brick_canonical(const char *path, char *out);
 
 /* ---- commands: cmd.c, cmd_volume.c, cmd_opts.c, cmd_info.c ---- */
 

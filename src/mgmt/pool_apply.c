@@ -102,10 +102,21 @@ static int apply_create(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, c
                 }
     mgmt_vol_insert(m, v);
     mgmt_mark_local(m);
-    for (int i = 0; i < v->n_bricks; i++)
-        if (v->bricks[i].local && mgmt_brickinfo_write(v, &v->bricks[i]) < 0)
-            log_error("volume %s: cannot write the marker of brick %s:%s", v->name,
-                      v->bricks[i].host, v->bricks[i].path);
+    for (int i = 0; i < v->n_bricks; i++) {
+        struct mgmt_brick *b = &v->bricks[i];
+        if (!b->local)
+            continue;
+        /* checked to be creatable before the commit; a failure now is a
+         * race (something put in the way since), and `volume start` then
+         * finds no marker */
+        int rc = mgmt_brick_dir_make(b->path);
+        if (rc < 0)
+            log_error("volume %s: cannot create brick directory %s:%s: %s", v->name, b->host,
+                      b->path, strerror(-rc));
+        else if (mgmt_brickinfo_write(v, b) < 0)
+            log_error("volume %s: cannot write the marker of brick %s:%s", v->name, b->host,
+                      b->path);
+    }
     save_vol(m, v, gen);
     log_info("created volume %s (%s) with %d brick(s)", v->name, v->id, v->n_bricks);
     return 0;
@@ -195,6 +206,12 @@ static int apply_opts(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, cha
         if (!d)
             continue; /* unknown to this version: never applied, on any server */
         int has = rpc_has(&o, RPC_T_DATA) && rpc_bytes_str(&o.data, val, sizeof(val)) == 0;
+        char norm[1024], why[512];
+        if (has && opt_validate(key, val, norm, sizeof(norm), why, sizeof(why)) < 0) {
+            /* an entry logged by a version that accepted it */
+            log_warn("volume %s: ignoring %s=%s (%s)", v->name, key, val, why);
+            continue;
+        }
         if (opt_set_put(&next, key, has ? val : NULL) < 0)
             goto nomem;
         live |= d->live;

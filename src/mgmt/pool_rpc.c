@@ -93,12 +93,6 @@ static int path_within(const char *inner, const char *outer)
     return strncmp(inner, outer, n) == 0 && (inner[n] == 0 || inner[n] == '/');
 }
 
-static void canonical(const char *path, char *out)
-{
-    if (!realpath(path, out))
-        snprintf(out, PATH_MAX, "%s", path);
-}
-
 int mgmt_local_check_bricks(struct mgmt *m, const char *volname, int force, int n, char **paths,
                             char *err, size_t errlen)
 {
@@ -108,20 +102,15 @@ int mgmt_local_check_bricks(struct mgmt *m, const char *volname, int force, int 
         const char *path = paths[i];
         char real[PATH_MAX], r[PATH_MAX];
         struct stat st, root;
-        if (stat(path, &st) < 0) {
-            snprintf(err, errlen, "Brick directory %s does not exist (%s)", path, strerror(errno));
-            return -ENOENT;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "Brick path %s is not a directory", path);
-            return -ENOTDIR;
-        }
-        canonical(path, real);
+        int missing, rc;
+        if ((rc = mgmt_brick_dir_usable(path, path, &st, &missing, err, errlen)) < 0)
+            return rc;
+        mgmt_brick_canonical(path, real);
         for (struct mgmt_vol *o = m->vols; o; o = o->next)
             for (int j = 0; j < o->n_bricks; j++) {
                 if (!o->bricks[j].local)
                     continue;
-                canonical(o->bricks[j].path, r);
+                mgmt_brick_canonical(o->bricks[j].path, r);
                 if (strcmp(r, real) == 0 || path_within(real, r) || path_within(r, real)) {
                     snprintf(err, errlen, "The brick %s overlaps with the brick %s:%s of volume %s",
                              path, o->bricks[j].host, o->bricks[j].path, o->name);
@@ -129,7 +118,7 @@ int mgmt_local_check_bricks(struct mgmt *m, const char *volname, int force, int 
                 }
             }
         char oname[MGMT_VOLNAME_MAX + 1], oid[64];
-        int rc = mgmt_brickinfo_read(path, oname, sizeof(oname), oid, sizeof(oid));
+        rc = missing ? -ENOENT : mgmt_brickinfo_read(path, oname, sizeof(oname), oid, sizeof(oid));
         if (rc == 0) {
             snprintf(err, errlen,
                      "%s is already part of a volume (%s, id %s); if that volume is gone, remove "
@@ -149,7 +138,7 @@ int mgmt_local_check_bricks(struct mgmt *m, const char *volname, int force, int 
                      path);
             return -EINVAL;
         }
-        if (access(path, W_OK) < 0) {
+        if (!missing && access(path, W_OK) < 0) {
             snprintf(err, errlen, "Brick directory %s is not writable (%s)", path, strerror(errno));
             return -EACCES;
         }

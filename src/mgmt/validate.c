@@ -1,9 +1,11 @@
-/* Checks on names and hosts given to cairnd. */
+/* Checks on names, hosts and brick directories given to cairnd. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mgmt.h"
@@ -87,4 +89,111 @@ int mgmt_host_is_local(const struct mgmt *m, const char *host)
     }
     freeaddrinfo(h);
     return local;
+}
+
+/* ---- brick directories ---- */
+
+/* Cuts path back to its deepest existing ancestor (in place; it may be a
+ * file in the way); returns the length of the part cut off, with *err the
+ * errno of a stat that failed otherwise. path stays absolute. */
+static size_t existing_ancestor(char *path, struct stat *st, int *err)
+{
+    size_t full = strlen(path);
+    for (;;) {
+        if (stat(path, st) == 0) {
+            *err = 0;
+            return full - strlen(path);
+        }
+        *err = errno;
+        char *slash = strrchr(path, '/');
+        if ((errno != ENOENT && errno != ENOTDIR) || !slash || strcmp(path, "/") == 0)
+            return full - strlen(path);
+        if (slash == path)
+            path[1] = 0;
+        else
+            *slash = 0;
+    }
+}
+
+int mgmt_brick_dir_usable(const char *label, const char *path, struct stat *st, int *missing,
+                          char *err, size_t errlen)
+{
+    *missing = 0;
+    if (stat(path, st) == 0) {
+        if (!S_ISDIR(st->st_mode)) {
+            snprintf(err, errlen, "Brick path %s is not a directory", label);
+            return -ENOTDIR;
+        }
+        return 0;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) {
+        snprintf(err, errlen, "Cannot look at brick directory %s: %s", label, strerror(errno));
+        return -errno;
+    }
+    struct stat lst;
+    if (lstat(path, &lst) == 0) {
+        snprintf(err, errlen, "Cannot create brick directory %s: it is a dangling symbolic link",
+                 label);
+        return -ENOENT;
+    }
+    char anc[PATH_MAX];
+    int e;
+    snprintf(anc, sizeof(anc), "%s", path);
+    existing_ancestor(anc, st, &e);
+    if (e) {
+        snprintf(err, errlen, "Cannot create brick directory %s: %s: %s", label, anc, strerror(e));
+        return -e;
+    }
+    if (!S_ISDIR(st->st_mode)) {
+        snprintf(err, errlen, "Cannot create brick directory %s: %s is not a directory", label,
+                 anc);
+        return -ENOTDIR;
+    }
+    /* EROFS for a read-only file system, EACCES where cairnd runs as a
+     * user who may not write there */
+    if (access(anc, W_OK | X_OK) < 0) {
+        e = errno;
+        snprintf(err, errlen, "Cannot create brick directory %s in %s: %s", label, anc,
+                 strerror(e));
+        return -e;
+    }
+    *missing = 1;
+    return 0;
+}
+
+int mgmt_brick_dir_make(const char *path)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return -ENAMETOOLONG;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s)
+            continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *s = c;
+        if (!c)
+            break;
+    }
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -errno;
+    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+void mgmt_brick_canonical(const char *path, char *out)
+{
+    char anc[PATH_MAX], real[PATH_MAX];
+    struct stat st;
+    int e;
+    snprintf(anc, sizeof(anc), "%s", path);
+    size_t cut = existing_ancestor(anc, &st, &e);
+    if (e || !realpath(anc, real)) {
+        snprintf(out, PATH_MAX, "%s", path);
+        return;
+    }
+    const char *rest = path + strlen(path) - cut; /* "/x/y" or "" */
+    snprintf(out, PATH_MAX, "%s%s", strcmp(real, "/") == 0 && *rest ? "" : real, rest);
 }

@@ -226,9 +226,14 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
         v->n_bricks++;
     } else if (strncmp(key, "option.", 7) == 0) {
         /* An option this version does not know (left by a newer one, or
-         * removed) is kept out of the table's reach but not fatal. */
+         * removed), or a value it no longer accepts (a range narrowed, as
+         * client.attribute-timeout's to 0), is kept out of the table's reach
+         * but not fatal: the option then has its default. */
+        char norm[1024], why[512];
         if (!opt_find(key + 7))
             log_warn("volume store line %d: ignoring unknown option %s", lineno, key + 7);
+        else if (opt_validate(key + 7, val, norm, sizeof(norm), why, sizeof(why)) < 0)
+            log_warn("volume store line %d: ignoring %s=%s (%s)", lineno, key + 7, val, why);
         else if (opt_set_put(&v->opts, key + 7, val) < 0) {
             snprintf(err, errlen, "out of memory");
             return -ENOMEM;

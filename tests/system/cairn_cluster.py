@@ -228,8 +228,9 @@ class Cluster:
     """One cairnd on a loopback address, plus the volumes and mounts made
     through it. Use as a context manager or call close()."""
 
-    def __init__(self, host="127.0.0.10", port=MGMT_PORT, root=None, prefix="st-"):
-        self.host, self.port = host, port
+    def __init__(self, host="127.0.0.10", port=MGMT_PORT, root=None, prefix="st-", uid=None):
+        """uid: run cairnd as that user (and group), its workdir theirs."""
+        self.host, self.port, self.uid = host, port, uid
         self.root = root or tempfile.mkdtemp(prefix=prefix, dir="/tmp")
         os.chmod(self.root, 0o755)  # unprivileged test users traverse it
         self.workdir = os.path.join(self.root, "cairnd")
@@ -255,14 +256,20 @@ class Cluster:
     # ---- cairnd ----
     def start(self, timeout=15):
         os.makedirs(self.workdir, exist_ok=True)
+        if self.uid is not None:
+            os.chown(self.workdir, self.uid, self.uid)
         if port_open(self.host, self.port):
             raise ClusterError(f"{self.remote} is already in use")
         self.logfile = os.path.join(self.root, "cairnd.log")
+        if self.uid is not None:
+            open(self.logfile, "ab").close()
+            os.chown(self.logfile, self.uid, self.uid)
         args = [exe("cairnd"), "--foreground", "--listen", self.remote, "--workdir",
                 self.workdir, "--log-file", self.logfile, "--log-level", "DEBUG"]
+        drop = None if self.uid is None else drop_privs(self.uid, self.uid, [self.uid])
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                      stdout=open(self.logfile + ".out", "ab"),
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, preexec_fn=drop)
         end = time.time() + timeout
         while time.time() < end:
             if port_open(self.host, self.port):

@@ -10,6 +10,7 @@ Binaries: $CAIRN_BUILD (default <repo>/build).
 import os
 import re
 import signal
+import stat
 import subprocess
 import time
 
@@ -193,6 +194,13 @@ def create_refusals(c):
     inner, = mkdirs(c, "ref-np/inner")
     afile = os.path.join(c.root, "ref-file")
     open(afile, "w").close()
+    dangling = os.path.join(c.root, "ref-dangling")
+    if not os.path.islink(dangling):
+        os.symlink(os.path.join(c.root, "ref-nowhere"), dangling)
+    readonly, = mkdirs(c, "ref-ro")
+    if readonly not in c.extra_mounts:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", readonly], check=True)
+        c.extra_mounts.append(readonly)
     marked, = mkdirs(c, "ref-marked")
     os.makedirs(os.path.join(marked, ".cairn"), exist_ok=True)
     with open(os.path.join(marked, ".cairn", "brick.info"), "w") as f:
@@ -216,8 +224,15 @@ def create_refusals(c):
         (["v", f"{h}:{b_ok}", f"{h}:{b_ok}"], f"Found duplicate exports {h}:{b_ok}"),
         (["v", f"{HOST2}:{b_ok}"], f"Host {HOST2} is not in 'Peer in Cluster' state"),
         (["v", f"no-such-host.invalid:{b_ok}"], "Host no-such-host.invalid cannot be resolved"),
-        (["v", f"{h}:{b_ok}/missing"], f"Brick directory {h}:{b_ok}/missing does not exist"),
         (["v", f"{h}:{afile}"], f"Brick path {h}:{afile} is not a directory"),
+        (["v", f"{h}:{afile}/sub/brick"], f"Cannot create brick directory {h}:{afile}/sub/brick: "
+                                          f"{afile} is not a directory"),
+        (["v", f"{h}:{dangling}"], f"Cannot create brick directory {h}:{dangling}: it is a "
+                                   "dangling symbolic link"),
+        (["v", f"{h}:{readonly}/brick"], f"Cannot create brick directory {h}:{readonly}/brick in "
+                                         f"{readonly}: Read-only file system"),
+        # one brick missing and one refused: nothing is made
+        (["v", f"{h}:{c.root}/never/made", f"{h}:{afile}"], f"{afile} is not a directory"),
         (["v", f"{h}:{base}"], f"{h}:{base} is already part of volume refbase"),
         (["v", f"{h}:{sub}"], f"The brick {h}:{sub} is inside the brick {h}:{base} of volume "
                               "refbase"),
@@ -247,15 +262,81 @@ def test_create_refusals(c5):
         name = args[0]
         if "invalid" not in expect and "reserved" not in expect and "characters" not in expect:
             assert out(r).startswith(f"volume create: {name}: failed: "), out(r)
-        # no partial state: no new volume, no marker written on any brick
+        # no partial state: no new volume, no marker written on any brick,
+        # no brick directory made
         assert cli(c5, "volume", "list").stdout == before
         for d in dirs:
             assert not os.path.exists(os.path.join(d, ".cairn", "brick.info")), (args, d)
+        assert not os.path.exists(os.path.join(c5.root, "never")), args
     # usage errors
     for args in (["volume", "create"], ["volume", "create", "v"],
                  ["volume", "create", "v", "force"]):
         r = cli(c5, *args)
         assert r.returncode == 1 and "Usage:\nvolume create" in out(r), out(r)
+
+
+def test_create_makes_missing_brick_directories(c5):
+    """As GlusterFS does: a missing brick directory is made, with its
+    parents, by the server that owns it."""
+    top = os.path.join(c5.root, "made")
+    b1, b2 = os.path.join(top, "a", "b", "brick1"), os.path.join(top, "brick2")
+    r = cli(c5, "volume", "create", "mk", f"{HOST}:{b1}", f"{HOST}:{b2}", "force")
+    assert r.returncode == 0 and r.stdout == ("volume create: mk: success: please start the "
+                                              "volume to access data\n"), out(r)
+    c5.volumes["mk"] = [b1, b2]
+    for b in (b1, b2, os.path.join(top, "a"), os.path.join(top, "a", "b")):
+        assert os.path.isdir(b) and stat.S_IMODE(os.stat(b).st_mode) == 0o755, b
+    for b in (b1, b2):
+        with open(os.path.join(b, ".cairn", "brick.info")) as f:
+            assert f.read().startswith("volume=mk\n")
+    if have_brickd():
+        assert cli(c5, "volume", "start", "mk").returncode == 0
+        assert all(pid for _, _, _, pid in c5.brick_status("mk"))
+        c5.stop_volume("mk")
+    assert cli(c5, "volume", "delete", "mk").returncode == 0
+    del c5.volumes["mk"]
+    assert os.path.isdir(b1)  # the data, and the directory, stay
+
+
+def test_create_missing_brick_on_root_partition(c5):
+    """The root file system check applies to the directory a missing brick
+    will be made in: `force` is needed, and nothing is made without it."""
+    if not same_fs_as_root(c5.root):
+        pytest.skip("/tmp is not on the root file system here")
+    b = os.path.join(c5.root, "rootmiss", "brick")
+    r = cli(c5, "volume", "create", "rootm", f"{HOST}:{b}")
+    assert r.returncode == 1 and "is being created in the root partition" in out(r), out(r)
+    assert not os.path.exists(os.path.join(c5.root, "rootmiss"))
+    r = cli(c5, "volume", "create", "rootm", f"{HOST}:{b}", "force")
+    assert r.returncode == 0, out(r)
+    c5.volumes["rootm"] = [b]
+    assert os.path.isdir(b)
+    assert cli(c5, "volume", "delete", "rootm").returncode == 0
+    del c5.volumes["rootm"]
+
+
+def test_create_brick_where_cairnd_may_not_write():
+    """A cairnd run by a user other than root cannot make a brick in a
+    directory of root: refused, saying so; one in its own directory is
+    made."""
+    c = Cluster(host=HOST2, prefix="st-cli-user-", uid=1000)
+    try:
+        c.start()
+        rootdir, = mkdirs(c, "root-owned")
+        own, = mkdirs(c, "user-owned")
+        os.chown(own, 1000, 1000)
+        r = cli(c, "volume", "create", "uv", f"{HOST2}:{rootdir}/brick", "force")
+        assert r.returncode == 1, out(r)
+        assert out(r) == (f"volume create: uv: failed: Cannot create brick directory "
+                          f"{HOST2}:{rootdir}/brick in {rootdir}: Permission denied\n")
+        assert not os.path.exists(os.path.join(rootdir, "brick"))
+        r = cli(c, "volume", "create", "uv", f"{HOST2}:{own}/new/brick", "force")
+        assert r.returncode == 0, out(r)
+        c.volumes["uv"] = [f"{own}/new/brick"]
+        st = os.stat(os.path.join(own, "new", "brick"))
+        assert (st.st_uid, stat.S_ISDIR(st.st_mode)) == (1000, True)
+    finally:
+        c.close()
 
 
 def test_create_root_partition(c5):
@@ -320,13 +401,13 @@ def test_options(c5):
     assert "Options Reconfigured" not in cli(c5, "volume", "info", "optv").stdout
 
     for k, v in (("network.ping-timeout", "20"), ("diagnostics.client-log-level", "debug"),
-                 ("auth.allow", "127.0.0.*,10.0.0.0/8"), ("client.entry-timeout", "2m")):
+                 ("auth.allow", "127.0.0.*,10.0.0.0/8"), ("client.lease-cache-timeout", "2m")):
         r = cli(c5, "volume", "set", "optv", k, v)
         assert r.returncode == 0 and r.stdout == "volume set: success\n", out(r)
     info = cli(c5, "volume", "info", "optv").stdout
     assert info.endswith("Options Reconfigured:\nnetwork.ping-timeout: 20\n"
                          "diagnostics.client-log-level: DEBUG\n"
-                         "auth.allow: 127.0.0.*,10.0.0.0/8\nclient.entry-timeout: 120\n"), info
+                         "auth.allow: 127.0.0.*,10.0.0.0/8\nclient.lease-cache-timeout: 120\n"), info
     r = cli(c5, "volume", "get", "optv", "network.ping-timeout")
     assert r.returncode == 0
     lines = r.stdout.splitlines()

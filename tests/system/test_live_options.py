@@ -2,8 +2,8 @@
 
 A mount keeps its management connection to cairnd and applies the options
 cairnd notifies (docs/cluster.md, "Clients"), without remounting and with
-files kept open: network.ping-timeout, client.attribute-timeout,
-client.entry-timeout, diagnostics.client-log-level. With
+files kept open: network.ping-timeout, client.leases,
+client.lease-cache-timeout, diagnostics.client-log-level. With
 `-o backup-servers=H2:H3` a mount is made, and keeps hearing about changes,
 while the spec's server is down.
 
@@ -65,7 +65,7 @@ def probe(path, limit):
 def test_live_options_without_remount():
     with Cluster(host=HOST, prefix="live-") as c:
         # Changes are made behind the mount's back (on the brick), which no
-        # lease recalls: leases off, so the timeouts alone decide.
+        # lease recalls: leases off first, so nothing is cached.
         c.create_volume("lv", options={"client.leases": "off"})
         m = c.mount("lv", os.path.join(c.root, "m"))
         brick_file = os.path.join(c.volumes["lv"][0], "f")
@@ -73,8 +73,8 @@ def test_live_options_without_remount():
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.write(fd, b"before")
-            # attribute-timeout 0 (the default): a change made behind the
-            # mount's back shows at once
+            # no lease, nothing cached: a change made behind the mount's
+            # back shows at once
             assert os.fstat(fd).st_size == 6
             with open(brick_file, "ab") as f:
                 f.write(b"1")
@@ -88,17 +88,23 @@ def test_live_options_without_remount():
             # the layer got the new timeout
             log = wait_log(m, "ping timeout 3000 ms (was 10000 ms)")
             assert " D cairn-fuse[" in log
-            c.cli("volume", "set", "lv", "client.attribute-timeout", "2")
-            wait_log(m, "option client.attribute-timeout now 2 s")
+            c.cli("volume", "set", "lv", "client.leases", "on", "client.lease-cache-timeout", "2")
+            wait_log(m, "leases now on, cache timeout 2 s")
 
-            # the kernel now keeps attributes for 2 s: the brick-side change is
-            # not seen until they expire
-            assert os.fstat(fd).st_size == 7
+            # the kernel now keeps attributes under a lease for 2 s: a change
+            # on the brick, which recalls nothing, is not seen until they
+            # expire
+            g, brick_g = os.path.join(m.path, "g"), os.path.join(c.volumes["lv"][0], "g")
+            with open(brick_g, "wb") as f:
+                f.write(b"1")
+            assert os.stat(g).st_size == 1
+            with open(brick_g, "ab") as f:
+                f.write(b"2")
+            assert os.stat(g).st_size == 1
+            time.sleep(2.3)
+            assert os.stat(g).st_size == 2
             with open(brick_file, "ab") as f:
                 f.write(b"2")
-            assert os.fstat(fd).st_size == 7
-            time.sleep(2.3)
-            assert os.fstat(fd).st_size == 8
 
             # the descriptor opened before the changes still works
             assert os.pwrite(fd, b"after!", 0) == 6
@@ -124,24 +130,29 @@ def test_live_options_without_remount():
         # levels go down live too: INFO lines stop with ERROR
         c.cli("volume", "set", "lv", "diagnostics.client-log-level", "ERROR")
         wait_log(m, "option diagnostics.client-log-level now ERROR")
-        c.cli("volume", "set", "lv", "client.entry-timeout", "1")
+        c.cli("volume", "set", "lv", "client.lease-cache-timeout", "3")
         time.sleep(1)
-        assert "option client.entry-timeout" not in m.tail(1 << 20)
+        assert "cache timeout 3 s" not in m.tail(1 << 20)
 
 
 def test_mount_option_precedence_and_volume_restart():
     with Cluster(host=HOST, prefix="live-") as c:
         c.create_volume("pv")
-        m = c.mount("pv", os.path.join(c.root, "m"), opts=["attribute-timeout=0"])
-        c.cli("volume", "set", "pv", "client.attribute-timeout", "30")
-        wait_log(m, "option client.attribute-timeout is now 30 s on the volume; this mount keeps 0 s")
+        m = c.mount("pv", os.path.join(c.root, "m"),
+                    opts=["attribute-timeout=0", "ping-timeout=5"])
+        c.cli("volume", "set", "pv", "network.ping-timeout", "30")
+        wait_log(m, "option network.ping-timeout is now 30 s on the volume; this mount keeps 5 s")
+        c.cli("volume", "set", "pv", "client.lease-cache-timeout", "30")
+        wait_log(m, "cache timeout 30 s")
         with open(os.path.join(m.path, "g"), "wb") as f:
             f.write(b"x")
         with open(os.path.join(m.path, "g"), "rb") as f:
             assert os.fstat(f.fileno()).st_size == 1
             with open(os.path.join(c.volumes["pv"][0], "g"), "ab") as b:
                 b.write(b"y")
-            assert os.fstat(f.fileno()).st_size == 2  # not cached for 30 s
+            # the mount's attribute-timeout=0 holds under leases too: not
+            # cached for 30 s
+            assert os.fstat(f.fileno()).st_size == 2
         # stop and start: reported, and the mount works again afterwards
         c.stop_volume("pv")
         wait_log(m, "cairnd says: Volume pv is not started")
@@ -205,9 +216,9 @@ def test_backup_servers(pool):
         a.proc.wait()
         wait_log(m, "lost the management connection")
         wait_log(m, f"management connection to cairnd at {b.host}:24810")
-        r = b.cli("volume", "set", "bv", "client.entry-timeout", "7", check=False)
+        r = b.cli("volume", "set", "bv", "client.lease-cache-timeout", "7", check=False)
         assert r.returncode == 0, r.stdout + r.stderr
-        wait_log(m, "option client.entry-timeout now 7 s")
+        wait_log(m, "leases now on, cache timeout 7 s")
         assert os.pwrite(fd, b"two", 3) == 3
         with open(os.path.join(m.path, "f"), "rb") as f:
             assert f.read() == b"onetwo"
@@ -228,10 +239,10 @@ def test_backup_servers(pool):
     assert mounted(mnt2)
     with open(os.path.join(mnt2, "f"), "rb") as f:
         assert f.read() == b"onetwo"
-    r = c.cli("volume", "set", "bv", "client.attribute-timeout", "1", check=False)
+    r = c.cli("volume", "set", "bv", "client.lease-cache-timeout", "9", check=False)
     assert r.returncode == 0, r.stdout + r.stderr
-    wait_log(log2, "option client.attribute-timeout now 1 s")
-    wait_log(m, "option client.attribute-timeout now 1 s")
+    wait_log(log2, "leases now on, cache timeout 9 s")
+    wait_log(m, "leases now on, cache timeout 9 s")
     subprocess.run(["fusermount3", "-u", mnt2], check=False, timeout=30)
 
     # without backups the same mount fails, saying why

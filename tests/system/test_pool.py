@@ -335,7 +335,7 @@ def test_volume_lifecycle_from_every_server(pool):
     r = b.cli("volume", "set", "lc", "group", "virt", check=False)
     assert r.returncode == 0, out(r)
     info = pool.same_everywhere("volume", "info", "lc")
-    assert "network.ping-timeout: 20" in info and "client.attribute-timeout: 0" in info
+    assert "network.ping-timeout: 20" in info and "performance.io-thread-count: 32" in info
     r = b.cli("volume", "set", "lc", "group", "nonsense", check=False)
     assert r.returncode == 1 and "volume set: failed:" in out(r)
     r = b.cli("volume", "set", "lc", "network.ping-timeout", "0", check=False)
@@ -367,11 +367,11 @@ def test_layout_changes_are_notified(pool):
     try:
         gens = [m.getvol("nt")[1]["gen"] for m in conns]
         assert gens[0] == gens[1] == gens[2]
-        b.cli("volume", "set", "nt", "client.entry-timeout", "5")
+        b.cli("volume", "set", "nt", "client.lease-cache-timeout", "5")
         for m in conns:  # every server tells its subscribers
             d = m.notification(timeout=5)
             assert d["name"] == "nt" and d["gen"] > gens[0]
-            assert d["options"] == {"client.entry-timeout": "5"}
+            assert d["options"] == {"client.lease-cache-timeout": "5"}
         c.cli("volume", "stop", "nt")
         d = conns[0].notification(timeout=5)
         assert d["text"] == "Volume nt is not started" and "bricks" in d and not d["bricks"]
@@ -383,14 +383,50 @@ def test_layout_changes_are_notified(pool):
 
 def test_create_refusals_in_pool(pool):
     a, b, c = pool.nodes
-    missing = f"{c.host}:{os.path.join(c.root, 'no-such-dir')}"
+    afile = os.path.join(c.root, "a-file")
+    open(afile, "w").close()
+    blocked = f"{c.host}:{afile}/brick"
     ok = pool.bricks("rf")[0]
-    r = a.cli("volume", "create", "rf", ok, missing, "force", check=False)
-    assert r.returncode == 1 and "does not exist" in out(r), out(r)
+    made = os.path.join(b.root, "rf-new", "brick")
+    # the owner (c) checks its brick and says why it cannot make it; the
+    # brick of b that could be made is not made either
+    r = a.cli("volume", "create", "rf", ok, f"{b.host}:{made}", blocked, "force", check=False)
+    assert r.returncode == 1, out(r)
+    assert out(r) == (f"volume create: rf: failed: {c.host}: Cannot create brick directory "
+                      f"{afile}/brick: {afile} is not a directory\n"), out(r)
+    assert not os.path.exists(os.path.dirname(made))
     r = a.cli("volume", "create", "rf", ok, "127.0.0.47:/srv/x", "force", check=False)
     assert r.returncode == 1 and "is not in 'Peer in Cluster' state" in out(r), out(r)
     assert "rf" not in pool.same_everywhere("volume", "list")
     assert not os.path.exists(os.path.join(ok.split(":", 1)[1], ".cairn", "brick.info"))
+
+
+@needs_brickd
+def test_create_makes_missing_brick_directories_on_their_servers(pool):
+    """Bricks on the other servers whose directories do not exist: each
+    owner checks it can make its own, and makes it (with its parents) when
+    the create is applied; the volume then starts everywhere."""
+    a, b, c = pool.nodes
+    paths = {n.host: os.path.join(n.root, "mkp", "deep", "brick") for n in pool.nodes}
+    for n in pool.nodes:
+        n.volumes["mkp"] = [paths[n.host]]
+    r = a.cli("volume", "create", "mkp", "replica", "3",
+              *[f"{h}:{p}" for h, p in paths.items()], "force", check=False)
+    assert r.returncode == 0, out(r)
+    for p in paths.values():  # the other servers apply the create a little later
+        marker = os.path.join(p, ".cairn", "brick.info")
+        end = time.time() + 10
+        while not os.path.exists(marker) and time.time() < end:
+            time.sleep(0.05)
+        with open(marker) as f:
+            assert f.read().startswith("volume=mkp\n")
+    for n in pool.nodes:
+        assert "created volume mkp" in Cluster.tail(n.logfile, 1 << 20)
+    r = c.cli("volume", "start", "mkp", check=False)
+    assert r.returncode == 0, out(r)
+    assert all(pid for _, _, _, pid in b.brick_status("mkp"))
+    b.stop_volume("mkp")
+    a.cli("volume", "delete", "mkp")
 
 
 def test_detach_refusals(pool):

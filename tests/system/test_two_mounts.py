@@ -3,7 +3,7 @@ returned on m1, m2 sees its effect at its next access, even when m2 looked
 at the object just before (so stale kernel caches on m2 would show).
 
 The requirement is strict: no sleeping for cache timeouts. A failure here
-that goes away with client.attribute-timeout / client.entry-timeout 0 is a
+that goes away with client.leases off (nothing cached in the kernel) is a
 client cache-invalidation bug, not a test bug.
 
 Every test runs on a one-brick volume and on a distribute volume of three

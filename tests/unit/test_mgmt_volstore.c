@@ -116,6 +116,27 @@ static void test_bad_content(void)
     CHECK(strstr(err, "bad brick") != NULL);
 }
 
+/* A value this version no longer accepts (client.attribute-timeout above 0,
+ * set by an older one) is left out, so the option has its default; the
+ * other options of the file stay. */
+static void test_stale_option_value(void)
+{
+    const char *body = "version=1\nname=v\nid=00000000-0000-0000-0000-000000000002\n"
+                       "status=Created\nbrick=00000000-0000-0000-0000-000000000003 0 h:/b\n"
+                       "option.client.attribute-timeout=600\noption.client.entry-timeout=0\n"
+                       "option.network.ping-timeout=7\n";
+    char text[1024], err[256];
+    snprintf(text, sizeof(text), "%schecksum=%08x\n", body, rpc_crc32c(0, body, strlen(body)));
+    struct mgmt_vol *w = NULL;
+    CHECK_EQ(mgmt_vol_parse(text, strlen(text), &w, err, sizeof(err)), 0);
+    if (!w)
+        return;
+    CHECK(opt_set_get(&w->opts, "client.attribute-timeout") == NULL);
+    CHECK_STR(opt_set_get(&w->opts, "client.entry-timeout"), "0");
+    CHECK_STR(opt_set_get(&w->opts, "network.ping-timeout"), "7");
+    mgmt_vol_free(w);
+}
+
 static void test_save_load(void)
 {
     char dir[] = "/tmp/cairn-test-volstore-XXXXXX", path[512], err[512];
@@ -212,6 +233,7 @@ int main(void)
 {
     test_roundtrip();
     test_bad_content();
+    test_stale_option_value();
     test_save_load();
     test_volname();
     return check_summary("test_mgmt_volstore");

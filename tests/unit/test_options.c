@@ -145,6 +145,16 @@ static void test_validate(void)
     CHECK_EQ(opt_validate("auth.reject", "", norm, sizeof(norm), err, sizeof(err)), 0);
     CHECK_EQ(opt_validate("auth.reject", "a b", norm, sizeof(norm), err, sizeof(err)), -EINVAL);
     CHECK_EQ(opt_validate("client.entry-timeout", "0", norm, sizeof(norm), err, sizeof(err)), 0);
+    /* caching without a lease: only 0, and the refusal says why */
+    CHECK_EQ(opt_validate("client.attribute-timeout", "600", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK(strncmp(err, "client.attribute-timeout must be 0: ", 36) == 0);
+    CHECK(strstr(err, "client.lease-cache-timeout") != NULL);
+    CHECK_EQ(opt_validate("client.entry-timeout", "1s", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(opt_validate("client.attribute-timeout", "0s", norm, sizeof(norm), err, sizeof(err)),
+             0);
+    CHECK_STR(norm, "0");
     /* a value with a newline would break the store's line format */
     CHECK_EQ(opt_validate("auth.allow", "1.2.3.4\nx", norm, sizeof(norm), err, sizeof(err)),
              -EINVAL);
@@ -179,6 +189,12 @@ static void test_set(void)
     /* a value that no longer parses falls back to the default */
     CHECK_EQ(opt_set_put(&s, "network.ping-timeout", "garbage"), 0);
     CHECK_EQ(opt_int(&s, "network.ping-timeout"), 10);
+    /* and so does one out of the range (a clients' cache time without a
+     * lease that an older version stored): a mount gets 0, never 600 */
+    CHECK_EQ(opt_set_put(&s, "client.attribute-timeout", "600"), 0);
+    CHECK_EQ(opt_int(&s, "client.attribute-timeout"), 0);
+    CHECK_EQ(opt_set_put(&s, "cluster.shd-max-threads", "65"), 0);
+    CHECK_EQ(opt_int(&s, "cluster.shd-max-threads"), 1);
     CHECK(opt_value(&s, "no.such") == NULL);
     opt_set_free(&s);
     CHECK_EQ(s.n, 0);
