@@ -143,12 +143,13 @@ struct brick_loc {
     int parent_is_root;
     char name[NAME_MAX + 1];
     const char *path; /* for log lines; NUL-terminated copy */
-    char pathbuf[PATH_MAX];
+    char pathbuf[RPC_PATH_MAX];
 };
 
-/* Checks a request path: starts with '/', components neither empty, ".",
- * "..", longer than NAME_MAX, nor containing NUL. Returns 0, -EINVAL or
- * -ENAMETOOLONG. Pure. */
+/* Checks a request path: starts with '/', shorter than RPC_PATH_MAX,
+ * components neither empty, ".", "..", longer than NAME_MAX, nor containing
+ * NUL. Returns 0, -EINVAL or -ENAMETOOLONG. Pure. Nothing here depends on
+ * the brick's own path: every object is reached from the root's fd. */
 int brick_path_check(const uint8_t *p, size_t len);
 /* Validates the path and opens its parent beneath the root without
  * following symlinks. 0 or -errno; on success release with
@@ -488,6 +489,7 @@ struct brick_fh {
     int in_open_set;          /* counted by dev/ino in spare.c's open set */
     const void *owner;        /* ... for this connection */
     char *xpath;              /* the path of its owner's exclusive lease (lease.c) */
+    char *path;               /* the volume path it was opened by (version.c); may be NULL */
     gfid_t gfid;
 };
 

@@ -74,6 +74,7 @@ static void fh_free(struct brick *b, struct brick_fh *fh)
     if (fh->xpath)
         brick_lease_file_closed(b, fh->owner, fh->xpath, fh->dev, fh->ino);
     free(fh->xpath);
+    free(fh->path);
     if (fh->fd >= 0)
         b->vfs->close(fh->fd);
     pthread_mutex_destroy(&fh->dir_lock);

@@ -53,6 +53,10 @@ static int reply_open_known(struct brick_req *r, int fd, int flags, const struct
     fh->ino = st.st_ino;
     fh->gfid = a.gfid;
     fh->has_gfid = 1;
+    /* Where a change through it is indexed for heal (version.c); a copy
+     * that fails to be made only costs that lookup its fallback. */
+    if (rpc_has(r->in, RPC_T_PATH))
+        fh->path = strndup((const char *)r->in->path.p, r->in->path.len);
     /* Counted, or the purge could reuse the inode while it is open. */
     if ((rc = brick_spare_opened(r->b, st.st_dev, st.st_ino, r->bc)) < 0) {
         brick_fh_put(r->bc, fh);

@@ -14,7 +14,7 @@ int brick_path_check(const uint8_t *p, size_t len)
 {
     if (len == 0 || p[0] != '/')
         return -EINVAL;
-    if (len >= PATH_MAX)
+    if (len >= RPC_PATH_MAX)
         return -ENAMETOOLONG;
     if (memchr(p, 0, len))
         return -EINVAL;

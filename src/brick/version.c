@@ -154,7 +154,7 @@ static int mark_path(struct brick *b, const struct rpc_bytes *p, int self, int p
     if (rc < 0)
         return rc == -ENOENT ? 0 : rc;
     if (parent && !loc.is_root) {
-        char ppath[PATH_MAX];
+        char ppath[RPC_PATH_MAX];
         snprintf(ppath, sizeof(ppath), "%s", loc.pathbuf);
         char *slash = strrchr(ppath, '/');
         if (slash == ppath)
@@ -172,13 +172,43 @@ static int mark_path(struct brick *b, const struct rpc_bytes *p, int self, int p
     return rc;
 }
 
-/* Volume path of an open file (the kernel follows renames); "" when unknown. */
-static void fd_path(struct brick *b, int fd, char *out, size_t len)
+/* Whether path (a volume path) names the object dev/ino now. */
+static int still_names(struct brick *b, const char *path, dev_t dev, ino_t ino)
+{
+    struct rpc_bytes p = {(const uint8_t *)path, (uint32_t)strlen(path)};
+    struct brick_loc loc;
+    struct stat st;
+    int same = brick_resolve(b, &p, BRICK_LOC_EXISTING, &loc) == 0 &&
+               VFS->fstatat(loc.dirfd, loc.name, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+    brick_loc_release(b, &loc);
+    return same;
+}
+
+/* The volume path of fh's file now; "" when it has none (unlinked, or
+ * removed into the trash) or none is found.
+ *
+ * The path it was opened by, while that still names it: a lookup from the
+ * brick root's fd, so any volume path works wherever the brick is mounted.
+ * After a rename, the kernel's name for the fd (it follows renames); that
+ * one is absolute, and the kernel gives none longer than PATH_MAX - 1
+ * bytes, brick path included. A file renamed to such a depth is left
+ * unnamed here (its mark stays: a full heal finds it), and said so. */
+static void fh_path(struct brick *b, const struct brick_fh *fh, char *out, size_t len)
 {
     char link[64], abs[PATH_MAX], root[PATH_MAX];
     out[0] = 0;
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    if (fh->path && still_names(b, fh->path, fh->dev, fh->ino)) {
+        snprintf(out, len, "%s", fh->path);
+        return;
+    }
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fh->fd);
     ssize_t n = readlink(link, abs, sizeof(abs) - 1);
+    if (n < 0 && errno == ENAMETOOLONG) {
+        log_warn("the volume path of a file opened as %s is longer than the kernel names with "
+                 "the brick path; its heal index entry holds none",
+                 fh->path ? fh->path : "?");
+        return;
+    }
     if (n <= 0)
         return;
     abs[n] = 0;
@@ -202,8 +232,8 @@ static int mark_fh(struct brick_req *r, uint32_t bits)
         return 0;
     if (brick_fh_get(r->bc, r->in->fh, 0, &fh) < 0 && brick_fh_get(r->bc, r->in->fh, 1, &fh) < 0)
         return 0; /* the operation fails with EBADF itself */
-    char path[PATH_MAX];
-    fd_path(b, fh->fd, path, sizeof(path));
+    char path[RPC_PATH_MAX];
+    fh_path(b, fh, path, sizeof(path));
     struct obj o = {.fd = fh->fd, .dirfd = -1, .name = NULL};
     int rc = mark_obj(b, &o, path, bits);
     brick_fh_put(r->bc, fh);
@@ -295,8 +325,8 @@ static void note_changed(struct brick_req *r)
 
 void brick_version_conn_gone(struct brick *b, struct brick_fh *fh)
 {
-    char path[PATH_MAX];
-    fd_path(b, fh->fd, path, sizeof(path));
+    char path[RPC_PATH_MAX];
+    fh_path(b, fh, path, sizeof(path));
     if (!path[0])
         return; /* unlinked meanwhile: nothing left to heal */
     struct obj o = {.fd = fh->fd, .dirfd = -1, .name = NULL};
@@ -495,7 +525,7 @@ int brick_op_index(struct brick_req *r)
             gfid_t g;
             if (gfid_parse(d->d_name, &g) < 0 || seen++ < skip)
                 continue;
-            char path[PATH_MAX];
+            char path[RPC_PATH_MAX];
             int fd = VFS->openat(dfd, d->d_name, O_RDONLY, 0);
             long len = fd >= 0 ? VFS->pread(fd, path, sizeof(path) - 1, 0) : 0;
             if (fd >= 0)

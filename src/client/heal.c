@@ -58,9 +58,18 @@ int cl__heal_simple(struct cl_layer *c, struct cl_op *op)
     return rc;
 }
 
-static void join(char *out, size_t len, const char *dir, const char *name)
+/* dir/name into out (RPC_PATH_MAX bytes): 0, or -ENAMETOOLONG when that
+ * path is deeper than a volume path may be (an object a rename of a
+ * directory above it took past the limit). Never cut short: a prefix of
+ * the name may name another object. */
+static int join(char *out, const char *dir, const char *name)
 {
-    snprintf(out, len, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, name);
+    int n = snprintf(out, RPC_PATH_MAX, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, name);
+    if (n >= 0 && n < RPC_PATH_MAX)
+        return 0;
+    log_warn("heal: %s/%s is longer than a volume path may be (%d bytes); left alone", dir, name,
+             RPC_PATH_MAX - 1);
+    return -ENAMETOOLONG;
 }
 
 /* Names of a directory (without . and ..): a malloc'd array of malloc'd
@@ -147,9 +156,9 @@ static int remove_tree(struct cl_layer *c, const char *path)
         if (k < 0)
             return k;
         for (int i = 0; i < k; i++) {
-            char sub[4096];
-            join(sub, sizeof(sub), path, names[i]);
-            remove_tree(c, sub);
+            char sub[RPC_PATH_MAX];
+            if (join(sub, path, names[i]) == 0)
+                remove_tree(c, sub);
         }
         free_names(names, k);
         path_op(&op, RPC_OP_RMDIR, path);
@@ -262,14 +271,16 @@ static int heal_entries(struct hctx *h, int src, int dst, const char *path, int 
         int found = 0;
         for (int j = 0; j < ns && !found; j++)
             found = strcmp(dn[i], sn[j]) == 0;
-        char sub[4096];
-        join(sub, sizeof(sub), path, dn[i]);
-        if (!found && remove_tree(h->ch[dst], sub) < 0)
+        char sub[RPC_PATH_MAX];
+        if (!found && (join(sub, path, dn[i]) < 0 || remove_tree(h->ch[dst], sub) < 0))
             rc = -EIO;
     }
     for (int j = 0; j < ns; j++) {
-        char sub[4096];
-        join(sub, sizeof(sub), path, sn[j]);
+        char sub[RPC_PATH_MAX];
+        if (join(sub, path, sn[j]) < 0) {
+            rc = -EIO; /* the marks stay: heal info keeps showing it */
+            continue;
+        }
         struct look ls, ld;
         if (do_lookup(h->ch[src], sub, &ls) < 0)
             continue;
@@ -688,9 +699,9 @@ static int walk_full(struct hctx *h, const char *path)
     char **names;
     int k = list_dir(h->ch[src], path, &names);
     for (int i = 0; i < k; i++) {
-        char sub[4096];
-        join(sub, sizeof(sub), path, names[i]);
-        walk_full(h, sub);
+        char sub[RPC_PATH_MAX];
+        if (join(sub, path, names[i]) == 0)
+            walk_full(h, sub);
     }
     if (k > 0)
         free_names(names, k);

@@ -2,6 +2,7 @@
 #include "itable.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,22 @@ int cl_itable_path(struct cl_itable *t, uint64_t nodeid, const char *name, char 
 out:
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+long cl_itable_path_len(struct cl_itable *t, uint64_t nodeid, const char *name)
+{
+    long len = name ? 1 + (long)strlen(name) : 0;
+    pthread_mutex_lock(&t->lock);
+    struct ino *i = find_id(t, nodeid);
+    int d = 0;
+    for (; i && i != t->root && i->parent && d < MAX_DEPTH; i = i->parent, d++)
+        len += 1 + (long)strlen(i->name);
+    if (!i || (i != t->root && !i->parent))
+        len = -ENOENT;
+    else if (i != t->root)
+        len = LONG_MAX; /* deeper than any path */
+    pthread_mutex_unlock(&t->lock);
+    return len == 0 ? 1 : len; /* the root alone: "/" */
 }
 
 int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g)

@@ -48,6 +48,9 @@ int cl_itable_hold(struct cl_itable *t, uint64_t nodeid);
  * Returns 0, -ENOENT (unknown node, or one whose name was removed),
  * -ENAMETOOLONG. */
 int cl_itable_path(struct cl_itable *t, uint64_t nodeid, const char *name, char *buf, size_t len);
+/* The length of the path cl_itable_path would make (without its NUL), or
+ * -ENOENT; LONG_MAX for a node deeper than any path. */
+long cl_itable_path_len(struct cl_itable *t, uint64_t nodeid, const char *name);
 /* The gfid of nodeid; 0 or -ENOENT. */
 int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g);
 /* The node id of the directory holding nodeid's name; 0 for the root, an

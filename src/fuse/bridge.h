@@ -636,6 +636,13 @@ struct fop {
  * replies to req itself and returns NULL. */
 struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done);
 void fop_free(struct fop *f);
+/* Whether name in parent makes a volume path the bricks take (shorter
+ * than RPC_PATH_MAX, whatever the depth the kernel reached it by): 0 or
+ * -ENAMETOOLONG (0 too for an unknown parent: the request fails on its
+ * own). Every handler that makes or removes a name asks first, before a
+ * write-back queue may answer it: a path no brick takes must be refused
+ * by the call, never accepted and lost when sent. */
+int cf_name_fits(struct cf *cf, fuse_ino_t parent, const char *name);
 /* Sets PATH to the path of ino (plus "/name" when name is not NULL; the name
  * is copied into f->name). Returns 0 or -errno. */
 int fop_path(struct fop *f, fuse_ino_t ino, const char *name);

@@ -79,6 +79,13 @@ static int settle(struct cf *cf, fuse_ino_t ino, const char *name)
     return 0;
 }
 
+int cf_name_fits(struct cf *cf, fuse_ino_t parent, const char *name)
+{
+    if (strlen(name) > NAME_MAX || cl_itable_path_len(cf->it, parent, name) >= RPC_PATH_MAX)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
 int fop_path(struct fop *f, fuse_ino_t ino, const char *name)
 {
     int rc;

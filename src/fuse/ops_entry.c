@@ -218,6 +218,15 @@ void cf_readlink(fuse_req_t req, fuse_ino_t ino)
     fop_submit(f);
 }
 
+/* Refuses a name no brick would take (cf_name_fits): 1 when it replied. */
+static int refused(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    int rc = cf_name_fits(fuse_req_userdata(req), parent, name);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    return rc < 0;
+}
+
 /* A new object named name in parent, with a gfid made here. */
 static struct fop *new_entry_op(fuse_req_t req, uint16_t opcode, fuse_ino_t parent,
                                 const char *name, int with_umask)
@@ -245,6 +254,8 @@ static struct fop *new_entry_op(fuse_req_t req, uint16_t opcode, fuse_ino_t pare
 void cf_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
+    if (refused(req, parent, name))
+        return;
     struct fop *f = new_entry_op(req, RPC_OP_MKNOD, parent, name, 1);
     if (!f)
         return;
@@ -256,7 +267,7 @@ void cf_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, 
 void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
-    if (cf_wbm_mkdir(req, parent, name, mode))
+    if (refused(req, parent, name) || cf_wbm_mkdir(req, parent, name, mode))
         return;
     struct fop *f = new_entry_op(req, RPC_OP_MKDIR, parent, name, 1);
     if (!f)
@@ -268,7 +279,7 @@ void cf_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 void cf_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
-    if (cf_wbm_symlink(req, link, parent, name))
+    if (refused(req, parent, name) || cf_wbm_symlink(req, link, parent, name))
         return;
     struct fop *f = new_entry_op(req, RPC_OP_SYMLINK, parent, name, 0);
     if (!f)
@@ -298,7 +309,7 @@ static void unlink_cb(struct cl_op *op)
 
 static void remove_name(fuse_req_t req, uint16_t opcode, fuse_ino_t parent, const char *name)
 {
-    if (cf_wbrm_remove(req, parent, name, opcode == RPC_OP_RMDIR))
+    if (refused(req, parent, name) || cf_wbrm_remove(req, parent, name, opcode == RPC_OP_RMDIR))
         return;
     struct fop *f = fop_new(req, opcode, unlink_cb);
     if (!f)
@@ -356,7 +367,8 @@ void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
                const char *newname, unsigned int flags)
 {
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
-    if (cf_wb_rename(req, parent, name, newparent, newname, flags))
+    if (refused(req, parent, name) || refused(req, newparent, newname) ||
+        cf_wb_rename(req, parent, name, newparent, newname, flags))
         return;
     /* A directory moved takes the leases below it along (the brick drops
      * them): whatever was written behind under it goes first. */
@@ -389,6 +401,8 @@ void cf_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
+    if (refused(req, newparent, newname))
+        return;
     cf_wbh_linked(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_LINK, fop_done_entry_cb);
     if (!f)

@@ -148,7 +148,12 @@ void cf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 {
     cf_lsa_changed(fuse_req_userdata(req)); /* lsahead.c */
     struct cf *cf = fuse_req_userdata(req);
-    int err = cf_wb_dir_error(cf, parent);
+    int err = -cf_name_fits(cf, parent, name);
+    if (err) {
+        fuse_reply_err(req, err);
+        return;
+    }
+    err = cf_wb_dir_error(cf, parent);
     if (err) {
         fuse_reply_err(req, -err); /* a file written back here did not make it */
         return;

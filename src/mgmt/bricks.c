@@ -29,6 +29,9 @@ static void sleep_ms(unsigned ms)
 
 void mgmt_brick_log_path(const struct mgmt *m, const struct mgmt_brick *b, char *out, size_t len)
 {
+    /* A file name is at most NAME_MAX bytes: a deeper brick keeps the end
+     * of its path, after its id (which tells two such bricks apart). */
+    enum { KEEP = NAME_MAX - 4 - GFID_STRLEN }; /* ".log", the id and its '-' */
     char name[PATH_MAX];
     const char *p = b->path;
     size_t n = 0;
@@ -37,7 +40,10 @@ void mgmt_brick_log_path(const struct mgmt *m, const struct mgmt_brick *b, char 
     for (; *p && n + 1 < sizeof(name); p++)
         name[n++] = *p == '/' ? '-' : *p;
     name[n] = 0;
-    snprintf(out, len, "%s/logs/bricks/%s.log", m->workdir, n ? name : "root");
+    if (n + 4 > NAME_MAX)
+        snprintf(out, len, "%s/logs/bricks/%s-%s.log", m->workdir, b->id, name + n - KEEP);
+    else
+        snprintf(out, len, "%s/logs/bricks/%s.log", m->workdir, n ? name : "root");
 }
 
 static void pid_path(const struct mgmt *m, const struct mgmt_brick *b, char *out, size_t len)

@@ -128,7 +128,8 @@ int mgmt_supervisor_start(struct mgmt *m);
 /* Kills brick processes left running by a previous cairnd (pid files under
  * DIR/run). */
 void mgmt_bricks_kill_stale(struct mgmt *m);
-/* Path of the brick's log file: DIR/logs/bricks/<path with dashes>.log. */
+/* Path of the brick's log file: DIR/logs/bricks/<path with dashes>.log;
+ * <brick id>-<the end of that>.log when that name would exceed NAME_MAX. */
 void mgmt_brick_log_path(const struct mgmt *m, const struct mgmt_brick *b, char *out, size_t len);
 /* Gives b a free port in the brick range (none of avoid), keeping its
  * previous one when free. 0 or -EADDRINUSE. */

@@ -89,6 +89,13 @@ enum rpc_op {
     RPC_OP_MAX = 128,
 };
 
+/* A PATH or PATH2 is shorter than this many bytes (at most 4,095, the
+ * longest path a Linux client can name at once), whatever the brick's own
+ * path. Every brick and client takes a path up to it; deeper names are
+ * refused with ENAMETOOLONG by the call that would make them
+ * (docs/protocol.md). Lowering it strands objects stored deeper. */
+#define RPC_PATH_MAX 4096
+
 enum rpc_tag {
     RPC_T_OP = 1,        /* u: opcode of a compound's sub-request */
     RPC_T_PATH = 2,      /* s: volume-relative path, starts with '/' */

@@ -41,6 +41,15 @@ static void test_path_check(void)
         huge[i + 1] = 'a';
     }
     CHECK_EQ(check_path(huge), -ENAMETOOLONG);
+    /* the longest volume path, RPC_PATH_MAX - 1 bytes, is a path; one more
+     * byte is too long */
+    huge[RPC_PATH_MAX - 2] = 'a'; /* ".../aa" */
+    huge[RPC_PATH_MAX - 1] = 0;
+    CHECK_EQ(strlen(huge), 4095);
+    CHECK_EQ(check_path(huge), 0);
+    huge[RPC_PATH_MAX - 1] = 'a'; /* ".../aaa" */
+    huge[RPC_PATH_MAX] = 0;
+    CHECK_EQ(check_path(huge), -ENAMETOOLONG);
 }
 
 static void test_private_hidden(struct tb *t)

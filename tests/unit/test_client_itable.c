@@ -101,9 +101,46 @@ static void test_kind(void)
     cl_itable_free(t);
 }
 
+/* cl_itable_path_len measures what cl_itable_path makes, up to paths of
+ * 4,095 bytes and past them (the bridge refuses those names). */
+static void test_path_len(void)
+{
+    struct cl_itable *t = cl_itable_new();
+    int err;
+    char name[256];
+    CHECK_EQ(cl_itable_path_len(t, CL_ROOT_ID, NULL), 1);
+    CHECK_EQ(cl_itable_path_len(t, CL_ROOT_ID, "ab"), 3);
+    CHECK_EQ(cl_itable_path_len(t, 999, NULL), -ENOENT);
+    /* 19 directories of 200 bytes and one of 174: a path of 3,994 bytes */
+    uint64_t dir = CL_ROOT_ID;
+    for (int i = 0; i < 20; i++) {
+        size_t n = i < 19 ? 200 : 174;
+        memset(name, 'a' + i, n);
+        name[n] = 0;
+        gfid_t g = mkgfid(1000 + i);
+        dir = cl_itable_link(t, dir, name, &g, S_IFDIR, &err);
+        CHECK(dir != 0);
+    }
+    CHECK_EQ(cl_itable_path_len(t, dir, NULL), 3994);
+    static char buf[8192];
+    memset(name, 'z', 100);
+    name[100] = 0; /* 3994 + 1 + 100 = 4095: the longest */
+    CHECK_EQ(cl_itable_path_len(t, dir, name), 4095);
+    CHECK_EQ(cl_itable_path(t, dir, name, buf, 4096), 0);
+    CHECK_EQ(strlen(buf), 4095);
+    name[100] = 'z';
+    name[101] = 0;
+    CHECK_EQ(cl_itable_path_len(t, dir, name), 4096);
+    CHECK_EQ(cl_itable_path(t, dir, name, buf, 4096), -ENAMETOOLONG);
+    CHECK_EQ(cl_itable_path(t, dir, name, buf, sizeof(buf)), 0);
+    CHECK_EQ(strlen(buf), 4096);
+    cl_itable_free(t);
+}
+
 int main(void)
 {
     test_open_handles();
+    test_path_len();
     test_hold();
     test_kind();
     struct cl_itable *t = cl_itable_new();
