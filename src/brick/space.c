@@ -81,7 +81,8 @@ static int64_t takes(const struct brick_req *r)
     case RPC_OP_FALLOCATE:
         /* punching or collapsing gives space back; zeroing and plain
          * allocation take it */
-        if (rpc_has(in, RPC_T_FLAGS) && (in->flags & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE)))
+        if (rpc_has(in, RPC_T_FLAGS) &&
+            (in->flags & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE)))
             return -1;
         return in->size > INT64_MAX ? INT64_MAX : (int64_t)in->size;
     case RPC_OP_CREATE:
