@@ -62,6 +62,14 @@ struct dht {
     size_t n_cache;
     struct dfh **fhs;
     size_t n_fhs;
+    /* cluster.min-free-disk (under lock): the threshold, each subvolume's
+     * free bytes at the last reading, the subvolumes below the threshold,
+     * and when they were read (0: never) */
+    int mfd_percent;
+    int64_t mfd_bytes;
+    uint64_t avail[CL_DHT_MAX];
+    uint64_t short_of_room;
+    uint64_t room_ms;
     /* workers */
     pthread_mutex_t qlock;
     pthread_cond_t qcond;
@@ -110,6 +118,9 @@ void dht__ask_lease(struct rpc_msg *sub, const struct rpc_msg *args);
 void dht__dir_lease(struct dht *d, const struct cl_op *subs, uint64_t mask, struct rpc_frame *r);
 
 /* ---- dht_ns.c ---- */
+/* A link-to file at path on subvolume at, pointing to target; 0 or -errno. */
+int dht__make_linkto(struct dht *d, int at, const char *path, int target);
+int dht__remove_name(struct dht *d, int at, const char *path);
 void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *dst);
 void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path);
 void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char *dst);

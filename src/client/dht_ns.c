@@ -194,7 +194,7 @@ void dht__do_rmdir(struct dht *d, struct cl_op *op, const char *path)
 }
 
 /* A link-to file at path on subvolume at, pointing to subvolume target. */
-static int make_linkto(struct dht *d, int at, const char *path, int target)
+int dht__make_linkto(struct dht *d, int at, const char *path, int target)
 {
     char v[8];
     snprintf(v, sizeof(v), "%d", target);
@@ -214,7 +214,7 @@ static int make_linkto(struct dht *d, int at, const char *path, int target)
     return rc;
 }
 
-static int remove_name(struct dht *d, int at, const char *path)
+int dht__remove_name(struct dht *d, int at, const char *path)
 {
     struct cl_op s;
     cl_op_init(&s, RPC_OP_UNLINK, NULL, NULL);
@@ -238,7 +238,7 @@ void dht__do_unlink(struct dht *d, struct cl_op *op, const char *path)
     rc = dht__run(d, c, &s);
     dht__cache_drop(d, path);
     if (rc == 0 && h != c) {
-        int lr = remove_name(d, h, path);
+        int lr = dht__remove_name(d, h, path);
         if (lr < 0 && lr != -ENOENT)
             log_warn("volume %s: removing the link-to %s on subvolume %d: %s", d->volume, path, h,
                      strerror(-lr));
@@ -258,7 +258,7 @@ void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *
         dht__complete_op(op, rc, NULL);
         return;
     }
-    if (h2 != c && (rc = make_linkto(d, h2, dst, c)) < 0) {
+    if (h2 != c && (rc = dht__make_linkto(d, h2, dst, c)) < 0) {
         dht__complete_op(op, rc, NULL);
         return;
     }
@@ -266,7 +266,7 @@ void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *
     dht__sub_from(&s, &op->args);
     rc = dht__run(d, c, &s);
     if (rc < 0 && h2 != c)
-        remove_name(d, h2, dst);
+        dht__remove_name(d, h2, dst);
     if (rc == 0)
         dht__cache_set_loc(d, dst, c, 0);
     dht__complete_sub(op, &s);
@@ -292,9 +292,9 @@ static int rename_on(struct dht *d, int at, const char *from, const char *to, ui
 static void relink(struct dht *d, const char *name, int h, int at, int had_linkto)
 {
     if (had_linkto)
-        remove_name(d, h, name);
+        dht__remove_name(d, h, name);
     if (h != at) {
-        int rc = make_linkto(d, h, name, at);
+        int rc = dht__make_linkto(d, h, name, at);
         if (rc < 0)
             log_warn("volume %s: link-to %s on subvolume %d -> %d: %s", d->volume, name, h, at,
                      strerror(-rc));
@@ -357,7 +357,7 @@ static void do_exchange(struct dht *d, struct cl_op *op, const char *a, const ch
         if (j == cf)
             continue;
         if (j == hf)
-            remove_name(d, j, f); /* the file's link-to makes way */
+            dht__remove_name(d, j, f); /* the file's link-to makes way */
         rc = rename_on(d, j, g, f, 0);
     }
     if (rc < 0)
@@ -429,21 +429,21 @@ void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char
     dht__cache_drop(d, src);
     dht__cache_drop(d, dst);
     if (cd >= 0 && cd != c) {
-        int r2 = remove_name(d, cd, dst); /* the replaced file's data */
+        int r2 = dht__remove_name(d, cd, dst); /* the replaced file's data */
         if (r2 < 0 && r2 != -ENOENT)
             log_warn("volume %s: rename: removing the replaced %s on subvolume %d: %s", d->volume,
                      dst, cd, strerror(-r2));
     }
     if (hd != c) {
         if (cd >= 0 && cd != hd)
-            remove_name(d, hd, dst); /* the replaced file's link-to */
-        int r3 = make_linkto(d, hd, dst, c);
+            dht__remove_name(d, hd, dst); /* the replaced file's link-to */
+        int r3 = dht__make_linkto(d, hd, dst, c);
         if (r3 < 0)
             log_warn("volume %s: rename: link-to %s on subvolume %d -> %d: %s", d->volume, dst, hd,
                      c, strerror(-r3));
     }
     if (hs != c) {
-        int r4 = remove_name(d, hs, src);
+        int r4 = dht__remove_name(d, hs, src);
         if (r4 < 0 && r4 != -ENOENT)
             log_warn("volume %s: rename: removing the link-to %s on subvolume %d: %s", d->volume,
                      src, hs, strerror(-r4));

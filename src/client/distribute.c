@@ -8,6 +8,10 @@
  * merged readdir) runs on the layer's worker threads as straight-line code
  * that waits for its subvolumes; children never call back into this layer,
  * so a worker waiting for them cannot deadlock. */
+#include <fcntl.h>
+
+#include "../lib/net.h"
+#include "../lib/options.h"
 #include "dht_int.h"
 
 static uint32_t path_hash(const char *p)
@@ -720,6 +724,115 @@ void dht__every(struct dht *d, struct cl_op *op, int primary, const struct dfh *
     dht__release_all(d, subs, mask);
 }
 
+/* ---- cluster.min-free-disk ---- */
+
+#define ROOM_RECHECK_MS 2000
+
+static void dht_reconfigure(struct cl_layer *self, const struct opt_set *opts)
+{
+    struct dht *d = self->priv;
+    int pct;
+    int64_t bytes;
+    opt_space(opts, "cluster.min-free-disk", &pct, &bytes);
+    pthread_mutex_lock(&d->lock);
+    d->mfd_percent = pct;
+    d->mfd_bytes = bytes;
+    d->room_ms = 0; /* judge the subvolumes again by the new threshold */
+    pthread_mutex_unlock(&d->lock);
+}
+
+static int room_due(struct dht *d)
+{
+    pthread_mutex_lock(&d->lock);
+    int off = d->mfd_percent == 0 || (d->mfd_percent < 0 && d->mfd_bytes == 0);
+    int due = !off && (!d->room_ms || net_now_ms() - d->room_ms >= ROOM_RECHECK_MS);
+    pthread_mutex_unlock(&d->lock);
+    return due;
+}
+
+/* Reads every subvolume's free space (on a worker: it waits) and marks
+ * those below cluster.min-free-disk. */
+static void room_read(struct dht *d)
+{
+    struct cl_op subs[CL_DHT_MAX];
+    uint64_t mask = dht__all_mask(d) & ~dht__down_mask(d);
+    for (int i = 0; i < d->n; i++) {
+        cl_op_init(&subs[i], RPC_OP_STATFS, NULL, NULL);
+        rpc_set_str(&subs[i].args, RPC_T_PATH, &subs[i].args.path, "/");
+    }
+    dht__fan_run(d, subs, mask);
+    pthread_mutex_lock(&d->lock);
+    uint64_t was = d->short_of_room;
+    for (int i = 0; i < d->n; i++) {
+        if (!(mask >> i & 1) || subs[i].status < 0 || !rpc_has(&subs[i].reply->msg, RPC_T_STATFS))
+            continue;
+        const struct rpc_statfs *st = &subs[i].reply->msg.statfs;
+        uint64_t f = st->frsize ? st->frsize : st->bsize;
+        uint64_t total = st->blocks * f;
+        d->avail[i] = st->bavail * f;
+        if (d->avail[i] < opt_space_bytes(d->mfd_percent, d->mfd_bytes, total))
+            d->short_of_room |= 1ull << i;
+        else
+            d->short_of_room &= ~(1ull << i);
+    }
+    d->room_ms = net_now_ms();
+    uint64_t now_short = d->short_of_room;
+    pthread_mutex_unlock(&d->lock);
+    dht__release_all(d, subs, mask);
+    for (int i = 0; i < d->n; i++)
+        if ((now_short ^ was) >> i & 1)
+            log_info("volume %s: subvolume %d %s cluster.min-free-disk%s", d->volume, i,
+                     now_short >> i & 1 ? "is below" : "is above",
+                     now_short >> i & 1 ? ": new files go to subvolumes with more room" : "");
+}
+
+/* The subvolume a new file hashing to h goes to instead (the one with the
+ * most room), or -1 when h has room or none has more. */
+static int elsewhere(struct dht *d, int h)
+{
+    int best = -1;
+    pthread_mutex_lock(&d->lock);
+    if (d->short_of_room >> h & 1)
+        for (int i = 0; i < d->n; i++)
+            if (!(d->short_of_room >> i & 1) && (best < 0 || d->avail[i] > d->avail[best]))
+                best = i;
+    pthread_mutex_unlock(&d->lock);
+    return best >= 0 && !child_down(d, best) ? best : -1;
+}
+
+static void complete_open(struct dht *d, struct cl_op *op, int i, struct cl_op *sub);
+
+/* A new file on subvolume t with a link-to under its name on h, the
+ * subvolume its name hashes to (as a renamed file): lookups of the name
+ * follow it there. The link-to goes first, so the name never exists twice.
+ * No lease is passed up: changes of the name reach h, not t. */
+static void create_elsewhere(struct dht *d, struct cl_op *op, const char *path, int h, int t)
+{
+    int rc = dht__make_linkto(d, h, path, t);
+    if (rc == -EEXIST && !(op->args.op == RPC_OP_CREATE && (op->args.flags & O_EXCL))) {
+        one(d, op, h, 0); /* the name exists there: as without the option */
+        return;
+    }
+    if (rc < 0) {
+        dht__complete_op(op, rc, NULL);
+        return;
+    }
+    struct cl_op s;
+    dht__sub_from(&s, &op->args);
+    dht__run(d, t, &s);
+    if (s.status < 0) {
+        dht__remove_name(d, h, path);
+    } else {
+        dht__cache_set_loc(d, path, t, 0);
+        log_debug("volume %s: %s made on subvolume %d, not %d (cluster.min-free-disk)", d->volume,
+                  path, t, h);
+    }
+    if (op->args.op == RPC_OP_CREATE)
+        complete_open(d, op, t, &s);
+    else
+        dht__complete_sub(op, &s);
+}
+
 /* ---- the worker path ---- */
 
 static int is_dir_change(unsigned code)
@@ -803,6 +916,16 @@ static void slow(struct dht *d, struct cl_op *op)
             return;
         }
         dht__cache_drop(d, path);
+        if (code == RPC_OP_CREATE || code == RPC_OP_MAKE_FILE) {
+            /* files only: their data is what fills a brick */
+            if (room_due(d))
+                room_read(d);
+            int t = elsewhere(d, h);
+            if (t >= 0) {
+                create_elsewhere(d, op, path, h, t);
+                return;
+            }
+        }
         one(d, op, h, 0);
         return;
     default:
@@ -1066,7 +1189,11 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_MKNOD:
     case RPC_OP_SYMLINK:
     case RPC_OP_MAKE_FILE:
-        if ((i = hashed_cached(d, path)) >= 0) {
+        /* A file whose place may move for want of room, or when the room
+         * is to be read again, goes to a worker. */
+        if ((i = hashed_cached(d, path)) >= 0 &&
+            ((code != RPC_OP_CREATE && code != RPC_OP_MAKE_FILE) ||
+             (!room_due(d) && elsewhere(d, i) < 0))) {
             forward(d, op, i, FWD_CREATED, path, NOFH, NULL);
             return;
         }
@@ -1160,6 +1287,7 @@ struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volum
     d->layer.n_children = n;
     d->layer.name = "distribute";
     d->layer.submit = dht_submit;
+    d->layer.reconfigure = dht_reconfigure;
     d->layer.destroy = dht_destroy;
     d->layer.priv = d;
     d->n = n;

@@ -120,6 +120,7 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    l->reconfigure(l, &v->opts); /* its options (cluster.min-free-disk) */
     *out = l;
     return 0;
 }

@@ -62,6 +62,10 @@ const struct opt_def opt_table[] = {
     {"cluster.heal-timeout", OPT_TIME, "10", 1, 86400, NULL, true,
      "Seconds between two index crawls of the self-heal daemon when nothing happens; it "
      "also crawls at once when a brick (re)connects."},
+    {"cluster.min-free-disk", OPT_SPACE, "10%", 0, 1125899906842624LL, NULL, true,
+     "Free space (a percentage of each brick's file system, or a size) below which a "
+     "distributed volume makes new files on another replica set or brick with more room, "
+     "leaving a link-to file under the name's own (docs/replication.md, Distribute)."},
     {"cluster.self-heal-daemon", OPT_BOOL, "on", 0, 0, NULL, true,
      "Runs a self-heal daemon (cairn-shd) on each server holding a brick of the replicated "
      "volume. `volume heal NAME enable|disable` sets it."},

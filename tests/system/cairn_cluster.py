@@ -196,7 +196,7 @@ class Mount:
         raise ClusterError(f"cairn-fuse {self.spec} did not mount {self.path} in {timeout}s: "
                            f"{self.tail()}")
 
-    def tail(self, n=2000):
+    def tail(self, n=8000):
         try:
             with open(self.log, "rb") as f:
                 return f.read()[-n:].decode(errors="replace")

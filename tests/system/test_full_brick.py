@@ -233,3 +233,49 @@ def test_two_full_bricks_fail_the_write(make_vol):
     assert [e for _, e in late_errors] == [errno.ENOSPC] * 3, (late, late_errors)
     check_everywhere(v, "d", want, [v.bricks[0]])
     heal_and_compare(v, "d", want)
+
+
+def test_min_free_disk_steers_new_files(pool):
+    """A distribute volume of three bricks, one of them with less free
+    space than cluster.min-free-disk (10%): new files whose names hash to
+    it are made on the others, with a link-to under their name on it; they
+    read, list, rename and unlink as any file."""
+    c = pool.nodes[0]
+    disk = pool.small_disk(0, "mfd", 100)
+    bricks = [os.path.join(c.root, "mfd-b0"), os.path.join(c.root, "mfd-b1"),
+              os.path.join(disk, "brick")]
+    try:
+        c.create_volume("mfd", bricks)
+        ballast(bricks[2], 5 * MB)
+        m = c.mount("mfd", os.path.join(c.root, "mfd-m"))
+        want = {}
+        for i in range(60):
+            data = os.urandom(4096 + i)
+            with open(os.path.join(m.path, f"f{i}"), "wb") as f:
+                f.write(data)
+            want[f"f{i}"] = sha(data)
+        names_small = [n for n in os.listdir(bricks[2]) if n.startswith("f")]
+        assert names_small, "no name hashed to the full brick: use more files"
+        for n in names_small:
+            st = os.lstat(os.path.join(bricks[2], n))
+            assert st.st_size == 0 and (st.st_mode & 0o7777) == 0o1000, (n, oct(st.st_mode))
+        on_big = set(os.listdir(bricks[0])) | set(os.listdir(bricks[1]))
+        assert all(n in on_big for n in names_small)
+        assert sorted(os.listdir(m.path)) == sorted(want)
+        fresh = c.mount("mfd", os.path.join(c.root, "mfd-m2"))
+        assert file_sums(fresh.path, want) == want
+        n0 = names_small[0]
+        os.rename(os.path.join(fresh.path, n0), os.path.join(fresh.path, "renamed"))
+        assert file_sums(m.path, ["renamed"])["renamed"] == want[n0]
+        os.unlink(os.path.join(m.path, "renamed"))
+        for n in names_small[1:]:
+            os.unlink(os.path.join(fresh.path, n))
+        left = [n for n in os.listdir(bricks[2]) if n.startswith("f") or n == "renamed"]
+        assert not left, f"link-to files left behind: {left}"
+    finally:
+        for mm in list(c.mounts):
+            if "mfd-m" in mm.path:
+                mm.stop()
+                c.mounts.remove(mm)
+        c.stop_volume("mfd", check=False)
+        c.cli("volume", "delete", "mfd", check=False)
