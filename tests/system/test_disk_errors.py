@@ -1,0 +1,125 @@
+"""Disk errors beyond a full disk (issue 42, docs/replication.md "Failure
+behaviour"): a brick whose file system turns read-only under it (ext4's
+errors=remount-ro, triggered for real through sysfs) refuses every change
+with EROFS; a quorum takes them, the brick is marked and never read from,
+and after the file system is repaired and the brick restarted heal makes
+it identical to the others.
+
+Three cairnd on 127.0.0.156-158. Run:
+  unshare -n sh -c 'ip link set lo up; CAIRN_BUILD=$PWD/build \\
+      /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/system/test_disk_errors.py'
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from cairn_cluster import alive
+from replica_pool import Pool, Vol, file_sums, sha, wait_until
+
+HOSTS = ["127.0.0.156", "127.0.0.157", "127.0.0.158"]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not shutil.which("e2fsck"):
+        pytest.skip("needs root, mkfs.ext4 and e2fsck")
+    p = Pool(HOSTS, "st-diskerr-")
+    try:
+        yield p.start()
+    finally:
+        p.close()
+
+
+def device_of(mnt):
+    return os.path.basename(subprocess.run(["findmnt", "-no", "SOURCE", mnt], check=True,
+                                           capture_output=True, text=True).stdout.strip())
+
+
+def tree(root):
+    """{relative path: (kind, mode, sha or target)} below root, .cairn left out."""
+    res = {}
+    for d, dirs, files in os.walk(root):
+        if d == root:
+            dirs[:] = [x for x in dirs if x != ".cairn"]
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            if os.path.isdir(p):
+                res[rel] = ("d", st.st_mode & 0o7777)
+            else:
+                with open(p, "rb") as f:
+                    res[rel] = ("f", st.st_mode & 0o7777, sha(f.read()))
+    return res
+
+
+def test_brick_file_system_turns_read_only(pool):
+    node = pool.nodes[2]
+    disk = pool.small_disk(2, "rodisk", 100)
+    subprocess.run(["mount", "-o", "remount,errors=remount-ro", disk], check=True)
+    bricks = [os.path.join(pool.nodes[0].root, "ro-b0"), os.path.join(pool.nodes[1].root, "ro-b1"),
+              os.path.join(disk, "brick")]
+    v = Vol(pool, bricks=bricks, options={"cluster.self-heal-daemon": "off"})
+    try:
+        m = v.mounts[0].path
+        os.makedirs(os.path.join(m, "d/sub"))
+        before = {f"d/f{i}": os.urandom(20000 + i) for i in range(20)}
+        for n, data in before.items():
+            with open(os.path.join(m, n), "wb") as f:
+                f.write(data)
+        with open(f"/sys/fs/ext4/{device_of(disk)}/trigger_fs_error", "w") as f:
+            f.write("1")
+        # every kind of change, while brick 2 refuses them all
+        after = dict(before)
+        for i in range(0, 20, 2):
+            n = f"d/f{i}"
+            after[n] = os.urandom(30000)
+            with open(os.path.join(m, n), "r+b") as f:
+                f.write(after[n])
+        for i in range(20, 30):
+            n = f"d/sub/g{i}"
+            after[n] = os.urandom(5000)
+            with open(os.path.join(m, n), "wb") as f:
+                f.write(after[n])
+        os.rename(os.path.join(m, "d/f1"), os.path.join(m, "d/sub/moved"))
+        after["d/sub/moved"] = after.pop("d/f1")
+        os.unlink(os.path.join(m, "d/f3"))
+        del after["d/f3"]
+        os.chmod(os.path.join(m, "d/f5"), 0o600)
+        os.mkdir(os.path.join(m, "d/newdir"))
+        log = open(v.mounts[0].log).read()
+        assert "Read-only file system" in log, "the mount does not say which brick failed"
+        # a fresh mount reads the changes, never the read-only copy's
+        fresh = v.mount("fresh")
+        want = {n: sha(d) for n, d in after.items()}
+        assert file_sums(fresh.path, list(want)) == want
+        assert os.stat(os.path.join(fresh.path, "d/f5")).st_mode & 0o777 == 0o600
+        assert not os.path.exists(os.path.join(fresh.path, "d/f3"))
+        v.unmount(fresh)
+        assert v.heal_entries() > 0
+        # repair: the brick stops, the file system is checked and mounted
+        # again, cairnd starts the brick
+        node.stop_signal(node.proc.pid)
+        pid = v.brick_pid(2)
+        os.kill(pid, signal.SIGKILL)
+        end = time.time() + 10
+        while alive(pid) and time.time() < end:
+            time.sleep(0.05)
+        subprocess.run(["umount", disk], check=True)
+        img = disk + ".img"
+        subprocess.run(["e2fsck", "-fy", img], capture_output=True)
+        subprocess.run(["mount", "-o", "loop", img, disk], check=True)
+        node.cont(node.proc.pid)
+        v.wait_bricks(timeout=60)
+        wait_until(lambda: v.heal().returncode == 0 and v.heal_entries() == 0, 120,
+                   "heal to finish")
+        trees = [tree(b) for b in bricks]
+        assert trees[0] == trees[1] == trees[2]
+        assert {k: x[2] for k, x in trees[0].items() if x[0] == "f"} == want
+    finally:
+        v.close()
