@@ -845,14 +845,19 @@ static void repl_submit(struct cl_layer *self, struct cl_op *op)
 
 /* ---- background heal ---- */
 
+/* A pass that leaves work (a brick full, failing or still down for part
+ * of the set) is tried again less and less often, up to this. */
+#define HEAL_BACKOFF_MAX_MS 30000
+
 static void *heal_thread(void *arg)
 {
     struct repl *r = arg;
+    int wait_ms = r->interval_ms;
     pthread_mutex_lock(&r->heal_lock);
     while (!r->stopping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)r->interval_ms * 1000000ull;
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)wait_ms * 1000000ull;
         ts.tv_sec += (time_t)(ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
         pthread_cond_timedwait(&r->cond, &r->heal_lock, &ts);
@@ -860,8 +865,10 @@ static void *heal_thread(void *arg)
             break;
         uint32_t sus = __atomic_load_n(&r->suspect, __ATOMIC_RELAXED);
         uint32_t up = up_mask(r);
-        if (!sus || (sus & ~up))
+        if (!sus || (sus & ~up)) {
+            wait_ms = r->interval_ms;
             continue; /* nothing to do, or a child is still down */
+        }
         pthread_mutex_unlock(&r->heal_lock);
         struct cl_heal_stats st = {0};
         int rc = cl_heal_set(r->layer.children, r->n, r->arbiter, 0, &st);
@@ -869,6 +876,9 @@ static void *heal_thread(void *arg)
             __atomic_and_fetch(&r->suspect, ~sus, __ATOMIC_RELAXED);
             log_info("volume %s: self-heal done (%u entries, %u healed)", r->volume, st.entries,
                      st.healed);
+            wait_ms = r->interval_ms;
+        } else if (wait_ms < HEAL_BACKOFF_MAX_MS) {
+            wait_ms = wait_ms * 2 < HEAL_BACKOFF_MAX_MS ? wait_ms * 2 : HEAL_BACKOFF_MAX_MS;
         }
         pthread_mutex_lock(&r->heal_lock);
     }
