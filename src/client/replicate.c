@@ -20,7 +20,9 @@ struct rfh {
     uint64_t fh[CL_REPL_MAX]; /* child handles; NOFH where the open failed */
     int read_child, lock_child, is_dir;
     int inuse;
-    char *path; /* as opened, for log lines */
+    char *path; /* as opened, for log lines and the object's own marks */
+    gfid_t gfid;
+    int has_gfid;
 };
 
 struct repl {
@@ -467,6 +469,10 @@ static void fan_finish(struct fan *f)
                 h->read_child = cl_repl_pick(r->n, id, clean, cand & ~acc);
                 if (h->read_child < 0)
                     h->read_child = cl_repl_pick(r->n, id, clean, cand);
+                if (rpc_has(&reply->msg, RPC_T_ATTR)) {
+                    h->gfid = reply->msg.attr.gfid;
+                    h->has_gfid = 1;
+                }
                 reply->msg.fh = id;
             }
         }
@@ -676,6 +682,10 @@ struct single {
     int fixed;       /* >= 0: this child only (readdir past its start, locks) */
     int child;       /* the child asked last */
     uint32_t rounds; /* of the tries so far (sequential) */
+    /* every reachable copy was accused: the object's own marks were
+     * read, and allowed says which copies they leave */
+    int verified;
+    uint32_t allowed;
     struct cl_op sub;
 };
 
@@ -699,6 +709,142 @@ static void single_done_cb(struct cl_op *sub)
     parent->rounds = s->rounds;
     free(s);
     cl_op_complete(parent, st, reply);
+}
+
+/* ---- every reachable copy accused: this object's own marks decide ----
+ * A brick's accusation covers every object it holds marks on, so with
+ * marks against every member somewhere (two outages in a row, a split
+ * brain of one file) no copy would be read at all. Then the object's own
+ * marks and its parent's are read from every reachable child (LOOKUP with
+ * PENDING, at once): a copy none of them accuses, holding the same object
+ * as the other unaccused copies, is good for this object. */
+
+struct verify {
+    struct single *s;
+    int remaining;
+    uint32_t asked;
+    struct cl_op obj[CL_REPL_MAX], par[CL_REPL_MAX];
+};
+
+static void verify_done_cb(struct cl_op *op);
+
+static const char *single_path(const struct single *s, char *buf, size_t len)
+{
+    const struct rpc_msg *a = &s->parent->args;
+    if (rpc_has(a, RPC_T_PATH))
+        return rpc_bytes_str(&a->path, buf, len) < 0 ? NULL : buf;
+    if (s->h && s->h->path && s->h->has_gfid) {
+        snprintf(buf, len, "%s", s->h->path);
+        return buf;
+    }
+    return NULL;
+}
+
+static void lookup_marks(struct cl_op *op, const char *path, void *ctx)
+{
+    cl_op_init(op, RPC_OP_LOOKUP, verify_done_cb, ctx);
+    rpc_set_str(&op->args, RPC_T_PATH, &op->args.path, path);
+    RPC_SET(&op->args, pending, RPC_T_PENDING, 0);
+}
+
+/* 0 when the reads of s wait for the object's marks; -1 when they cannot
+ * be read (no path, no memory). */
+static int verify_start(struct single *s)
+{
+    struct repl *r = s->r;
+    char path[PATH_MAX], parent[PATH_MAX];
+    if (!single_path(s, path, sizeof(path)))
+        return -1;
+    snprintf(parent, sizeof(parent), "%s", path);
+    char *slash = strrchr(parent, '/');
+    int has_parent = strcmp(path, "/") != 0;
+    if (slash == parent)
+        slash[1] = 0;
+    else if (slash)
+        *slash = 0;
+    struct verify *v = calloc(1, sizeof(*v));
+    if (!v)
+        return -1;
+    v->s = s;
+    v->asked = up_mask(r);
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        if (v->asked >> i & 1) {
+            lookup_marks(&v->obj[i], path, v);
+            n++;
+            if (has_parent) {
+                lookup_marks(&v->par[i], parent, v);
+                n++;
+            }
+        }
+    if (!n) {
+        free(v);
+        return -1;
+    }
+    v->remaining = n;
+    for (int i = 0; i < r->n; i++)
+        if (v->asked >> i & 1) {
+            cl_submit(r->layer.children[i], &v->obj[i]);
+            if (has_parent)
+                cl_submit(r->layer.children[i], &v->par[i]);
+        }
+    return 0;
+}
+
+static uint32_t marks_of(const struct cl_op *op)
+{
+    if (op->status < 0 || !op->reply || !rpc_has(&op->reply->msg, RPC_T_PENDING))
+        return 0;
+    return (uint32_t)op->reply->msg.pending & ~RPC_PENDING_DIRTY;
+}
+
+static void verify_done_cb(struct cl_op *op)
+{
+    struct verify *v = op->ctx;
+    if (__atomic_sub_fetch(&v->remaining, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    struct single *s = v->s;
+    struct repl *r = s->r;
+    uint32_t answered = 0, accused = 0, have = 0;
+    gfid_t g = {{0}};
+    int has_g = 0, differ = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (!(v->asked >> i & 1))
+            continue;
+        struct cl_op *o = &v->obj[i], *p = &v->par[i];
+        int parent_ok = p->args.op == 0 || p->status == 0; /* 0: the root, no parent asked */
+        if ((o->status == 0 || o->status == -ENOENT) && parent_ok)
+            answered |= 1u << i;
+        accused |= marks_of(o) | marks_of(p);
+    }
+    uint32_t allowed = answered & ~accused & data_mask(r);
+    for (int i = 0; i < r->n; i++) {
+        if (!(allowed >> i & 1))
+            continue;
+        const struct cl_op *o = &v->obj[i];
+        if (o->status == 0 && o->reply && rpc_has(&o->reply->msg, RPC_T_ATTR)) {
+            have |= 1u << i;
+            if (has_g && !gfid_equal(&g, &o->reply->msg.attr.gfid))
+                differ = 1;
+            g = o->reply->msg.attr.gfid;
+            has_g = 1;
+        }
+    }
+    /* The unaccused copies must agree on the object (and, read through a
+     * handle, be the one it opened). */
+    if (differ || (have && have != allowed) ||
+        (s->h && s->h->has_gfid && !rpc_has(&s->parent->args, RPC_T_PATH) &&
+         (!has_g || !gfid_equal(&g, &s->h->gfid))))
+        allowed = 0;
+    for (int i = 0; i < r->n; i++)
+        if (v->asked >> i & 1) {
+            cl_op_release(&v->obj[i]);
+            cl_op_release(&v->par[i]);
+        }
+    free(v);
+    s->verified = 1;
+    s->allowed = allowed;
+    single_try(s);
 }
 
 /* For a read ahead: one of the clean copies other than the handle's read
@@ -728,18 +874,22 @@ static void single_try(struct single *s)
                 have |= 1u << i;
         usable &= have;
     }
-    uint32_t acc = accused_mask(r);
+    uint32_t acc = s->verified ? ~s->allowed : accused_mask(r);
     uint32_t clean = ~(__atomic_load_n(&r->suspect, __ATOMIC_RELAXED) | acc);
     if (s->fixed < 0 && usable && !(usable & ~acc)) {
+        if (!s->verified && verify_start(s) == 0)
+            return; /* verify_done_cb tries again */
         /* Every copy within reach may miss changes the others have: no
          * answer rather than a stale one. */
-        log_warn("volume %s: %s refused: the reachable copies (0x%x) are marked for heal and "
-                 "the good ones are not reachable",
-                 r->volume, rpc_op_name((unsigned)s->parent->args.op), usable);
+        char path[PATH_MAX];
+        log_warn("volume %s: %s of %s refused: no reachable copy is known to hold every change "
+                 "(reachable 0x%x)",
+                 r->volume, rpc_op_name((unsigned)s->parent->args.op),
+                 single_path(s, path, sizeof(path)) ? path : "an open file", usable);
         struct cl_op *parent = s->parent;
         parent->rounds = s->rounds;
         free(s);
-        cl_op_complete(parent, -ENOTCONN, NULL);
+        cl_op_complete(parent, -EIO, NULL);
         return;
     }
     if (s->fixed < 0)

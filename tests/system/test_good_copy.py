@@ -10,6 +10,7 @@ each. Run:
       /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/system/test_good_copy.py'
 """
 
+import errno
 import os
 import signal
 import time
@@ -144,3 +145,43 @@ def test_accusation_clears_after_heal(make_vol):
     assert "now holds marks against replica(s) 0x2" in text
     assert "marks against replica(s) 0x2 of this set are all cleared" in text
     assert wait_until(lambda: fresh_reads("after")[1] > 0, 20, "reads from the healed copy")
+
+
+def test_every_copy_accused_reads_by_the_objects_own_marks(make_vol):
+    """One file in split brain (each copy blames the others, made by hand
+    on the bricks as test_heal.py does) makes every brick accuse the
+    others: reads then go by each object's own marks, so every other file
+    still reads, and the split one fails with EIO instead of returning one
+    side's bytes."""
+    import struct
+    import uuid
+    v = make_vol(options={"cluster.self-heal-daemon": "off"})
+    a = v.mounts[0]
+    data = versions("z-")
+    write_all(a.path, NAMES, data)
+    with open(os.path.join(a.path, "split"), "wb") as f:
+        f.write(b"agreed")
+    v.unmount(a)
+    for i, b in enumerate(v.bricks):
+        p = os.path.join(b, "split")
+        with open(p, "wb") as f:
+            f.write(f"brick {i} says".encode())
+        os.setxattr(p, "trusted.cairn.pending", struct.pack("<I", 0b111 & ~(1 << i)))
+        idx = os.path.join(b, ".cairn", "index")
+        os.makedirs(idx, exist_ok=True)
+        g = str(uuid.UUID(bytes=os.getxattr(p, "trusted.cairn.gfid")))
+        with open(os.path.join(idx, g), "w") as f:
+            f.write("/split")
+    # the bricks learn their marks when they start: restart them
+    pids = [v.brick_pid(i) for i in range(3)]
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: all(v.brick_pid(i) not in (None, pids[i]) for i in range(3)), 30,
+               "the bricks to be restarted")
+    v.wait_bricks()
+    m = v.mount("after")
+    assert file_sums(m.path, NAMES) == {n: sha(data[n]) for n in NAMES}
+    with pytest.raises(OSError) as e:
+        open(os.path.join(m.path, "split"), "rb").read()
+    assert e.value.errno == errno.EIO
+    assert "no reachable copy is known to hold every change" in open(m.log).read()
