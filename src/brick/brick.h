@@ -94,6 +94,8 @@ struct brick_conn {
     struct rpc_conn *rc; /* NULL for in-process use (tests) */
     pthread_mutex_t lock;
     int refs, closed, handshaken;
+    int busy;              /* requests running (brick_conn_enter) */
+    int released;          /* its handles, locks and leases let go (handles.c) */
     struct brick_fh **fhs; /* slot table; FH = slot | generation << 20 */
     uint32_t *fh_gen;
     uint32_t n_fhs, cap_fhs;
@@ -107,9 +109,24 @@ struct brick_conn {
 struct brick_conn *brick_conn_new(struct brick *b, struct rpc_conn *rc, const char *peer);
 void brick_conn_get(struct brick_conn *bc);
 void brick_conn_put(struct brick_conn *bc);
-/* The connection went away: closes every handle and releases its locks and
- * lock waits. Idempotent. */
+/* The connection went away: no request of it runs from now on, and once the
+ * ones running have ended (at once when none is) every handle is closed and
+ * its locks, lock waits and leases are released. Idempotent.
+ *
+ * Teardown in two steps because a connection's requests run on workers
+ * while its reader sees it close: a client that gave up on a brick (one
+ * stopped, then woken with a backlog of its requests) leaves requests
+ * queued behind the close, and one that ran after the release registered
+ * a lease for a connection about to be freed. */
 void brick_conn_shutdown(struct brick_conn *bc);
+/* A request of bc starts to run (brick_exec): 0, or -ENOTCONN once bc is
+ * shut down; the request is then dropped, as if the brick had never
+ * received it (its client failed it with the connection, and marked the
+ * brick for heal where others applied it). Each 0 is paired with
+ * brick_conn_leave, which releases bc's state when the last request
+ * running on a shut-down connection ends. */
+int brick_conn_enter(struct brick_conn *bc);
+void brick_conn_leave(struct brick_conn *bc);
 
 /* ---- path resolution (resolve.c) ---- */
 
@@ -355,7 +372,8 @@ int brick_xattr_name_ok(const char *name);
  * entry it lists; the client then answers them itself under the lease). */
 void brick_put_noxattrs(struct brick_req *r, const struct brick_loc *loc);
 
-/* Runs one request; returns 0, BRICK_DEFERRED or -errno. */
+/* Runs one request; returns 0, BRICK_DEFERRED or -errno (-ENOTCONN, not
+ * run, when r->bc is shut down: brick_conn_enter). */
 int brick_exec(struct brick_req *r);
 
 /* Operation handlers, one per opcode (ops_*.c). */

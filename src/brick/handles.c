@@ -45,7 +45,7 @@ void brick_conn_put(struct brick_conn *bc)
     pthread_mutex_unlock(&bc->lock);
     if (!last)
         return;
-    brick_conn_shutdown(bc);
+    brick_conn_shutdown(bc); /* nothing runs: releases now if not yet */
     if (bc->rc)
         rpc_conn_put(bc->rc);
     free(bc->fhs);
@@ -168,15 +168,12 @@ int brick_fh_remove(struct brick_conn *bc, uint64_t id, int is_dir)
     return 0;
 }
 
-void brick_conn_shutdown(struct brick_conn *bc)
+/* Closes every handle of bc and lets go of its locks, lock waits and
+ * leases; once, when bc is shut down and no request of it runs. */
+static void conn_release(struct brick_conn *bc)
 {
-    pthread_mutex_lock(&bc->lock);
-    if (bc->closed) {
-        pthread_mutex_unlock(&bc->lock);
-        return;
-    }
-    bc->closed = 1;
     uint32_t n = 0;
+    pthread_mutex_lock(&bc->lock);
     for (uint32_t i = 0; i < bc->n_fhs; i++)
         if (bc->fhs[i])
             n++;
@@ -196,4 +193,41 @@ void brick_conn_shutdown(struct brick_conn *bc)
         if (fh)
             brick_fh_put(bc, fh);
     }
+}
+
+void brick_conn_shutdown(struct brick_conn *bc)
+{
+    pthread_mutex_lock(&bc->lock);
+    if (bc->closed) {
+        pthread_mutex_unlock(&bc->lock);
+        return;
+    }
+    bc->closed = 1;
+    int now = bc->busy == 0;
+    if (now)
+        bc->released = 1;
+    pthread_mutex_unlock(&bc->lock);
+    if (now)
+        conn_release(bc);
+}
+
+int brick_conn_enter(struct brick_conn *bc)
+{
+    pthread_mutex_lock(&bc->lock);
+    int closed = bc->closed;
+    if (!closed)
+        bc->busy++;
+    pthread_mutex_unlock(&bc->lock);
+    return closed ? -ENOTCONN : 0;
+}
+
+void brick_conn_leave(struct brick_conn *bc)
+{
+    pthread_mutex_lock(&bc->lock);
+    int last = --bc->busy == 0 && bc->closed && !bc->released;
+    if (last)
+        bc->released = 1;
+    pthread_mutex_unlock(&bc->lock);
+    if (last)
+        conn_release(bc);
 }

@@ -106,7 +106,12 @@ extern const struct brick_vfs brick_vfs_fault;
 void brick_fault_arm(enum brick_vfs_call call, int err, unsigned skip, int sticky);
 /* Makes pwrite write at most max bytes per call (0: no limit). */
 void brick_fault_short_write(size_t max);
-/* Disarms everything; returns how many faults fired since the last reset. */
+/* A disk that stalls: the (skip + 1)-th next call of `call` (and every
+ * later one while sticky) waits ms milliseconds, then runs (or fails, when
+ * a fault is armed too). */
+void brick_fault_stall(enum brick_vfs_call call, unsigned ms, unsigned skip, int sticky);
+/* Disarms everything; returns how many faults fired since the last reset
+ * (stalls included). */
 unsigned brick_fault_reset(void);
 
 #endif

@@ -1,17 +1,20 @@
 /* brick_vfs_fault: brick_vfs_posix with failures injected on demand, for
  * tests of the brick's error paths (a full disk in the middle of a create,
- * a short write). */
+ * a short write, a disk that stalls). */
 #include <errno.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "storage.h"
 
-static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    int err;
+struct fault {
+    int err; /* a failure: the positive errno; a stall: the milliseconds */
     unsigned skip;
     int armed, sticky;
-} faults[BVFS_NCALLS];
+};
+
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fault faults[BVFS_NCALLS], stalls[BVFS_NCALLS];
 static size_t short_max;
 static unsigned fired;
 
@@ -22,6 +25,13 @@ void brick_fault_arm(enum brick_vfs_call call, int err, unsigned skip, int stick
     faults[call].skip = skip;
     faults[call].sticky = sticky;
     faults[call].armed = 1;
+    pthread_mutex_unlock(&fault_lock);
+}
+
+void brick_fault_stall(enum brick_vfs_call call, unsigned ms, unsigned skip, int sticky)
+{
+    pthread_mutex_lock(&fault_lock);
+    stalls[call] = (struct fault){.err = (int)ms, .skip = skip, .armed = 1, .sticky = sticky};
     pthread_mutex_unlock(&fault_lock);
 }
 
@@ -36,7 +46,7 @@ unsigned brick_fault_reset(void)
 {
     pthread_mutex_lock(&fault_lock);
     for (int i = 0; i < BVFS_NCALLS; i++)
-        faults[i].armed = 0;
+        faults[i].armed = stalls[i].armed = 0;
     short_max = 0;
     unsigned n = fired;
     fired = 0;
@@ -44,22 +54,32 @@ unsigned brick_fault_reset(void)
     return n;
 }
 
-/* 0, or the negative errno the call must fail with. */
+/* Whether f fires on this call (it is counted); under fault_lock. */
+static int fires(struct fault *f)
+{
+    if (!f->armed)
+        return 0;
+    if (f->skip) {
+        f->skip--;
+        return 0;
+    }
+    fired++;
+    if (!f->sticky)
+        f->armed = 0;
+    return 1;
+}
+
+/* 0, or the negative errno the call must fail with; waits first when a
+ * stall fires. */
 static int fault(enum brick_vfs_call call)
 {
-    int rc = 0;
     pthread_mutex_lock(&fault_lock);
-    if (faults[call].armed) {
-        if (faults[call].skip) {
-            faults[call].skip--;
-        } else {
-            rc = -faults[call].err;
-            fired++;
-            if (!faults[call].sticky)
-                faults[call].armed = 0;
-        }
-    }
+    unsigned ms = fires(&stalls[call]) ? (unsigned)stalls[call].err : 0;
+    int rc = fires(&faults[call]) ? -faults[call].err : 0;
     pthread_mutex_unlock(&fault_lock);
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (ms && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
     return rc;
 }
 
