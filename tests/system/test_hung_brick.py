@@ -104,3 +104,50 @@ def test_stopped_brick_wakes_without_crashing(pool, vol_factory):  # noqa: F811
         pool.nodes[1].mounts.remove(fresh)
     assert v.brick_pids()[2] == [pid]
     assert crash_lines(pool) == []
+
+
+def brick_row(node, vol, brick):
+    """(port, pid) of brick in `volume status` asked of node."""
+    for host, path, port, pid in node.brick_status(vol):
+        if path == brick:
+            return port, pid
+    raise AssertionError(f"{brick} not in `volume status {vol}`")
+
+
+def wait_row(pool, vol, brick, want, timeout=20):
+    """Polls `volume status` on every server until brick's (port, pid) is
+    want there; returns the rows seen last otherwise."""
+    end = time.time() + timeout
+    while True:
+        rows = [brick_row(n, vol, brick) for n in pool.nodes]
+        if all(r == want for r in rows) or time.time() > end:
+            return rows
+        time.sleep(0.3)
+
+
+def test_stopped_brick_shows_offline(pool, vol_factory):  # noqa: F811
+    v = vol_factory()
+    node = pool.nodes[2]
+    pid = v.brick_pids()[2][0]
+    port = brick_row(node, v.name, v.bricks[2])[0]
+    assert port and brick_row(pool.nodes[0], v.name, v.bricks[2]) == (port, pid)
+    node.stop_signal(pid)
+    try:
+        rows = wait_row(pool, v.name, v.bricks[2], (None, None))
+        assert rows == [(None, None)] * 3, f"a stopped brick still shown online: {rows}"
+        for b in v.bricks[:2]:
+            assert all(brick_row(n, v.name, b)[1] for n in pool.nodes), b
+        st = pool.nodes[0].cli("volume", "status", v.name).stdout
+        line = next(x for x in st.splitlines() if x.strip().endswith("N/A") and " N " in x)
+        assert "N/A" in line
+        # silent, not dead: cairnd leaves it alone
+        time.sleep(3)
+        assert alive(pid) and v.brick_pids()[2] == [pid]
+    finally:
+        node.cont(pid)
+    rows = wait_row(pool, v.name, v.bricks[2], (port, pid))
+    assert rows == [(port, pid)] * 3, f"the brick is not shown online again: {rows}"
+    assert v.brick_pids()[2] == [pid]
+    log = open(node.logfile).read()
+    assert f"(pid {pid}) has not answered" in log and f"(pid {pid}) answers again" in log
+    assert crash_lines(pool) == []
