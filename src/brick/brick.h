@@ -65,6 +65,10 @@ struct brick {
     struct brick_spare *spare;       /* spare.c; NULL: new files get new inodes */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
+    int stall_ms;               /* atomic; network.ping-timeout: a request running longer
+                                 * means the disk stalls (server.c) */
+    pthread_mutex_t conns_lock; /* the list of connection states below */
+    struct brick_conn *conns;   /* every one not yet freed (handles.c) */
 };
 
 /* Opens (and on first use initialises) the brick at path for volume: checks
@@ -89,14 +93,24 @@ void brick_set_option(struct brick *b, const char *name, const char *value);
 
 struct brick_fh;
 
+/* A request running on a connection (brick_conn_enter), kept by its
+ * caller until brick_conn_leave. */
+struct brick_running {
+    struct brick_running *prev, *next;
+    uint64_t since_ms; /* net_now_ms() when it started */
+    uint16_t opcode;
+};
+
 struct brick_conn {
     struct brick *b;
     struct rpc_conn *rc; /* NULL for in-process use (tests) */
     pthread_mutex_t lock;
     int refs, closed, handshaken;
-    int busy;              /* requests running (brick_conn_enter) */
-    int released;          /* its handles, locks and leases let go (handles.c) */
-    struct brick_fh **fhs; /* slot table; FH = slot | generation << 20 */
+    int busy;     /* requests running (brick_conn_enter) */
+    int released; /* its handles, locks and leases let go (handles.c) */
+    struct brick_running *running, *running_tail; /* those requests, oldest first */
+    struct brick_conn *all_prev, *all_next;       /* b->conns, under b->conns_lock */
+    struct brick_fh **fhs;                        /* slot table; FH = slot | generation << 20 */
     uint32_t *fh_gen;
     uint32_t n_fhs, cap_fhs;
     char peer[96];
@@ -119,14 +133,19 @@ void brick_conn_put(struct brick_conn *bc);
  * queued behind the close, and one that ran after the release registered
  * a lease for a connection about to be freed. */
 void brick_conn_shutdown(struct brick_conn *bc);
-/* A request of bc starts to run (brick_exec): 0, or -ENOTCONN once bc is
- * shut down; the request is then dropped, as if the brick had never
- * received it (its client failed it with the connection, and marked the
- * brick for heal where others applied it). Each 0 is paired with
- * brick_conn_leave, which releases bc's state when the last request
- * running on a shut-down connection ends. */
-int brick_conn_enter(struct brick_conn *bc);
-void brick_conn_leave(struct brick_conn *bc);
+/* A request of bc starts to run (brick_exec): 0, with run kept in bc's
+ * list of running requests, or -ENOTCONN once bc is shut down; the request
+ * is then dropped, as if the brick had never received it (its client
+ * failed it with the connection, and marked the brick for heal where
+ * others applied it). Each 0 is paired with brick_conn_leave, which
+ * releases bc's state when the last request running on a shut-down
+ * connection ends. */
+int brick_conn_enter(struct brick_conn *bc, struct brick_running *run, uint16_t opcode);
+void brick_conn_leave(struct brick_conn *bc, struct brick_running *run);
+/* The request running longest on any connection of b, shut down or not:
+ * 1 with its start, opcode and peer, or 0 when none runs. */
+int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, char *peer,
+                         size_t peer_len);
 
 /* ---- path resolution (resolve.c) ---- */
 

@@ -169,7 +169,8 @@ static int exec_compound(struct brick_req *r)
 int brick_exec(struct brick_req *r)
 {
     r->text[0] = 0;
-    if (brick_conn_enter(r->bc) < 0)
+    struct brick_running run;
+    if (brick_conn_enter(r->bc, &run, r->opcode) < 0)
         return -ENOTCONN; /* its client is gone: see brick_conn_shutdown */
     int rc;
     if (r->opcode == RPC_OP_COMPOUND) {
@@ -181,7 +182,7 @@ int brick_exec(struct brick_req *r)
             rc = r->out->err;
     }
     rc = brick_lease_defer(r, rc);
-    brick_conn_leave(r->bc);
+    brick_conn_leave(r->bc, &run);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "brick.h"
 
 #define SLOT_BITS 20
@@ -28,6 +29,12 @@ struct brick_conn *brick_conn_new(struct brick *b, struct rpc_conn *rc, const ch
     snprintf(bc->peer, sizeof(bc->peer), "%s", peer ? peer : "local");
     if (rc)
         rpc_conn_get(rc);
+    pthread_mutex_lock(&b->conns_lock);
+    bc->all_next = b->conns;
+    if (b->conns)
+        b->conns->all_prev = bc;
+    b->conns = bc;
+    pthread_mutex_unlock(&b->conns_lock);
     return bc;
 }
 
@@ -46,6 +53,15 @@ void brick_conn_put(struct brick_conn *bc)
     if (!last)
         return;
     brick_conn_shutdown(bc); /* nothing runs: releases now if not yet */
+    struct brick *b = bc->b;
+    pthread_mutex_lock(&b->conns_lock);
+    if (bc->all_prev)
+        bc->all_prev->all_next = bc->all_next;
+    else
+        b->conns = bc->all_next;
+    if (bc->all_next)
+        bc->all_next->all_prev = bc->all_prev;
+    pthread_mutex_unlock(&b->conns_lock);
     if (bc->rc)
         rpc_conn_put(bc->rc);
     free(bc->fhs);
@@ -211,23 +227,61 @@ void brick_conn_shutdown(struct brick_conn *bc)
         conn_release(bc);
 }
 
-int brick_conn_enter(struct brick_conn *bc)
+int brick_conn_enter(struct brick_conn *bc, struct brick_running *run, uint16_t opcode)
 {
+    run->since_ms = net_now_ms();
+    run->opcode = opcode;
+    run->next = NULL;
     pthread_mutex_lock(&bc->lock);
     int closed = bc->closed;
-    if (!closed)
+    if (!closed) {
         bc->busy++;
+        run->prev = bc->running_tail;
+        if (bc->running_tail)
+            bc->running_tail->next = run;
+        else
+            bc->running = run;
+        bc->running_tail = run;
+    }
     pthread_mutex_unlock(&bc->lock);
     return closed ? -ENOTCONN : 0;
 }
 
-void brick_conn_leave(struct brick_conn *bc)
+void brick_conn_leave(struct brick_conn *bc, struct brick_running *run)
 {
     pthread_mutex_lock(&bc->lock);
+    if (run->prev)
+        run->prev->next = run->next;
+    else
+        bc->running = run->next;
+    if (run->next)
+        run->next->prev = run->prev;
+    else
+        bc->running_tail = run->prev;
     int last = --bc->busy == 0 && bc->closed && !bc->released;
     if (last)
         bc->released = 1;
     pthread_mutex_unlock(&bc->lock);
     if (last)
         conn_release(bc);
+}
+
+int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, char *peer,
+                         size_t peer_len)
+{
+    int found = 0;
+    pthread_mutex_lock(&b->conns_lock);
+    for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next) {
+        pthread_mutex_lock(&bc->lock);
+        const struct brick_running *r = bc->running;
+        if (r && (!found || r->since_ms < *since_ms)) {
+            found = 1;
+            *since_ms = r->since_ms;
+            *opcode = r->opcode;
+            snprintf(peer, peer_len, "%s", bc->peer);
+        }
+        pthread_mutex_unlock(&bc->lock);
+    }
+    pthread_mutex_unlock(&b->conns_lock);
+    return found;
 }

@@ -114,4 +114,20 @@ void brick_fault_stall(enum brick_vfs_call call, unsigned ms, unsigned skip, int
  * (stalls included). */
 unsigned brick_fault_reset(void);
 
+/* Faults by command, for system tests of a running cairn-brickd. One line:
+ *   stall CALL MS [SKIP [sticky]]   brick_fault_stall
+ *   fail CALL ERRNO [SKIP [sticky]] brick_fault_arm (ERRNO: a number or a
+ *                                   name such as EIO, ENOSPC)
+ *   reset                           brick_fault_reset
+ * CALL is the enum's name in lower case without BVFS_ (pwrite, fsync).
+ * 0, or -EINVAL with the reason in err. */
+int brick_fault_command(const char *line, char *err, size_t errlen);
+/* Tests only, never in production: cairn-brickd runs on brick_vfs_fault
+ * when its environment has CAIRN_TEST_FAULTS=1 (cairnd passes its own on),
+ * and then takes commands from the file `path` (BRICK/.cairn/test-faults):
+ * it checks for the file every 100 ms, runs its lines and removes it, so a
+ * test knows the faults are armed once the file is gone. Starts that
+ * watcher; 0 or -errno. */
+int brick_fault_watch(const char *path);
+
 #endif

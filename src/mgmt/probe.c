@@ -1,14 +1,14 @@
 /* Whether this server's brick processes answer: a thread keeps one
- * connection to each running brick and pings it every PROBE_EVERY_MS. A
- * process that exists but has left a ping unanswered for PROBE_ANSWER_MS
- * (stopped with SIGSTOP, or wedged) is offline for `volume status`.
+ * connection to each running brick and asks it every PROBE_EVERY_MS, with
+ * a HANDSHAKE (answered by the brick's reader thread, as a ping is, but
+ * refused with EIO while the brick's disk stalls: server.c). A process
+ * that exists but has left a question unanswered, or refused, for
+ * PROBE_ANSWER_MS (stopped with SIGSTOP, wedged, its disk stalled) is
+ * offline for `volume status`.
  *
  * Only the display follows: the supervisor restarts processes that died,
  * never one that is merely silent (a brick stopped in a debugger, or by a
- * test, comes back as it was when continued). A brick whose disk workers
- * are blocked still answers: pings are answered by its connections'
- * reader threads (rpc/conn.c), so this says whether the process runs, not
- * whether its disk does (docs/replication.md, Failures).
+ * test, comes back as it was when continued).
  *
  * `volume status` only reads what the thread found: it never waits for a
  * brick. */
@@ -33,11 +33,12 @@ struct probe {
     char id[GFID_STRLEN];
     char name[NET_HOST_MAX + PATH_MAX + 2]; /* host:path, for the log */
     struct net_addr addr;
+    char vol[MGMT_VOLNAME_MAX + 1];
     pid_t pid;
-    int refs;          /* the table's, and one per ping in flight */
+    int refs;          /* the table's, and one per question in flight */
     uint64_t asked_ms; /* since when an answer is owed (0: none): the oldest
-                        * unanswered ping, or the first failed connect */
-    int inflight;      /* pings sent and not yet answered or failed */
+                        * question unanswered, or the first failed connect */
+    int inflight;      /* questions sent and not yet answered or failed */
     /* the probe thread's alone: */
     struct rpc_conn *c;
     uint64_t sent_ms;
@@ -58,14 +59,16 @@ static void probe_put(struct probe *p)
         free(p);
 }
 
-static void ping_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+static void answer_cb(void *arg, int status, struct rpc_frame *reply, int *take)
 {
     struct probe *p = arg;
-    (void)reply;
     (void)take;
     pthread_mutex_lock(&probes_lock);
     p->inflight--;
-    if (status == 0)
+    /* Any answer but the refusal of a brick whose disk stalls (another,
+     * such as auth.allow not listing this server, comes from a brick that
+     * runs); none at all when reply is NULL (the connection failed). */
+    if (reply && status != -EIO)
         p->asked_ms = 0;
     pthread_mutex_unlock(&probes_lock);
     probe_put(p);
@@ -82,6 +85,7 @@ static void drop_conn(struct probe *p)
 
 struct target {
     char id[GFID_STRLEN];
+    char vol[MGMT_VOLNAME_MAX + 1];
     char name[NET_HOST_MAX + PATH_MAX + 2];
     struct net_addr addr;
     pid_t pid;
@@ -106,6 +110,7 @@ static int targets(struct mgmt *m, struct target **out)
             }
             struct target *x = &t[n++];
             snprintf(x->id, sizeof(x->id), "%s", b->id);
+            snprintf(x->vol, sizeof(x->vol), "%s", v->name);
             snprintf(x->name, sizeof(x->name), "%s:%s", b->host, b->path);
             snprintf(x->addr.host, sizeof(x->addr.host), "%s", b->host);
             x->addr.port = b->port;
@@ -138,6 +143,7 @@ static void reconcile(const struct target *t, int n)
         if (!np)
             continue;
         snprintf(np->id, sizeof(np->id), "%s", t[i].id);
+        snprintf(np->vol, sizeof(np->vol), "%s", t[i].vol);
         snprintf(np->name, sizeof(np->name), "%s", t[i].name);
         np->addr = t[i].addr;
         np->pid = t[i].pid;
@@ -165,10 +171,11 @@ static void reconcile(const struct target *t, int n)
     }
 }
 
-/* One brick: connects when needed, pings when due, logs a change of
+/* One brick: connects when needed, asks when due, logs a change of
  * state. */
 static void probe_one(struct probe *p, uint64_t now)
 {
+    int rc;
     if (p->c && !rpc_conn_is_open(p->c))
         drop_conn(p);
     if (!p->c) {
@@ -195,7 +202,12 @@ static void probe_one(struct probe *p, uint64_t now)
     pthread_mutex_unlock(&probes_lock);
     if (send) {
         p->sent_ms = now;
-        if (rpc_conn_call(p->c, RPC_OP_PING, NULL, ping_cb, p) < 0) {
+        struct rpc_buf body;
+        rpc_buf_init(&body);
+        rpc_put_str(&body, RPC_T_NAME, p->vol);
+        rc = rpc_conn_call(p->c, RPC_OP_HANDSHAKE, &body, answer_cb, p);
+        rpc_buf_free(&body);
+        if (rc < 0) {
             pthread_mutex_lock(&probes_lock);
             p->inflight--;
             pthread_mutex_unlock(&probes_lock);

@@ -2,7 +2,8 @@
  * operations over the wire, compound requests, a waiting lock that leaves
  * the connection responsive, locks released when a connection closes,
  * malformed frames on one connection that close it without touching the
- * others or the disk, and requests queued on a connection that closed. */
+ * others or the disk, requests queued on a connection that closed, and a
+ * disk that stalls. */
 #include <sys/socket.h>
 
 #include "../../src/brick/server.h"
@@ -312,6 +313,63 @@ static void test_backlog_after_close(const char *dir)
     hang_up(b);
 }
 
+/* A disk that stalls longer than network.ping-timeout: the brick closes
+ * its connections (the request held by the disk fails for its client
+ * instead of waiting), refuses handshakes with EIO while the disk holds
+ * it, and serves again once it completed. */
+static void test_disk_stall(const char *dir, struct brick *b)
+{
+    brick_set_option(b, "network.ping-timeout", "1");
+    struct rpc_conn *a = dial();
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    CHECK_EQ(handshake(a, "testvol", dir, NULL), 0);
+    struct rpc_msg m = tb_msg("/stall");
+    gfid_t g;
+    gfid_generate(&g);
+    tb_set_gfid(&m, &g);
+    RPC_SET(&m, mode, RPC_T_MODE, S_IFREG | 0644);
+    RPC_SET(&m, flags, RPC_T_FLAGS, O_RDWR | O_CREAT);
+    struct rpc_frame *r = NULL;
+    CHECK_EQ(call(a, RPC_OP_CREATE, &m, &r), 0);
+    uint64_t fh = r ? r->msg.fh : 0;
+    rpc_frame_free(r);
+    brick_fault_stall(BVFS_FSYNC, 3000, 0, 0);
+    m = tb_msg(NULL);
+    RPC_SET(&m, fh, RPC_T_FH, fh);
+    /* without the watch it would wait for the disk, then succeed */
+    CHECK_EQ(call(a, RPC_OP_FSYNC, &m, NULL), -ENOTCONN);
+    CHECK(!rpc_conn_is_open(a));
+    hang_up(a);
+    struct rpc_conn *c = dial();
+    CHECK(c != NULL);
+    if (c) {
+        r = NULL;
+        CHECK_EQ(handshake(c, "testvol", dir, &r), -EIO);
+        CHECK(r && rpc_has(&r->msg, RPC_T_TEXT));
+        rpc_frame_free(r);
+        CHECK_EQ(call(c, RPC_OP_PING, NULL, NULL), 0); /* the process answers */
+        hang_up(c);
+    }
+    /* served again once the fsync is through */
+    int rc = -EIO;
+    for (int i = 0; i < 100 && rc == -EIO; i++) {
+        usleep(100 * 1000);
+        c = dial();
+        rc = c ? handshake(c, "testvol", dir, NULL) : -ENOTCONN;
+        if (c && rc == 0) {
+            m = tb_msg("/stall");
+            CHECK_EQ(call(c, RPC_OP_LOOKUP, &m, NULL), 0);
+        }
+        if (c)
+            hang_up(c);
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(brick_fault_reset(), 1u);
+    brick_set_option(b, "network.ping-timeout", "10");
+}
+
 int main(void)
 {
     log_init("test", LOG_ERROR);
@@ -342,6 +400,7 @@ int main(void)
     CHECK_EQ(rc, 0);
     if (rc == 0) {
         test_backlog_after_close(t.dir);
+        test_disk_stall(t.dir, t.b);
         brick_server_stop(s);
     }
     tb_close(&t, 1);
