@@ -1,4 +1,6 @@
-/* Per-connection state: the handle table (FH -> open file or directory).
+/* Per-connection state: the handle table (FH -> open file or directory),
+ * the requests running, and the teardown in two steps (brick.h,
+ * brick_conn_shutdown).
  *
  * A handle id is its slot number plus a generation in bits 20-39, so a
  * released id is not silently taken to mean the next file opened in the
