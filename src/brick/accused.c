@@ -172,14 +172,14 @@ static int sub_find(const struct brick_accused *A, const struct brick_conn *bc)
     return -1;
 }
 
-uint32_t brick_accused_subscribe(struct brick_conn *bc, uint64_t *gen)
+uint32_t brick_accused_subscribe(struct brick_conn *bc, int listens, uint64_t *gen)
 {
     struct brick_accused *A = bc->b->accused;
     *gen = 0;
     if (!A)
         return 0;
     pthread_mutex_lock(&A->lock);
-    if (bc->rc && sub_find(A, bc) < 0) {
+    if (listens && bc->rc && sub_find(A, bc) < 0) {
         if (A->n_subs == A->cap_subs) {
             int cap = A->cap_subs ? A->cap_subs * 2 : 16;
             struct acc_sub *v = realloc(A->subs, (size_t)cap * sizeof(*v));

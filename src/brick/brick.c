@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/options.h"
 #include "brick.h"
 
 #define INFO_NAME "brick.info"
@@ -204,6 +205,9 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     b->tmp_fd = -1;
     pthread_mutex_init(&b->opt_lock, NULL);
     brick_space_init(b);
+    pthread_mutex_init(&b->conns_lock, NULL);
+    struct opt_set defaults = {0};
+    b->stall_ms = (int)opt_int(&defaults, "network.ping-timeout") * 1000;
     if (!(b->path = strdup(path)) || !(b->volume = strdup(volume)))
         goto fail;
     umask(0); /* modes come from the request, already masked by the client */
@@ -296,6 +300,7 @@ void brick_close(struct brick *b)
     b->vfs->close(b->root_fd);
     brick_space_fini(b);
     pthread_mutex_destroy(&b->opt_lock);
+    pthread_mutex_destroy(&b->conns_lock);
     free(b->auth_allow);
     free(b->auth_reject);
     free(b->path);
@@ -316,6 +321,10 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
         *slot = v;
         pthread_mutex_unlock(&b->opt_lock);
         log_debug("option %s = %s", name, value);
+    } else if (!strcmp(name, "network.ping-timeout")) {
+        int64_t secs;
+        if (opt_parse_time(value, &secs) == 0 && secs > 0 && secs <= INT_MAX / 1000)
+            __atomic_store_n(&b->stall_ms, (int)secs * 1000, __ATOMIC_RELAXED);
     } else if (!strcmp(name, "features.lease-recall-timeout")) {
         double secs = atof(value);
         if (secs > 0)

@@ -80,6 +80,10 @@ struct brick {
     struct brick_space space;        /* space.c */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
+    int stall_ms;               /* atomic; network.ping-timeout: a request running longer
+                                 * means the disk stalls (server.c) */
+    pthread_mutex_t conns_lock; /* the list of connection states below */
+    struct brick_conn *conns;   /* every one not yet freed (handles.c) */
 };
 
 /* Opens (and on first use initialises) the brick at path for volume: checks
@@ -104,12 +108,24 @@ void brick_set_option(struct brick *b, const char *name, const char *value);
 
 struct brick_fh;
 
+/* A request running on a connection (brick_conn_enter), kept by its
+ * caller until brick_conn_leave. */
+struct brick_running {
+    struct brick_running *prev, *next;
+    uint64_t since_ms; /* net_now_ms() when it started */
+    uint16_t opcode;
+};
+
 struct brick_conn {
     struct brick *b;
     struct rpc_conn *rc; /* NULL for in-process use (tests) */
     pthread_mutex_t lock;
     int refs, closed, handshaken;
-    struct brick_fh **fhs; /* slot table; FH = slot | generation << 20 */
+    int busy;     /* requests running (brick_conn_enter) */
+    int released; /* its handles, locks and leases let go (handles.c) */
+    struct brick_running *running, *running_tail; /* those requests, oldest first */
+    struct brick_conn *all_prev, *all_next;       /* b->conns, under b->conns_lock */
+    struct brick_fh **fhs;                        /* slot table; FH = slot | generation << 20 */
     uint32_t *fh_gen;
     uint32_t n_fhs, cap_fhs;
     char peer[96];
@@ -122,9 +138,29 @@ struct brick_conn {
 struct brick_conn *brick_conn_new(struct brick *b, struct rpc_conn *rc, const char *peer);
 void brick_conn_get(struct brick_conn *bc);
 void brick_conn_put(struct brick_conn *bc);
-/* The connection went away: closes every handle and releases its locks and
- * lock waits. Idempotent. */
+/* The connection went away: no request of it runs from now on, and once the
+ * ones running have ended (at once when none is) every handle is closed and
+ * its locks, lock waits and leases are released. Idempotent.
+ *
+ * Teardown in two steps because a connection's requests run on workers
+ * while its reader sees it close: a client that gave up on a brick (one
+ * stopped, then woken with a backlog of its requests) leaves requests
+ * queued behind the close, and one that ran after the release registered
+ * a lease for a connection about to be freed. */
 void brick_conn_shutdown(struct brick_conn *bc);
+/* A request of bc starts to run (brick_exec): 0, with run kept in bc's
+ * list of running requests, or -ENOTCONN once bc is shut down; the request
+ * is then dropped, as if the brick had never received it (its client
+ * failed it with the connection, and marked the brick for heal where
+ * others applied it). Each 0 is paired with brick_conn_leave, which
+ * releases bc's state when the last request running on a shut-down
+ * connection ends. */
+int brick_conn_enter(struct brick_conn *bc, struct brick_running *run, uint16_t opcode);
+void brick_conn_leave(struct brick_conn *bc, struct brick_running *run);
+/* The request running longest on any connection of b, shut down or not:
+ * 1 with its start, opcode and peer, or 0 when none runs. */
+int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, char *peer,
+                         size_t peer_len);
 
 /* ---- path resolution (resolve.c) ---- */
 
@@ -379,7 +415,8 @@ int brick_xattr_name_ok(const char *name);
  * entry it lists; the client then answers them itself under the lease). */
 void brick_put_noxattrs(struct brick_req *r, const struct brick_loc *loc);
 
-/* Runs one request; returns 0, BRICK_DEFERRED or -errno. */
+/* Runs one request; returns 0, BRICK_DEFERRED or -errno (-ENOTCONN, not
+ * run, when r->bc is shut down: brick_conn_enter). */
 int brick_exec(struct brick_req *r);
 
 /* Operation handlers, one per opcode (ops_*.c). */
@@ -460,10 +497,11 @@ void brick_accused_fini(struct brick *b);
 void brick_accused_note(struct brick *b, const gfid_t *g, uint32_t bits);
 /* The members of the set this brick holds marks against. */
 uint32_t brick_accused_mask(struct brick *b);
-/* At the handshake: bc hears of every change of the mask from now on.
- * Returns the mask clients were last told, and its number in *gen, for the
- * handshake's reply. */
-uint32_t brick_accused_subscribe(struct brick_conn *bc, uint64_t *gen);
+/* At the handshake: when listens (the client sent RPC_FEATURE_ACCUSED),
+ * bc hears of every change of the mask from now on, and growth waits for
+ * it. Returns the mask clients were last told, and its number in *gen, for
+ * the handshake's reply. */
+uint32_t brick_accused_subscribe(struct brick_conn *bc, int listens, uint64_t *gen);
 void brick_accused_conn_gone(struct brick_conn *bc);
 /* After a request ran: when the mask changed, tells every client; growth
  * holds the request's reply until the others confirmed. */

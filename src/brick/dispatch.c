@@ -176,6 +176,9 @@ static int exec_compound(struct brick_req *r)
 int brick_exec(struct brick_req *r)
 {
     r->text[0] = 0;
+    struct brick_running run;
+    if (brick_conn_enter(r->bc, &run, r->opcode) < 0)
+        return -ENOTCONN; /* its client is gone: see brick_conn_shutdown */
     int rc;
     if (r->opcode == RPC_OP_COMPOUND) {
         brick_stats_note(RPC_OP_COMPOUND, 0, 0);
@@ -185,7 +188,9 @@ int brick_exec(struct brick_req *r)
         if (rc == 0 && r->out->err)
             rc = r->out->err;
     }
-    return brick_lease_defer(r, rc);
+    rc = brick_lease_defer(r, rc);
+    brick_conn_leave(r->bc, &run);
+    return rc;
 }
 
 void (*brick_local_reply_cb)(struct brick_conn *bc, uint64_t reqid, int status,

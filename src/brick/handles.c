@@ -1,4 +1,6 @@
-/* Per-connection state: the handle table (FH -> open file or directory).
+/* Per-connection state: the handle table (FH -> open file or directory),
+ * the requests running, and the teardown in two steps (brick.h,
+ * brick_conn_shutdown).
  *
  * A handle id is its slot number plus a generation in bits 20-39, so a
  * released id is not silently taken to mean the next file opened in the
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "brick.h"
 
 #define SLOT_BITS 20
@@ -28,6 +31,12 @@ struct brick_conn *brick_conn_new(struct brick *b, struct rpc_conn *rc, const ch
     snprintf(bc->peer, sizeof(bc->peer), "%s", peer ? peer : "local");
     if (rc)
         rpc_conn_get(rc);
+    pthread_mutex_lock(&b->conns_lock);
+    bc->all_next = b->conns;
+    if (b->conns)
+        b->conns->all_prev = bc;
+    b->conns = bc;
+    pthread_mutex_unlock(&b->conns_lock);
     return bc;
 }
 
@@ -45,7 +54,16 @@ void brick_conn_put(struct brick_conn *bc)
     pthread_mutex_unlock(&bc->lock);
     if (!last)
         return;
-    brick_conn_shutdown(bc);
+    brick_conn_shutdown(bc); /* nothing runs: releases now if not yet */
+    struct brick *b = bc->b;
+    pthread_mutex_lock(&b->conns_lock);
+    if (bc->all_prev)
+        bc->all_prev->all_next = bc->all_next;
+    else
+        b->conns = bc->all_next;
+    if (bc->all_next)
+        bc->all_next->all_prev = bc->all_prev;
+    pthread_mutex_unlock(&b->conns_lock);
     if (bc->rc)
         rpc_conn_put(bc->rc);
     free(bc->fhs);
@@ -169,15 +187,12 @@ int brick_fh_remove(struct brick_conn *bc, uint64_t id, int is_dir)
     return 0;
 }
 
-void brick_conn_shutdown(struct brick_conn *bc)
+/* Closes every handle of bc and lets go of its locks, lock waits and
+ * leases; once, when bc is shut down and no request of it runs. */
+static void conn_release(struct brick_conn *bc)
 {
-    pthread_mutex_lock(&bc->lock);
-    if (bc->closed) {
-        pthread_mutex_unlock(&bc->lock);
-        return;
-    }
-    bc->closed = 1;
     uint32_t n = 0;
+    pthread_mutex_lock(&bc->lock);
     for (uint32_t i = 0; i < bc->n_fhs; i++)
         if (bc->fhs[i])
             n++;
@@ -198,4 +213,79 @@ void brick_conn_shutdown(struct brick_conn *bc)
         if (fh)
             brick_fh_put(bc, fh);
     }
+}
+
+void brick_conn_shutdown(struct brick_conn *bc)
+{
+    pthread_mutex_lock(&bc->lock);
+    if (bc->closed) {
+        pthread_mutex_unlock(&bc->lock);
+        return;
+    }
+    bc->closed = 1;
+    int now = bc->busy == 0;
+    if (now)
+        bc->released = 1;
+    pthread_mutex_unlock(&bc->lock);
+    if (now)
+        conn_release(bc);
+}
+
+int brick_conn_enter(struct brick_conn *bc, struct brick_running *run, uint16_t opcode)
+{
+    run->since_ms = net_now_ms();
+    run->opcode = opcode;
+    run->next = NULL;
+    pthread_mutex_lock(&bc->lock);
+    int closed = bc->closed;
+    if (!closed) {
+        bc->busy++;
+        run->prev = bc->running_tail;
+        if (bc->running_tail)
+            bc->running_tail->next = run;
+        else
+            bc->running = run;
+        bc->running_tail = run;
+    }
+    pthread_mutex_unlock(&bc->lock);
+    return closed ? -ENOTCONN : 0;
+}
+
+void brick_conn_leave(struct brick_conn *bc, struct brick_running *run)
+{
+    pthread_mutex_lock(&bc->lock);
+    if (run->prev)
+        run->prev->next = run->next;
+    else
+        bc->running = run->next;
+    if (run->next)
+        run->next->prev = run->prev;
+    else
+        bc->running_tail = run->prev;
+    int last = --bc->busy == 0 && bc->closed && !bc->released;
+    if (last)
+        bc->released = 1;
+    pthread_mutex_unlock(&bc->lock);
+    if (last)
+        conn_release(bc);
+}
+
+int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, char *peer,
+                         size_t peer_len)
+{
+    int found = 0;
+    pthread_mutex_lock(&b->conns_lock);
+    for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next) {
+        pthread_mutex_lock(&bc->lock);
+        const struct brick_running *r = bc->running;
+        if (r && (!found || r->since_ms < *since_ms)) {
+            found = 1;
+            *since_ms = r->since_ms;
+            *opcode = r->opcode;
+            snprintf(peer, peer_len, "%s", bc->peer);
+        }
+        pthread_mutex_unlock(&bc->lock);
+    }
+    pthread_mutex_unlock(&b->conns_lock);
+    return found;
 }

@@ -100,12 +100,25 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Tests only (storage.h, brick_fault_watch): faults injected on
+     * demand. Never set in production; said loudly when it is. */
+    const char *tf = getenv("CAIRN_TEST_FAULTS");
+    int test_faults = tf && !strcmp(tf, "1");
     struct brick *b;
     char err[PATH_MAX + 256];
-    int rc = brick_open(&b, path, volume, id, NULL, err, sizeof(err));
+    int rc =
+        brick_open(&b, path, volume, id, test_faults ? &brick_vfs_fault : NULL, err, sizeof(err));
     if (rc < 0) {
         log_error("cannot serve brick %s of volume %s: %s", path, volume, err);
         return 1;
+    }
+    if (test_faults) {
+        snprintf(err, sizeof(err), "%s/%s/test-faults", path, BRICK_PRIVATE);
+        log_warn("CAIRN_TEST_FAULTS=1: TEST MODE, faults are injected on demand through %s; "
+                 "never set it in production",
+                 err);
+        if (brick_fault_watch(err) < 0)
+            log_error("cannot watch %s", err);
     }
     struct brick_server *s;
     if ((rc = brick_server_start(b, &addr, threads, &s)) < 0) {

@@ -1,5 +1,6 @@
-/* The brick server: accept loop, per-connection state, the handshake, and
- * the hand-over of requests to the worker pool. */
+/* The brick server: accept loop, per-connection state, the handshake, the
+ * hand-over of requests to the worker pool, and the watch over a disk that
+ * stalls. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
@@ -29,6 +31,8 @@ struct brick_server {
     struct conn_node *conns;
     int n_conns;
     int stopping;
+    pthread_t watch_thread;
+    uint64_t stalled_since; /* the disk stalls since then (watch_main); 0: it does not */
 };
 
 struct job {
@@ -124,6 +128,11 @@ static int runs_inline(const struct rpc_frame *f)
     }
 }
 
+static int stall_ms(struct brick *b)
+{
+    return __atomic_load_n(&b->stall_ms, __ATOMIC_RELAXED);
+}
+
 static int same_str(const struct rpc_bytes *a, const char *s)
 {
     return a->len == strlen(s) && !memcmp(a->p, s, a->len);
@@ -151,6 +160,15 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
         snprintf(text, sizeof(text), "address %s is not allowed to use volume %s", bc->addr,
                  b->volume);
     }
+    pthread_mutex_lock(&s->lock);
+    uint64_t stalled = s->stalled_since;
+    pthread_mutex_unlock(&s->lock);
+    if (rc == 0 && stalled) {
+        rc = -EIO; /* the disk stalls: watch_main */
+        snprintf(text, sizeof(text),
+                 "this brick's disk stalls (a request has run for over %llu ms): try again later",
+                 (unsigned long long)(net_now_ms() - stalled + (uint64_t)stall_ms(b)));
+    }
     struct rpc_buf out;
     rpc_buf_init(&out);
     if (rc == 0) {
@@ -160,10 +178,13 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
         rpc_put_u64(&out, RPC_T_FEATURES, BRICK_FEATURES);
         rpc_put_str(&out, RPC_T_ID, b->id);
         uint64_t gen;
-        uint32_t accused = brick_accused_subscribe(bc, &gen);
+        uint32_t accused = brick_accused_subscribe(
+            bc, rpc_has(m, RPC_T_FEATURES) && (m->features & RPC_FEATURE_ACCUSED), &gen);
         rpc_put_u64(&out, RPC_T_PENDING, accused);
         rpc_put_u64(&out, RPC_T_GEN, gen);
         log_debug("handshake from %s", bc->peer);
+    } else if (rc == -EIO) {
+        log_debug("refused handshake from %s: %s", bc->peer, text); /* the stall is logged */
     } else {
         log_warn("refused handshake from %s: %s", bc->peer, text);
     }
@@ -263,6 +284,63 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
     }
     brick_send_reply(bc, op, f->hdr.reqid, rc, NULL, NULL);
     rpc_frame_free(f);
+}
+
+/* ---- a disk that stalls ----
+ *
+ * Pings are answered by the connections' reader threads, so a brick whose
+ * disk work blocks still looks alive to its clients, and their requests
+ * on it would wait as long as the disk does. Instead, once a request has
+ * run for network.ping-timeout the brick takes itself out of service: it
+ * closes every connection (clients then go on without it, as without a
+ * brick stopped with SIGSTOP, and mark it for heal) and answers handshakes
+ * with EIO, until every request that was running then has ended. So a
+ * late completion happens before any client is back, and the heal that
+ * follows sees it (its handle's dirty mark, brick_version_conn_gone,
+ * written when the connection is released after it). docs/replication.md,
+ * Failures. */
+
+#define WATCH_MS 200
+
+static void watch_once(struct brick_server *s)
+{
+    uint64_t since = 0;
+    uint16_t op = 0;
+    char peer[96] = "";
+    int any = brick_oldest_request(s->b, &since, &op, peer, sizeof(peer));
+    uint64_t now = net_now_ms(); /* after: since <= now */
+    int limit = stall_ms(s->b);
+    pthread_mutex_lock(&s->lock);
+    if (!s->stalled_since && any && now - since >= (uint64_t)limit) {
+        s->stalled_since = now;
+        log_warn("a %s from %s has run for %llu ms (network.ping-timeout %d s): the disk "
+                 "stalls; closing every connection and refusing new ones until it completes",
+                 rpc_op_name(op), peer, (unsigned long long)(now - since), limit / 1000);
+        for (struct conn_node *n = s->conns; n; n = n->next)
+            rpc_conn_close(n->bc->rc, -EIO);
+    } else if (s->stalled_since && (!any || since >= s->stalled_since)) {
+        log_warn("the disk completed what it held after %llu ms: serving clients again",
+                 (unsigned long long)(now - s->stalled_since + (uint64_t)limit));
+        s->stalled_since = 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *watch_main(void *arg)
+{
+    struct brick_server *s = arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        watch_once(s);
+        pthread_mutex_lock(&s->lock);
+        struct timespec until;
+        net_deadline(&until, CLOCK_REALTIME, WATCH_MS);
+        if (!s->stopping)
+            pthread_cond_timedwait(&s->cond, &s->lock, &until);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
 }
 
 static void conn_remove(struct brick_server *s, struct brick_conn *bc)
@@ -413,10 +491,18 @@ int brick_server_start(struct brick *b, const struct net_addr *addr, int threads
     if ((rc = brick_pool_start(&s->pool, threads)) < 0)
         goto fail_fd;
     brick_lease_set_runner(b, run_parked);
-    if ((rc = -pthread_create(&s->accept_thread, NULL, accept_main, s)) < 0)
+    if ((rc = -pthread_create(&s->watch_thread, NULL, watch_main, s)) < 0)
         goto fail_pool;
+    if ((rc = -pthread_create(&s->accept_thread, NULL, accept_main, s)) < 0)
+        goto fail_watch;
     *out = s;
     return 0;
+fail_watch:
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->watch_thread, NULL);
 fail_pool:
     brick_lease_set_runner(b, NULL);
     brick_pool_stop(s->pool);
@@ -436,9 +522,11 @@ void brick_server_stop(struct brick_server *s)
 {
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
+    pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     shutdown(s->listen_fd, SHUT_RDWR); /* wakes accept() */
     pthread_join(s->accept_thread, NULL);
+    pthread_join(s->watch_thread, NULL);
     close(s->listen_fd);
     pthread_mutex_lock(&s->lock);
     for (struct conn_node *n = s->conns; n; n = n->next)

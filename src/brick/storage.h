@@ -106,7 +106,28 @@ extern const struct brick_vfs brick_vfs_fault;
 void brick_fault_arm(enum brick_vfs_call call, int err, unsigned skip, int sticky);
 /* Makes pwrite write at most max bytes per call (0: no limit). */
 void brick_fault_short_write(size_t max);
-/* Disarms everything; returns how many faults fired since the last reset. */
+/* A disk that stalls: the (skip + 1)-th next call of `call` (and every
+ * later one while sticky) waits ms milliseconds, then runs (or fails, when
+ * a fault is armed too). */
+void brick_fault_stall(enum brick_vfs_call call, unsigned ms, unsigned skip, int sticky);
+/* Disarms everything; returns how many faults fired since the last reset
+ * (stalls included). */
 unsigned brick_fault_reset(void);
+
+/* Faults by command, for system tests of a running cairn-brickd. One line:
+ *   stall CALL MS [SKIP [sticky]]   brick_fault_stall
+ *   fail CALL ERRNO [SKIP [sticky]] brick_fault_arm (ERRNO: a number or a
+ *                                   name such as EIO, ENOSPC)
+ *   reset                           brick_fault_reset
+ * CALL is the enum's name in lower case without BVFS_ (pwrite, fsync).
+ * 0, or -EINVAL with the reason in err. */
+int brick_fault_command(const char *line, char *err, size_t errlen);
+/* Tests only, never in production: cairn-brickd runs on brick_vfs_fault
+ * when its environment has CAIRN_TEST_FAULTS=1 (cairnd passes its own on),
+ * and then takes commands from the file `path` (BRICK/.cairn/test-faults):
+ * it checks for the file every 100 ms, runs its lines and removes it, so a
+ * test knows the faults are armed once the file is gone. Starts that
+ * watcher; 0 or -errno. */
+int brick_fault_watch(const char *path);
 
 #endif

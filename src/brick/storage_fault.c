@@ -1,17 +1,25 @@
 /* brick_vfs_fault: brick_vfs_posix with failures injected on demand, for
  * tests of the brick's error paths (a full disk in the middle of a create,
- * a short write). */
+ * a short write, a disk that stalls). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "../lib/log.h"
 #include "storage.h"
 
-static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    int err;
+struct fault {
+    int err; /* a failure: the positive errno; a stall: the milliseconds */
     unsigned skip;
     int armed, sticky;
-} faults[BVFS_NCALLS];
+};
+
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fault faults[BVFS_NCALLS], stalls[BVFS_NCALLS];
 static size_t short_max;
 static unsigned fired;
 
@@ -22,6 +30,13 @@ void brick_fault_arm(enum brick_vfs_call call, int err, unsigned skip, int stick
     faults[call].skip = skip;
     faults[call].sticky = sticky;
     faults[call].armed = 1;
+    pthread_mutex_unlock(&fault_lock);
+}
+
+void brick_fault_stall(enum brick_vfs_call call, unsigned ms, unsigned skip, int sticky)
+{
+    pthread_mutex_lock(&fault_lock);
+    stalls[call] = (struct fault){.err = (int)ms, .skip = skip, .armed = 1, .sticky = sticky};
     pthread_mutex_unlock(&fault_lock);
 }
 
@@ -36,7 +51,7 @@ unsigned brick_fault_reset(void)
 {
     pthread_mutex_lock(&fault_lock);
     for (int i = 0; i < BVFS_NCALLS; i++)
-        faults[i].armed = 0;
+        faults[i].armed = stalls[i].armed = 0;
     short_max = 0;
     unsigned n = fired;
     fired = 0;
@@ -44,23 +59,140 @@ unsigned brick_fault_reset(void)
     return n;
 }
 
-/* 0, or the negative errno the call must fail with. */
+/* Whether f fires on this call (it is counted); under fault_lock. */
+static int fires(struct fault *f)
+{
+    if (!f->armed)
+        return 0;
+    if (f->skip) {
+        f->skip--;
+        return 0;
+    }
+    fired++;
+    if (!f->sticky)
+        f->armed = 0;
+    return 1;
+}
+
+/* 0, or the negative errno the call must fail with; waits first when a
+ * stall fires. */
 static int fault(enum brick_vfs_call call)
 {
-    int rc = 0;
     pthread_mutex_lock(&fault_lock);
-    if (faults[call].armed) {
-        if (faults[call].skip) {
-            faults[call].skip--;
-        } else {
-            rc = -faults[call].err;
-            fired++;
-            if (!faults[call].sticky)
-                faults[call].armed = 0;
-        }
-    }
+    unsigned ms = fires(&stalls[call]) ? (unsigned)stalls[call].err : 0;
+    int rc = fires(&faults[call]) ? -faults[call].err : 0;
     pthread_mutex_unlock(&fault_lock);
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (ms && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
     return rc;
+}
+
+static const char *const call_names[BVFS_NCALLS] = {
+    [BVFS_OPENAT] = "openat",       [BVFS_MKDIRAT] = "mkdirat",     [BVFS_MKNODAT] = "mknodat",
+    [BVFS_SYMLINKAT] = "symlinkat", [BVFS_LINKAT] = "linkat",       [BVFS_UNLINKAT] = "unlinkat",
+    [BVFS_RENAMEAT2] = "renameat2", [BVFS_FCHOWNAT] = "fchownat",   [BVFS_FCHOWN] = "fchown",
+    [BVFS_PWRITE] = "pwrite",       [BVFS_PREAD] = "pread",         [BVFS_FSYNC] = "fsync",
+    [BVFS_FALLOCATE] = "fallocate", [BVFS_FTRUNCATE] = "ftruncate", [BVFS_SETXATTR] = "setxattr",
+    [BVFS_GETXATTR] = "getxattr",   [BVFS_GETDENTS] = "getdents",
+};
+
+static const struct {
+    const char *name;
+    int err;
+} errno_names[] = {
+    {"EIO", EIO},       {"ENOSPC", ENOSPC}, {"EDQUOT", EDQUOT}, {"EROFS", EROFS},
+    {"ENOMEM", ENOMEM}, {"EACCES", EACCES}, {"EPERM", EPERM},   {"ENOENT", ENOENT},
+};
+
+/* A whole decimal number in [0, max]; -1 otherwise. */
+static long number(const char *s, long max)
+{
+    char *end;
+    errno = 0;
+    long n = s && *s ? strtol(s, &end, 10) : -1;
+    return n < 0 || n > max || errno || *end ? -1 : n;
+}
+
+int brick_fault_command(const char *line, char *err, size_t errlen)
+{
+    char buf[256], *save = NULL;
+    char *w[6] = {0};
+    int n = 0;
+    snprintf(buf, sizeof(buf), "%s", line);
+    for (char *t = strtok_r(buf, " \t\r\n", &save); t && n < 6;
+         t = strtok_r(NULL, " \t\r\n", &save))
+        w[n++] = t;
+    if (n == 0)
+        return 0;
+    if (!strcmp(w[0], "reset") && n == 1) {
+        brick_fault_reset();
+        return 0;
+    }
+    int stall = !strcmp(w[0], "stall");
+    if ((!stall && strcmp(w[0], "fail")) || n < 3 || n > 5) {
+        snprintf(err, errlen, "not a fault command: %s", line);
+        return -EINVAL;
+    }
+    int call = -1;
+    for (int i = 0; i < BVFS_NCALLS; i++)
+        if (call_names[i] && !strcmp(w[1], call_names[i]))
+            call = i;
+    long arg = number(w[2], stall ? 3600000 : 4095);
+    for (size_t i = 0; !stall && arg < 0 && i < sizeof(errno_names) / sizeof(errno_names[0]); i++)
+        if (!strcmp(w[2], errno_names[i].name))
+            arg = errno_names[i].err;
+    long skip = n > 3 ? number(w[3], 1000000) : 0;
+    int sticky = n > 4 && !strcmp(w[4], "sticky");
+    if (call < 0 || arg <= 0 || skip < 0 || (n > 4 && !sticky)) {
+        snprintf(err, errlen, "bad fault command: %s", line);
+        return -EINVAL;
+    }
+    if (stall)
+        brick_fault_stall((enum brick_vfs_call)call, (unsigned)arg, (unsigned)skip, sticky);
+    else
+        brick_fault_arm((enum brick_vfs_call)call, (int)arg, (unsigned)skip, sticky);
+    return 0;
+}
+
+/* The watcher of brick_fault_watch. The file is read with libc, not the
+ * table: a stall armed on pread must not stall the commands. */
+static void *watch_main(void *arg)
+{
+    char *path = arg;
+    for (;;) {
+        FILE *f = fopen(path, "re");
+        if (f) {
+            char line[256], err[320];
+            while (fgets(line, sizeof(line), f)) {
+                line[strcspn(line, "\r\n")] = 0;
+                if (brick_fault_command(line, err, sizeof(err)) < 0)
+                    log_warn("%s: %s", path, err);
+                else if (line[strspn(line, " \t")])
+                    log_warn("test fault armed: %s", line);
+            }
+            fclose(f);
+            unlink(path);
+        }
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+int brick_fault_watch(const char *path)
+{
+    char *p = strdup(path);
+    pthread_t t;
+    if (!p)
+        return -ENOMEM;
+    int rc = pthread_create(&t, NULL, watch_main, p);
+    if (rc) {
+        free(p);
+        return -rc;
+    }
+    pthread_detach(t);
+    return 0;
 }
 
 #define P brick_vfs_posix

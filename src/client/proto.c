@@ -380,7 +380,7 @@ static void start_connect(struct proto *p)
     rpc_buf_init(&b);
     rpc_put_str(&b, RPC_T_NAME, p->volume);
     rpc_put_str(&b, RPC_T_PATH, p->brick_path);
-    rpc_put_u64(&b, RPC_T_FEATURES, 0);
+    rpc_put_u64(&b, RPC_T_FEATURES, RPC_FEATURE_ACCUSED);
     int rc = rpc_conn_call(c, RPC_OP_HANDSHAKE, &b, hs_cb, k);
     rpc_buf_free(&b);
     if (rc < 0) {

@@ -81,7 +81,9 @@ const struct opt_def opt_table[] = {
      "a hung client delays it by at most this long."},
     {"network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
      "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
-     "fails or reroutes the operations pending on it."},
+     "fails or reroutes the operations pending on it. A brick whose disk has held a request "
+     "this long closes its connections and refuses new ones until the disk completes it "
+     "(docs/replication.md, Failures)."},
     {"performance.aggregate-size", OPT_SIZE, "128KB", 4096, 1048576, NULL, true,
      "Write-behind sends writes that continue one another as one write of up to this many "
      "bytes (docs/consistency.md, Data: write-behind)."},

@@ -1,7 +1,6 @@
 /* volume info, list and status: read-only views in GlusterFS's layout, so
  * scripts and habits written for `gluster volume info/status` keep working. */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,13 +84,13 @@ struct remote_brick {
 static __thread struct remote_brick *remote;
 static __thread int n_remote, gathered;
 
-/* Whether the brick runs; its port and pid (wherever it runs). */
+/* Whether the brick runs and answers; its port and pid (wherever it runs). */
 static int brick_state(const struct mgmt_brick *b, unsigned *port, int *pid)
 {
     *port = b->port;
     *pid = (int)b->pid;
     if (b->local || !gathered)
-        return b->pid > 0 && kill(b->pid, 0) == 0;
+        return mgmt_brick_online(b);
     for (int i = 0; i < n_remote; i++)
         if (strcmp(remote[i].id, b->id) == 0) {
             *port = remote[i].port;

@@ -141,6 +141,15 @@ int mgmt_check_brick_dir(const struct mgmt_vol *v, const struct mgmt_brick *b, c
 /* Tells the running bricks of v about changed live options. */
 void mgmt_bricks_reconfigure(struct mgmt *m, struct mgmt_vol *v);
 
+/* ---- probe.c: whether brick processes answer ---- */
+
+/* Starts the thread that pings this server's running bricks. */
+int mgmt_probe_start(struct mgmt *m);
+/* Whether b's process runs and answers (the `volume status` Online): not
+ * when it has left a ping unanswered for two seconds (stopped with
+ * SIGSTOP, wedged). Never waits: reads what the probe thread found. */
+int mgmt_brick_online(const struct mgmt_brick *b);
+
 /* ---- brickinfo.c: BRICK/.cairn/brick.info, the marker that a directory is
  * a brick (lines volume=NAME, volume-id=UUID, brick-id=UUID) ---- */
 

@@ -12,7 +12,6 @@
  * __prepare-start, __sync and __status do brick work on the server that owns
  * the bricks; __gen reports the applied generation. */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -454,7 +453,7 @@ static int cmd_status(struct mgmt *m, int argc, char **argv, FILE *out)
             continue;
         for (int i = 0; i < v->n_bricks; i++) {
             struct mgmt_brick *b = &v->bricks[i];
-            if (b->local && b->pid > 0 && kill(b->pid, 0) == 0)
+            if (b->local && mgmt_brick_online(b))
                 fprintf(out, "%s %u %d\n", b->id, b->port, (int)b->pid);
         }
     }

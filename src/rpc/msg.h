@@ -184,6 +184,11 @@ enum rpc_tag {
  * with them possibly not on every replica (it died mid-fan-out), so it may
  * differ from the others without anyone accusing anyone. Wire-visible. */
 #define RPC_PENDING_DIRTY (1u << 31)
+/* HANDSHAKE FEATURES a client sends: it reads the volume's data and stops
+ * reading accused copies when told (ACCUSED), confirming with
+ * ACCUSED_SEEN. A brick waits only for connections that said so (cairnd's
+ * liveness probe does not). */
+#define RPC_FEATURE_ACCUSED 1ull
 
 /* setattr mask bits (wire-visible) */
 #define RPC_SET_MODE (1u << 0)

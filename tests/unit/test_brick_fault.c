@@ -4,6 +4,7 @@
  * writes are completed. */
 #include <sys/xattr.h>
 
+#include "../../src/lib/net.h"
 #include "test_brick_util.h"
 
 static int exists(struct tb *t, const char *rel)
@@ -172,6 +173,48 @@ static void test_open_refused(void)
     CHECK_EQ(system(cmd), 0);
 }
 
+/* Faults by command (what a running cairn-brickd takes from its
+ * .cairn/test-faults under CAIRN_TEST_FAULTS=1), and stalls. */
+static void test_commands(struct tb *t)
+{
+    char err[256];
+    uint64_t fh;
+    CHECK_EQ(tb_create(t, "/cmd", 0644, &fh, NULL), 0);
+    CHECK_EQ(brick_fault_command("fail pwrite ENOSPC", err, sizeof(err)), 0);
+    CHECK_EQ(tb_write(t, fh, 0, "x", 1), -ENOSPC);
+    CHECK_EQ(tb_write(t, fh, 0, "x", 1), 1); /* once */
+    CHECK_EQ(brick_fault_command("fail fsync 5 1 sticky", err, sizeof(err)), 0);
+    CHECK_EQ(tb_fh_op(t, RPC_OP_FSYNC, fh), 0); /* skipped */
+    CHECK_EQ(tb_fh_op(t, RPC_OP_FSYNC, fh), -EIO);
+    CHECK_EQ(tb_fh_op(t, RPC_OP_FSYNC, fh), -EIO);
+    CHECK_EQ(brick_fault_command("reset", err, sizeof(err)), 0);
+    CHECK_EQ(tb_fh_op(t, RPC_OP_FSYNC, fh), 0);
+    /* a stall: the call waits, then runs */
+    CHECK_EQ(brick_fault_command("stall fsync 200", err, sizeof(err)), 0);
+    uint64_t t0 = net_now_ms();
+    CHECK_EQ(tb_fh_op(t, RPC_OP_FSYNC, fh), 0);
+    CHECK(net_now_ms() - t0 >= 200);
+    CHECK_EQ(brick_fault_reset(), 1u); /* the stall; "reset" cleared the others */
+    CHECK_EQ(brick_fault_command("  ", err, sizeof(err)), 0);
+    const char *bad[] = {"stall",
+                         "stall fsync",
+                         "stall nosuchcall 10",
+                         "stall fsync -1",
+                         "fail pwrite EWHAT",
+                         "fail pwrite 0",
+                         "fail pwrite EIO x",
+                         "fail pwrite EIO 0 always",
+                         "reset now",
+                         "explode fsync 1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = 0;
+        CHECK_EQ(brick_fault_command(bad[i], err, sizeof(err)), -EINVAL);
+        CHECK(err[0] != 0);
+    }
+    CHECK_EQ(brick_fault_reset(), 0u);
+    tb_fh_op(t, RPC_OP_RELEASE, fh);
+}
+
 int main(void)
 {
     log_init("test", LOG_ERROR);
@@ -180,6 +223,7 @@ int main(void)
         return 1;
     test_create_failures(&t);
     test_write_failures(&t);
+    test_commands(&t);
     tb_close(&t, 1);
     test_open_refused();
     return check_summary("test_brick_fault");

@@ -1,8 +1,9 @@
 /* The brick server in process, over TCP on 127.0.0.1: handshake rules,
  * operations over the wire, compound requests, a waiting lock that leaves
- * the connection responsive, locks released when a connection closes, and
+ * the connection responsive, locks released when a connection closes,
  * malformed frames on one connection that close it without touching the
- * others or the disk. */
+ * others or the disk, requests queued on a connection that closed, and a
+ * disk that stalls. */
 #include <sys/socket.h>
 
 #include "../../src/brick/server.h"
@@ -244,6 +245,131 @@ static void test_server(const char *dir, struct brick *b)
     hang_up(c2);
 }
 
+/* A connection closed with requests still queued behind a slow one (a
+ * client that gave up on a brick stopped or stalled, which then works
+ * through its backlog): what was queued is dropped, and nothing of the
+ * connection outlives it. Here, with one worker held by a stalled fsync, a
+ * leased LOOKUP queued behind it used to register a lease after the
+ * connection's leases were released; another client's change in that
+ * directory then recalled it on the freed connection (a crash, or a reply
+ * held for the recall timeout). */
+static void test_backlog_after_close(const char *dir)
+{
+    struct rpc_conn *a = dial(), *b = dial();
+    CHECK(a && b);
+    if (!a || !b)
+        return;
+    CHECK_EQ(handshake(a, "testvol", dir, NULL), 0);
+    CHECK_EQ(handshake(b, "testvol", dir, NULL), 0);
+    struct rpc_msg m = tb_msg("/d");
+    gfid_t g;
+    gfid_generate(&g);
+    tb_set_gfid(&m, &g);
+    RPC_SET(&m, mode, RPC_T_MODE, S_IFDIR | 0755);
+    CHECK_EQ(call(b, RPC_OP_MKDIR, &m, NULL), 0);
+    m = tb_msg("/d/f");
+    gfid_generate(&g);
+    tb_set_gfid(&m, &g);
+    RPC_SET(&m, mode, RPC_T_MODE, S_IFREG | 0644);
+    RPC_SET(&m, flags, RPC_T_FLAGS, O_RDWR | O_CREAT);
+    struct rpc_frame *r = NULL;
+    CHECK_EQ(call(a, RPC_OP_CREATE, &m, &r), 0);
+    uint64_t fh = r ? r->msg.fh : 0;
+    rpc_frame_free(r);
+
+    brick_fault_stall(BVFS_FSYNC, 300, 0, 0);
+    struct rpc_buf body;
+    rpc_buf_init(&body);
+    m = tb_msg(NULL);
+    RPC_SET(&m, fh, RPC_T_FH, fh);
+    rpc_msg_encode(&m, &body);
+    CHECK_EQ(rpc_conn_call(a, RPC_OP_FSYNC, &body, NULL, NULL), 0); /* holds the worker */
+    rpc_buf_reset(&body);
+    struct rpc_msg s = tb_msg("/d/x");
+    RPC_SET(&s, op, RPC_T_OP, RPC_OP_LOOKUP);
+    RPC_SET(&s, lease, RPC_T_LEASE, RPC_LEASE_READ);
+    size_t mark = rpc_put_begin(&body, RPC_T_SUB);
+    rpc_msg_encode(&s, &body);
+    rpc_put_end(&body, mark);
+    CHECK_EQ(rpc_conn_call(a, RPC_OP_COMPOUND, &body, NULL, NULL), 0); /* queued behind */
+    rpc_buf_free(&body);
+    usleep(50 * 1000);
+    hang_up(a);
+    usleep(600 * 1000); /* the fsync ends; the queued request is dropped */
+
+    /* a change in /d: no recall to the connection that went away, so the
+     * reply comes at once */
+    m = tb_msg("/d/y");
+    gfid_generate(&g);
+    tb_set_gfid(&m, &g);
+    RPC_SET(&m, mode, RPC_T_MODE, S_IFDIR | 0755);
+    struct rpc_buf mb;
+    rpc_buf_init(&mb);
+    rpc_msg_encode(&m, &mb);
+    CHECK_EQ(rpc_conn_call_sync(b, RPC_OP_MKDIR, &mb, NULL, 2000), 0);
+    rpc_buf_free(&mb);
+    CHECK_EQ(call(b, RPC_OP_PING, NULL, NULL), 0);
+    CHECK_EQ(brick_fault_reset(), 1u);
+    hang_up(b);
+}
+
+/* A disk that stalls longer than network.ping-timeout: the brick closes
+ * its connections (the request held by the disk fails for its client
+ * instead of waiting), refuses handshakes with EIO while the disk holds
+ * it, and serves again once it completed. */
+static void test_disk_stall(const char *dir, struct brick *b)
+{
+    brick_set_option(b, "network.ping-timeout", "1");
+    struct rpc_conn *a = dial();
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    CHECK_EQ(handshake(a, "testvol", dir, NULL), 0);
+    struct rpc_msg m = tb_msg("/stall");
+    gfid_t g;
+    gfid_generate(&g);
+    tb_set_gfid(&m, &g);
+    RPC_SET(&m, mode, RPC_T_MODE, S_IFREG | 0644);
+    RPC_SET(&m, flags, RPC_T_FLAGS, O_RDWR | O_CREAT);
+    struct rpc_frame *r = NULL;
+    CHECK_EQ(call(a, RPC_OP_CREATE, &m, &r), 0);
+    uint64_t fh = r ? r->msg.fh : 0;
+    rpc_frame_free(r);
+    brick_fault_stall(BVFS_FSYNC, 3000, 0, 0);
+    m = tb_msg(NULL);
+    RPC_SET(&m, fh, RPC_T_FH, fh);
+    /* without the watch it would wait for the disk, then succeed */
+    CHECK_EQ(call(a, RPC_OP_FSYNC, &m, NULL), -ENOTCONN);
+    CHECK(!rpc_conn_is_open(a));
+    hang_up(a);
+    struct rpc_conn *c = dial();
+    CHECK(c != NULL);
+    if (c) {
+        r = NULL;
+        CHECK_EQ(handshake(c, "testvol", dir, &r), -EIO);
+        CHECK(r && rpc_has(&r->msg, RPC_T_TEXT));
+        rpc_frame_free(r);
+        CHECK_EQ(call(c, RPC_OP_PING, NULL, NULL), 0); /* the process answers */
+        hang_up(c);
+    }
+    /* served again once the fsync is through */
+    int rc = -EIO;
+    for (int i = 0; i < 100 && rc == -EIO; i++) {
+        usleep(100 * 1000);
+        c = dial();
+        rc = c ? handshake(c, "testvol", dir, NULL) : -ENOTCONN;
+        if (c && rc == 0) {
+            m = tb_msg("/stall");
+            CHECK_EQ(call(c, RPC_OP_LOOKUP, &m, NULL), 0);
+        }
+        if (c)
+            hang_up(c);
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(brick_fault_reset(), 1u);
+    brick_set_option(b, "network.ping-timeout", "10");
+}
+
 int main(void)
 {
     log_init("test", LOG_ERROR);
@@ -259,6 +385,22 @@ int main(void)
     CHECK_EQ(rc, 0);
     if (rc == 0) {
         test_server(t.dir, t.b);
+        brick_server_stop(s);
+    }
+    tb_close(&t, 1);
+
+    /* one worker, on a disk that can stall */
+    if (tb_open(&t, &brick_vfs_fault) < 0)
+        return 1;
+    rc = -1;
+    for (int port = 25130; port < 25150 && rc < 0; port++) {
+        net_parse_addr("127.0.0.1", (uint16_t)port, &addr);
+        rc = brick_server_start(t.b, &addr, 1, &s);
+    }
+    CHECK_EQ(rc, 0);
+    if (rc == 0) {
+        test_backlog_after_close(t.dir);
+        test_disk_stall(t.dir, t.b);
         brick_server_stop(s);
     }
     tb_close(&t, 1);
