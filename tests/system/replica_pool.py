@@ -50,6 +50,16 @@ class Pool:
         for m in self.loops:
             subprocess.run(["umount", "-l", m], check=False, stderr=subprocess.DEVNULL)
 
+    def brick_logs(self):
+        """Every brick log of every server, concatenated."""
+        text = ""
+        for n in self.nodes:
+            d = os.path.join(n.workdir, "logs", "bricks")
+            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                with open(os.path.join(d, f), errors="replace") as fh:
+                    text += fh.read()
+        return text
+
     def revive(self):
         """Continues stopped processes and restarts killed servers a failed
         test left behind."""

@@ -166,6 +166,7 @@ def test_one_full_brick_two_writers(make_vol, writeback):
         t.join()
     assert not errors, errors
     assert len(want) == 60
+    assert "did not confirm" not in v.pool.brick_logs()
     # the full brick kept its reserve (1% of its file system)
     assert free_bytes(small) >= total_bytes(small) // 100 - MB
     there = file_sums(os.path.join(small, "d"), want)

@@ -109,6 +109,8 @@ def test_other_client_does_not_read_a_hung_copy_that_woke(make_vol):
     got = file_sums(b.path, NAMES)
     stale = [n for n in NAMES if got[n] != sha(new[n])]
     assert not stale, f"B read old contents of {stale}"
+    # both clients confirmed the accusation at once (no recall timeout)
+    assert "did not confirm" not in v.pool.brick_logs()
     assert v.brick_pid(2) == pid, "the brick restarted"
     v.heal()
     wait_until(lambda: v.heal_entries() == 0, 60, "heal info to be clean")
