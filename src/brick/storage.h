@@ -118,6 +118,7 @@ unsigned brick_fault_reset(void);
  *   stall CALL MS [SKIP [sticky]]   brick_fault_stall
  *   fail CALL ERRNO [SKIP [sticky]] brick_fault_arm (ERRNO: a number or a
  *                                   name such as EIO, ENOSPC)
+ *   short pwrite MAX                brick_fault_short_write (0: off)
  *   reset                           brick_fault_reset
  * CALL is the enum's name in lower case without BVFS_ (pwrite, fsync).
  * 0, or -EINVAL with the reason in err. */

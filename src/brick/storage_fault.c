@@ -129,6 +129,15 @@ int brick_fault_command(const char *line, char *err, size_t errlen)
         brick_fault_reset();
         return 0;
     }
+    if (!strcmp(w[0], "short") && n == 3 && !strcmp(w[1], "pwrite")) {
+        long max = number(w[2], 1l << 30);
+        if (max < 0) {
+            snprintf(err, errlen, "bad fault command: %s", line);
+            return -EINVAL;
+        }
+        brick_fault_short_write((size_t)max);
+        return 0;
+    }
     int stall = !strcmp(w[0], "stall");
     if ((!stall && strcmp(w[0], "fail")) || n < 3 || n > 5) {
         snprintf(err, errlen, "not a fault command: %s", line);

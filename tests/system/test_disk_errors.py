@@ -1,9 +1,11 @@
 """Disk errors beyond a full disk (issue 42, docs/replication.md "Failure
 behaviour"): a brick whose file system turns read-only under it (ext4's
 errors=remount-ro, triggered for real through sysfs) refuses every change
-with EROFS; a quorum takes them, the brick is marked and never read from,
-and after the file system is repaired and the brick restarted heal makes
-it identical to the others.
+with EROFS; a brick whose disk fails writes (EIO) or stores one only in
+part (the fault-injecting storage table, CAIRN_TEST_FAULTS=1: storage.h)
+the same. A quorum takes the changes, the brick is marked and never read
+from, and after the disk is repaired heal makes it identical to the
+others.
 
 Three cairnd on 127.0.0.156-158. Run:
   unshare -n sh -c 'ip link set lo up; CAIRN_BUILD=$PWD/build \\
@@ -29,10 +31,30 @@ def pool():
     if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not shutil.which("e2fsck"):
         pytest.skip("needs root, mkfs.ext4 and e2fsck")
     p = Pool(HOSTS, "st-diskerr-")
+    os.environ["CAIRN_TEST_FAULTS"] = "1"  # cairnd passes it on to its bricks
     try:
-        yield p.start()
+        p.start()
+    except BaseException:
+        p.close()
+        raise
+    finally:
+        del os.environ["CAIRN_TEST_FAULTS"]
+    try:
+        yield p
     finally:
         p.close()
+
+
+def arm(brick, *commands):
+    """Gives the brick fault commands; returns once it has taken them."""
+    ctl = os.path.join(brick, ".cairn", "test-faults")
+    with open(ctl + ".tmp", "w") as f:
+        f.write("".join(c + "\n" for c in commands))
+    os.rename(ctl + ".tmp", ctl)
+    end = time.time() + 10
+    while os.path.exists(ctl):
+        assert time.time() < end, "the brick did not take its fault commands"
+        time.sleep(0.05)
 
 
 def device_of(mnt):
@@ -121,5 +143,89 @@ def test_brick_file_system_turns_read_only(pool):
         trees = [tree(b) for b in bricks]
         assert trees[0] == trees[1] == trees[2]
         assert {k: x[2] for k, x in trees[0].items() if x[0] == "f"} == want
+    finally:
+        v.close()
+
+
+def test_failing_disk_writes_eio_with_two_writers(pool):
+    """Brick 2's disk fails every write with EIO while two clients write
+    (write-back on, write-behind into a file of the other client, and
+    write-back off for the second): every write stands, a fresh mount
+    reads what the applications wrote, heal info lists the brick's misses,
+    and once the disk works again heal makes the bricks identical."""
+    v = Vol(pool, options={"cluster.self-heal-daemon": "off"}, mounts=2)
+    try:
+        a, b = v.mounts
+        with open(os.path.join(b.path, "shared"), "wb"):
+            pass
+        arm(v.bricks[2], "fail pwrite EIO 0 sticky")
+        want = {}
+        os.makedirs(os.path.join(a.path, "wa"))
+        for i in range(10):
+            data = os.urandom(100000 + i)
+            with open(os.path.join(a.path, "wa", f"f{i}"), "wb") as f:
+                f.write(data)
+            want[f"wa/f{i}"] = sha(data)
+        data = os.urandom(3 << 20)
+        with open(os.path.join(a.path, "shared"), "r+b") as f:
+            for off in range(0, len(data), 64 << 10):
+                f.write(data[off:off + (64 << 10)])
+            os.fsync(f.fileno())
+        want["shared"] = sha(data)
+        for i in range(10):
+            data = os.urandom(50000 + i)
+            p = os.path.join(b.path, f"b{i}")
+            with open(p, "wb") as f:
+                f.write(data)
+                os.fsync(f.fileno())
+            want[f"b{i}"] = sha(data)
+        fd = os.open(os.path.join(a.path, "wa"), os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(fd)
+        os.close(fd)
+        assert "Input/output error" in open(a.log).read() + open(b.log).read()
+        fresh = v.mount("fresh")
+        assert file_sums(fresh.path, list(want)) == want
+        v.unmount(fresh)
+        assert v.heal_entries() > 0
+        arm(v.bricks[2], "reset")
+        wait_until(lambda: v.heal().returncode == 0 and v.heal_entries() == 0, 120,
+                   "heal to finish")
+        for brick in v.bricks:
+            assert file_sums(brick, list(want)) == want, brick
+    finally:
+        v.close()
+
+
+def test_write_stored_in_part_is_marked(pool):
+    """Brick 2's disk takes only the first 4 KiB of a write, then says
+    ENOSPC (a disk filling up during the write): the brick answers a short
+    write. The others stored it whole, so it stands, and the short copy is
+    marked and healed: never a copy that differs without a mark."""
+    v = Vol(pool, options={"cluster.self-heal-daemon": "off",
+                           "client.write-back": "off"})
+    try:
+        m = v.mounts[0].path
+        with open(os.path.join(m, "f"), "wb") as f:
+            f.write(b"x" * 100)
+            f.flush()
+            os.fsync(f.fileno())
+        arm(v.bricks[2], "short pwrite 4096", "fail pwrite ENOSPC 1")
+        data = os.urandom(64 << 10)
+        fd = os.open(os.path.join(m, "f"), os.O_WRONLY)
+        try:
+            assert os.pwrite(fd, data, 0) == len(data)
+        finally:
+            os.close(fd)
+        arm(v.bricks[2], "reset")
+        want = {"f": sha(data)}
+        assert file_sums(v.bricks[2], ["f"]) != want, "the fault did not fire"
+        fresh = v.mount("fresh")
+        assert file_sums(fresh.path, ["f"]) == want
+        v.unmount(fresh)
+        assert v.heal_entries() > 0, "the short copy is not marked"
+        wait_until(lambda: v.heal().returncode == 0 and v.heal_entries() == 0, 60,
+                   "heal to finish")
+        for brick in v.bricks:
+            assert file_sums(brick, ["f"]) == want, brick
     finally:
         v.close()
