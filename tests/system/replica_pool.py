@@ -23,13 +23,39 @@ class Pool:
         self.nodes = [Cluster(host=h, prefix=prefix) for h in hosts]
         self.loops = []  # loop-mounted file systems, unmounted at close
 
-    def start(self):
-        for n in self.nodes:
-            n.start()
+    def start(self, faults=False):
+        """Starts the servers and forms the pool. faults: their bricks run
+        on the fault-injecting storage table (CAIRN_TEST_FAULTS=1, passed on
+        by cairnd; see arm())."""
+        if faults:
+            os.environ["CAIRN_TEST_FAULTS"] = "1"
+        try:
+            for n in self.nodes:
+                n.start()
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            if faults:
+                del os.environ["CAIRN_TEST_FAULTS"]
         for n in self.nodes[1:]:
             r = self.nodes[0].cli("peer", "probe", n.host, check=False)
             assert r.returncode == 0 and "peer probe: success" in r.stdout, out(r)
         return self
+
+    def kill_server(self, n):
+        """kill -9 of cairnd and of its brick processes (a crashed server)."""
+        pids = [p for b in sum(n.volumes.values(), []) for p in pids_with_arg("--brick-path", b)]
+        n.proc.kill()
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        n.proc.wait()
+        end = time.time() + 5
+        while time.time() < end and any(alive(p) for p in pids):
+            time.sleep(0.05)
 
     def close(self):
         for n in self.nodes:
@@ -184,6 +210,21 @@ class Vol:
         for b in self.bricks:
             for p in pids_with_arg("--brick-path", b):
                 kill_pid(p)
+
+
+def arm(brick, *commands):
+    """Gives a brick of a pool started with faults=True fault commands
+    (storage.h, brick_fault_command: "fail pwrite EIO 0 sticky", "stall
+    pwrite 15000", "short pwrite 4096", "reset"); returns once it has taken
+    them."""
+    ctl = os.path.join(brick, ".cairn", "test-faults")
+    with open(ctl + ".tmp", "w") as f:
+        f.write("".join(c + "\n" for c in commands))
+    os.rename(ctl + ".tmp", ctl)
+    end = time.time() + 10
+    while os.path.exists(ctl):
+        assert time.time() < end, "the brick did not take its fault commands"
+        time.sleep(0.05)
 
 
 def sha(data):

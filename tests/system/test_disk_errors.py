@@ -21,7 +21,7 @@ import time
 import pytest
 
 from cairn_cluster import alive
-from replica_pool import Pool, Vol, file_sums, sha, wait_until
+from replica_pool import Pool, Vol, arm, file_sums, sha, wait_until
 
 HOSTS = ["127.0.0.156", "127.0.0.157", "127.0.0.158"]
 
@@ -31,30 +31,10 @@ def pool():
     if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not shutil.which("e2fsck"):
         pytest.skip("needs root, mkfs.ext4 and e2fsck")
     p = Pool(HOSTS, "st-diskerr-")
-    os.environ["CAIRN_TEST_FAULTS"] = "1"  # cairnd passes it on to its bricks
     try:
-        p.start()
-    except BaseException:
-        p.close()
-        raise
-    finally:
-        del os.environ["CAIRN_TEST_FAULTS"]
-    try:
-        yield p
+        yield p.start(faults=True)
     finally:
         p.close()
-
-
-def arm(brick, *commands):
-    """Gives the brick fault commands; returns once it has taken them."""
-    ctl = os.path.join(brick, ".cairn", "test-faults")
-    with open(ctl + ".tmp", "w") as f:
-        f.write("".join(c + "\n" for c in commands))
-    os.rename(ctl + ".tmp", ctl)
-    end = time.time() + 10
-    while os.path.exists(ctl):
-        assert time.time() < end, "the brick did not take its fault commands"
-        time.sleep(0.05)
 
 
 def device_of(mnt):

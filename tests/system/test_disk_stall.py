@@ -26,6 +26,7 @@ import pytest
 from cairn_cluster import alive
 from test_faults import PING, Pool, heal_until_equal, tree_sums, vol_factory  # noqa: F401
 from test_faults import wait_heal_info_clean
+from replica_pool import arm
 from test_hung_brick import crash_lines, wait_row
 
 STALL_S = 5 * PING  # how long the disk holds the write
@@ -35,30 +36,10 @@ STALL_S = 5 * PING  # how long the disk holds the write
 def pool():
     """The pool of test_faults.py, its bricks taking faults on demand."""
     p = Pool()
-    os.environ["CAIRN_TEST_FAULTS"] = "1"  # cairnd passes it on to the bricks it starts
     try:
-        p.start()
-    except BaseException:
-        p.close()
-        raise
-    finally:
-        del os.environ["CAIRN_TEST_FAULTS"]
-    try:
-        yield p
+        yield p.start(faults=True)
     finally:
         p.close()
-
-
-def arm(brick, *commands):
-    """Gives the brick fault commands; returns once it has taken them."""
-    ctl = os.path.join(brick, ".cairn", "test-faults")
-    with open(ctl + ".tmp", "w") as f:
-        f.write("".join(c + "\n" for c in commands))
-    os.rename(ctl + ".tmp", ctl)
-    end = time.time() + 10
-    while os.path.exists(ctl):
-        assert time.time() < end, "the brick did not take its fault commands"
-        time.sleep(0.05)
 
 
 def write(path, data):

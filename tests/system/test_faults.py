@@ -34,7 +34,8 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster, alive, kill_pid, pids_with_arg
+import replica_pool
+from cairn_cluster import kill_pid, pids_with_arg
 
 HOSTS = ["127.0.0.170", "127.0.0.171", "127.0.0.172"]
 PING = 3  # network.ping-timeout of the test volumes, seconds
@@ -46,53 +47,9 @@ def out(r):
     return r.stdout + r.stderr
 
 
-class Pool:
+class Pool(replica_pool.Pool):
     def __init__(self):
-        self.nodes = [Cluster(host=h, prefix="st-fault-") for h in HOSTS]
-
-    def start(self):
-        for n in self.nodes:
-            n.start()
-        for n in self.nodes[1:]:
-            r = self.nodes[0].cli("peer", "probe", n.host, check=False)
-            assert r.returncode == 0 and "peer probe: success" in r.stdout, out(r)
-        return self
-
-    def close(self):
-        for n in self.nodes:
-            for m in n.mounts:
-                try:
-                    m.stop()
-                except Exception:
-                    pass
-            n.mounts = []
-        for n in self.nodes:
-            if n.proc and n.proc.poll() is None:
-                kill_pid(n.proc.pid)
-                n.proc.wait()
-        for n in self.nodes:
-            n.close()
-
-    def revive(self):
-        """Restarts the servers a failed test killed and left down: one
-        failure must not make every later test of the module fail with it."""
-        for n in self.nodes:
-            if n.proc and n.proc.poll() is not None:
-                n.start()
-
-    def kill_server(self, n):
-        """kill -9 of cairnd and of its brick processes (a crashed server)."""
-        pids = [p for b in sum(n.volumes.values(), []) for p in pids_with_arg("--brick-path", b)]
-        n.proc.kill()
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        n.proc.wait()
-        end = time.time() + 5
-        while time.time() < end and any(alive(p) for p in pids):
-            time.sleep(0.05)
+        super().__init__(HOSTS, "st-fault-")
 
 
 @pytest.fixture(scope="module")

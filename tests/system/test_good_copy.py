@@ -13,7 +13,6 @@ each. Run:
 import errno
 import os
 import signal
-import time
 
 import pytest
 

@@ -26,7 +26,8 @@ import uuid
 
 import pytest
 
-from cairn_cluster import Cluster, alive, kill_pid, pids_with_arg, port_open
+import replica_pool
+from cairn_cluster import alive, pids_with_arg, port_open
 
 HOSTS = ["127.0.0.160", "127.0.0.161", "127.0.0.162"]
 
@@ -35,32 +36,9 @@ def out(r):
     return r.stdout + r.stderr
 
 
-class Pool:
+class Pool(replica_pool.Pool):
     def __init__(self):
-        self.nodes = [Cluster(host=h, prefix="st-heal-") for h in HOSTS]
-
-    def start(self):
-        for n in self.nodes:
-            n.start()
-        for n in self.nodes[1:]:
-            r = self.nodes[0].cli("peer", "probe", n.host, check=False)
-            assert r.returncode == 0 and "peer probe: success" in r.stdout, out(r)
-        return self
-
-    def close(self):
-        for n in self.nodes:
-            for m in reversed(n.mounts):
-                try:
-                    m.stop()
-                except Exception:
-                    pass
-            n.mounts = []
-        for n in self.nodes:
-            if n.proc and n.proc.poll() is None:
-                kill_pid(n.proc.pid)
-                n.proc.wait()
-        for n in self.nodes:
-            n.close()
+        super().__init__(HOSTS, "st-heal-")
 
     def volume(self, name, replica=3, options=None):
         bricks = []

@@ -148,6 +148,12 @@ def test_stopped_brick_shows_offline(pool, vol_factory):  # noqa: F811
     rows = wait_row(pool, v.name, v.bricks[2], (port, pid))
     assert rows == [(port, pid)] * 3, f"the brick is not shown online again: {rows}"
     assert v.brick_pids()[2] == [pid]
-    log = open(node.logfile).read()
+    # the probe logs the change on its pass after the one that saw it
+    end = time.time() + 5
+    while True:
+        log = open(node.logfile).read()
+        if f"(pid {pid}) answers again" in log or time.time() > end:
+            break
+        time.sleep(0.2)
     assert f"(pid {pid}) has not answered" in log and f"(pid {pid}) answers again" in log
     assert crash_lines(pool) == []
