@@ -4,6 +4,11 @@
  * a hard-linked file maps to one node id, and by (parent, name), so rename
  * and unlink can find the child they move or detach.
  *
+ * Hard links: a file keeps every name the mount met it under, as the kernel
+ * keeps a dentry for each on the one inode; removing or renaming one name
+ * leaves the others, and paths go through the name met last. A directory
+ * has one name.
+ *
  * Counting: nlookup is the kernel's lookup count (each successful lookup,
  * create, mknod, mkdir, symlink, link, and readdirplus entry adds one; forget
  * subtracts). A child holds a reference on its parent. An inode is freed when
@@ -29,8 +34,10 @@ void cl_itable_free(struct cl_itable *t);
 /* Records that name in directory parent is the object gfid, of file type
  * `type` (S_IFMT bits; 0: not a directory, type unknown), and counts one
  * lookup of it. Returns its node id (existing or new), or 0 with
- * -ENOMEM / -ENOENT (unknown parent) in *err. A gfid already known under another name (hard link,
- * or a rename by another client) takes the new name. */
+ * -ENOMEM / -ENOENT (unknown parent) in *err. Whatever else had that name
+ * loses it. A directory already known under another name (renamed by
+ * another client) takes the new one; a file adds it to its names (a hard
+ * link), first: paths go through it from now on. */
 uint64_t cl_itable_link(struct cl_itable *t, uint64_t parent, const char *name, const gfid_t *g,
                         mode_t type, int *err);
 /* What nodeid is, as the last cl_itable_link of it said: 1 a directory, 0
@@ -44,25 +51,45 @@ int cl_itable_forget(struct cl_itable *t, uint64_t nodeid, uint64_t n);
  * (and its place in paths) after the kernel forgets it, until a matching
  * cl_itable_forget(t, nodeid, 1). Returns 0 or -ENOENT. */
 int cl_itable_hold(struct cl_itable *t, uint64_t nodeid);
-/* The path of nodeid, with "/name" appended when name is not NULL, into buf.
- * Returns 0, -ENOENT (unknown node, or one whose name was removed),
- * -ENAMETOOLONG. */
+/* The path of nodeid (through its first name), with "/name" appended when
+ * name is not NULL, into buf. Returns 0, -ENOENT (unknown node, or one whose
+ * names were all removed), -ENAMETOOLONG. */
 int cl_itable_path(struct cl_itable *t, uint64_t nodeid, const char *name, char *buf, size_t len);
 /* The length of the path cl_itable_path would make (without its NUL), or
  * -ENOENT; LONG_MAX for a node deeper than any path. */
 long cl_itable_path_len(struct cl_itable *t, uint64_t nodeid, const char *name);
 /* The gfid of nodeid; 0 or -ENOENT. */
 int cl_itable_gfid(struct cl_itable *t, uint64_t nodeid, gfid_t *g);
-/* The node id of the directory holding nodeid's name; 0 for the root, an
- * unknown node and one whose name was removed. */
+/* The node id of the directory holding nodeid's (first) name; 0 for the
+ * root, an unknown node and one whose names were all removed. */
 uint64_t cl_itable_parent(struct cl_itable *t, uint64_t nodeid);
-/* After an unlink or rmdir of name in parent: the inode (if known) loses its
- * name; it stays valid for its open handles until forgotten. */
+/* After an unlink or rmdir of name in parent: the inode (if known) loses that
+ * name, keeping its others (hard links); with none left it stays valid for
+ * its open handles until forgotten. */
 void cl_itable_unlink(struct cl_itable *t, uint64_t parent, const char *name);
+/* Drops name in parent when it is one of several names of a file (the
+ * bricks said it is gone, or may be: a recall naming it), and the kernel's
+ * entry for it is expired or gone at the same time (the table's names are
+ * every entry the kernel may hold: a recall of their directory expires
+ * them): paths take another. Returns 1 when dropped, 0 otherwise (a
+ * directory's or a file's only name is kept). */
+int cl_itable_forget_alias(struct cl_itable *t, uint64_t parent, const char *name);
+/* When nodeid is a file with several names whose path is still path (a
+ * request by it failed with ENOENT, a recall of it came), the name that
+ * path went through becomes its last: paths take its other names. The name
+ * stays known (the kernel may still hold an entry for it). Returns 1 when
+ * so moved: a request may go again by the next name. */
+int cl_itable_demote_path(struct cl_itable *t, uint64_t nodeid, const char *path);
+/* The link count a reply last gave for nodeid (set_nlink; 0 when none
+ * did), or the number of names the table holds for it when larger: 1
+ * means one name, as far as this mount knows. */
+void cl_itable_set_nlink(struct cl_itable *t, uint64_t nodeid, uint64_t nlink);
+uint64_t cl_itable_nlink(struct cl_itable *t, uint64_t nodeid);
 /* After a rename: the inode at (oldparent, oldname) takes (newparent,
- * newname); whatever was at the target loses its name. With exchange the
- * two swap. Moving a directory moves its subtree, whose paths are built from
- * it. */
+ * newname) in place of that name; whatever was at the target loses that
+ * name (keeping its others). With exchange the two swap. Two names of one
+ * file stay as they are (rename does nothing then). Moving a directory
+ * moves its subtree, whose paths are built from it. */
 void cl_itable_rename(struct cl_itable *t, uint64_t oldparent, const char *oldname,
                       uint64_t newparent, const char *newname, int exchange);
 /* Open file handles of an inode: the kernel asks for the attributes of an
@@ -89,9 +116,9 @@ struct cl_itable_name {
     uint64_t parent, nodeid;
     char *name;
 };
-/* The named children of parent, or with parent 0 every named inode (and
- * the root, with parent 0 and name NULL). Returns the count (0 on ENOMEM)
- * and an array to free with cl_itable_names_free. */
+/* The names in parent (a file with two names there comes twice), or with
+ * parent 0 every name (and the root, with parent 0 and name NULL). Returns
+ * the count (0 on ENOMEM) and an array to free with cl_itable_names_free. */
 size_t cl_itable_names(struct cl_itable *t, uint64_t parent, struct cl_itable_name **out);
 void cl_itable_names_free(struct cl_itable_name *v, size_t n);
 

@@ -627,6 +627,8 @@ struct fop {
     struct fuse_file_info fi;
     void *data;         /* owned copy of write data, xattr value */
     uint64_t lease_seq; /* lease.c: recall sequence + 1 when a lease was asked */
+    uint64_t path_node; /* PATH is this node's own (fop_path without a name) */
+    int retried;        /* sent again by another name of a hard-linked file */
     char name[NAME_MAX + 1], name2[NAME_MAX + 1];
     char path[PATH_MAX], path2[PATH_MAX];
     cl_done_cb user_done; /* fop_submit: the completion after the counters */

@@ -23,6 +23,8 @@ struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done)
     memset(&f->fi, 0, sizeof(f->fi));
     f->data = NULL;
     f->lease_seq = 0;
+    f->path_node = 0;
+    f->retried = 0;
     f->name[0] = f->name2[0] = 0;
     return f;
 }
@@ -99,6 +101,7 @@ int fop_path(struct fop *f, fuse_ino_t ino, const char *name)
     /* Removals written back that concern the path reach the bricks first. */
     cf_wbrm_settle_path(f->cf, f->path);
     rpc_set_str(&f->op.args, RPC_T_PATH, &f->op.args.path, f->path);
+    f->path_node = name ? 0 : ino;
     return 0;
 }
 
@@ -151,11 +154,33 @@ static int changes(const struct rpc_msg *a)
     }
 }
 
+/* A request by the path of a hard-linked file's node that the bricks
+ * answered ENOENT went by a name another client removed (this mount may
+ * not have heard: no lease on it): it goes again by the file's next name.
+ * Once, and only when the path was still the node's. */
+static int again_by_another_name(struct fop *f)
+{
+    struct cl_op *op = &f->op;
+    if (op->status != -ENOENT || !f->path_node || f->retried || rpc_has(&op->args, RPC_T_FH) ||
+        !cl_itable_demote_path(f->cf->it, f->path_node, f->path) ||
+        cl_itable_path(f->cf->it, f->path_node, NULL, f->path, sizeof(f->path)) < 0)
+        return 0;
+    f->retried = 1;
+    cl_op_release(op);
+    op->status = 0;
+    op->rounds = 0;
+    rpc_set_str(&op->args, RPC_T_PATH, &op->args.path, f->path);
+    cl_submit(f->cf->stack, op);
+    return 1;
+}
+
 /* Counts the operation (cf->stats), then runs the handler's completion. */
 static void counted_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
     cl_opstats_note(&f->cf->stats, (unsigned)op->args.op, op->rounds, op->status);
+    if (again_by_another_name(f))
+        return;
     /* Done on the bricks: a listing fetched while it was under way may
      * lack it (its handler counted its start). */
     if (changes(&op->args))
@@ -230,6 +255,7 @@ int fop_entry(struct fop *f, struct fuse_entry_param *e)
         cl_itable_link(f->cf->it, f->parent, f->name, &m->attr.gfid, m->attr.mode & S_IFMT, &err);
     if (!e->ino)
         return err;
+    cl_itable_set_nlink(f->cf->it, e->ino, m->attr.nlink);
     rpc_attr_to_stat(&m->attr, &e->attr);
     e->attr_timeout = cf_lease_attr_timeout(f, &m->attr);
     e->entry_timeout = cf_lease_entry_timeout(f);
@@ -276,6 +302,8 @@ void fop_done_attr_cb(struct cl_op *op)
     }
     struct stat st;
     rpc_attr_to_stat(&op->reply->msg.attr, &st);
+    if (f->parent)
+        cl_itable_set_nlink(f->cf->it, f->parent, st.st_nlink);
     cf_reply_begin(f->cf);
     /* A directory's attributes under its lease: the kernel drops them at
      * each change of its entries, and asks again at the next permission
@@ -290,6 +318,10 @@ void fop_done_attr_cb(struct cl_op *op)
 void fop_done_entry_cb(struct cl_op *op)
 {
     struct fop *f = op->ctx;
+    /* A name of a hard-linked file the bricks do not have any more (another
+     * client removed it): its paths go through its other names. */
+    if (op->status == -ENOENT && op->args.op == RPC_OP_LOOKUP)
+        cl_itable_forget_alias(f->cf->it, f->parent, f->name);
     if (op->status < 0) {
         fop_fail(f, op->status);
         return;

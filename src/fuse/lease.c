@@ -305,8 +305,16 @@ static uint64_t drop_path(struct cf_leases *L, const char *path, const char *nam
      * the write-behind lock, so none is added after this. */
     cf_wbh_settle_dir(L->cf, node);
     cf_wbh_sync(L->cf, node);
-    if (name[0])
+    /* Hard links. The name path went through, or the entry the recall
+     * names, may be gone (another client removed or replaced it): the
+     * file's paths go through its other names. The entry named is expired
+     * in the kernel and forgotten; the one recalled by path stays known,
+     * for a recall of its directory to expire. */
+    (void)cl_itable_demote_path(it, node, path);
+    if (name[0]) {
+        cl_itable_forget_alias(it, node, name);
         inval_entry(L, node, name);
+    }
     inval_attr(L, node);
     struct cl_itable_name *v;
     size_t n = cl_itable_names(it, node, &v);

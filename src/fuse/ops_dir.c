@@ -229,6 +229,8 @@ static int add_entry(struct fop *f, int plus, const char *name, uint64_t next,
         int err;
         e.ino =
             cl_itable_link(f->cf->it, f->parent, name, &d->attr.gfid, d->attr.mode & S_IFMT, &err);
+        if (e.ino)
+            cl_itable_set_nlink(f->cf->it, e.ino, d->attr.nlink);
         rpc_attr_to_stat(&d->attr, &e.attr);
         int attr = cf_lease_entry_held(f, d, RPC_LEASE_READ);
         int named = cf_lease_entry_held(f, d, RPC_LEASE_NAME);

@@ -297,8 +297,11 @@ static void unlink_cb(struct cl_op *op)
     struct fop *f = op->ctx;
     if (op->status == 0) {
         cf_reply_begin(f->cf);
+        uint64_t node = cl_itable_child(f->cf->it, f->parent, f->name);
         if (op->args.op == RPC_OP_RMDIR)
-            cf_known_forget(f->cf, cl_itable_child(f->cf->it, f->parent, f->name));
+            cf_known_forget(f->cf, node);
+        else if (node)
+            cf_known_forget_attr(f->cf, node); /* its other names: a link fewer */
         cl_itable_unlink(f->cf->it, f->parent, f->name);
         cf_known_remove(f->cf, f->parent, f->name);
         fop_parent_attr(f, f->parent);
@@ -404,6 +407,8 @@ void cf_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
     if (refused(req, newparent, newname))
         return;
     cf_wbh_linked(fuse_req_userdata(req), ino);
+    /* Attributes known here (a symlink made here) gain a link. */
+    cf_known_forget_attr(fuse_req_userdata(req), ino);
     struct fop *f = fop_new(req, RPC_OP_LINK, fop_done_entry_cb);
     if (!f)
         return;

@@ -905,6 +905,7 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
         free(f);
         return 0;
     }
+    cl_itable_set_nlink(cf->it, f->node, 1);
     f->create_mode = mode;
     f->umask = c->umask;
     f->st.st_mode = S_IFREG | (mode & 07777 & ~c->umask);

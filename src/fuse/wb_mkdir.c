@@ -277,6 +277,7 @@ static struct pmk *new_entry(struct cf *cf, fuse_req_t req, fuse_ino_t parent, c
         free(d);
         return NULL;
     }
+    cl_itable_set_nlink(cf->it, d->it.node, type == S_IFDIR ? 2 : 1);
     /* One lookup for the kernel's entry, one for the queue. */
     if (cl_itable_hold(cf->it, d->it.node) < 0) {
         cl_itable_forget(cf->it, d->it.node, 1);

@@ -397,6 +397,17 @@ static void rm_push(struct cf_wbrm *q, struct rm *r, fuse_req_t req)
     fuse_reply_err(req, 0);
 }
 
+/* Whether a removal or rename of the file node may be answered here: it
+ * has one name, as far as this mount knows, and no handle open. Another
+ * name of it (a hard link) would show its link count and ctime as the
+ * bricks have them, before the queue reaches them; so would an open
+ * handle (fstat). */
+static int alone(struct cf *cf, uint64_t node)
+{
+    uint64_t fh;
+    return cl_itable_nlink(cf->it, node) == 1 && cl_itable_any_fh(cf->it, node, &fh) < 0;
+}
+
 int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_dir)
 {
     struct cf *cf = fuse_req_userdata(req);
@@ -406,7 +417,7 @@ int cf_wbrm_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int is_d
         cf_known_absent(cf, parent, name))
         return 0;
     uint64_t node = cl_itable_child(cf->it, parent, name);
-    if (!node)
+    if (!node || (!is_dir && !alone(cf, node)))
         return 0;
     /* Attributes of the directory, or of the one removed, written back
      * first. */
@@ -466,7 +477,7 @@ int cf_wbrm_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
     uint64_t node = cl_itable_child(cf->it, parent, name);
     /* A directory takes what is pending below it along: left to the
      * bricks (cf_rename settles everything first). */
-    if (!node || cl_itable_is_dir(cf->it, node) != 0)
+    if (!node || cl_itable_is_dir(cf->it, node) != 0 || !alone(cf, node))
         return 0;
     /* The directories' attributes written back first: the rename moves
      * their times. A symlink still pending goes first, by its old name. */

@@ -462,10 +462,13 @@ int cf_wbh_wanted(struct cf *cf, int flags)
 }
 
 /* No other client can reach the file before a brick recalls a lease this
- * mount holds exclusively: on its directory (made here) or on the file. */
+ * mount holds exclusively: on its directory (made here) or on the file.
+ * A file with another name (moved into that directory from elsewhere) can
+ * be reached through it without a recall. */
 static int held(struct cf *cf, uint64_t parent, uint64_t ino)
 {
-    return cf_known_excl(cf, parent) || cf_known_is_file_excl(cf, ino);
+    return (cf_known_excl(cf, parent) && cl_itable_nlink(cf->it, ino) <= 1) ||
+           cf_known_is_file_excl(cf, ino);
 }
 
 /* Adds the write to f (under W->lock): to the last pending extent when it

@@ -137,10 +137,118 @@ static void test_path_len(void)
     cl_itable_free(t);
 }
 
+/* A file's names are its hard links: removing, renaming or replacing one
+ * leaves the others, and the file keeps its node id and a path. */
+static void test_hard_links(void)
+{
+    struct cl_itable *t = cl_itable_new();
+    gfid_t gd = mkgfid(200), gd2 = mkgfid(201), gf = mkgfid(202), gz = mkgfid(203);
+    int err;
+    uint64_t d = cl_itable_link(t, CL_ROOT_ID, "d", &gd, S_IFDIR, &err);
+    uint64_t g = cl_itable_link(t, d, "g", &gf, S_IFREG, &err);
+    CHECK_EQ(cl_itable_nlink(t, g), 0); /* no reply said */
+    cl_itable_set_nlink(t, g, 1);
+    CHECK_EQ(cl_itable_nlink(t, g), 1);
+    /* link g h: the reply names h, paths go through it */
+    CHECK_EQ(cl_itable_link(t, d, "h", &gf, S_IFREG, &err), g);
+    CHECK_EQ(cl_itable_nlink(t, g), 2); /* two names, whatever the last reply said */
+    CHECK_STR(path_of(t, g, NULL), "/d/h");
+    CHECK_EQ(cl_itable_child(t, d, "g"), g);
+    CHECK_EQ(cl_itable_child(t, d, "h"), g);
+    CHECK_EQ(cl_itable_resolve(t, "/d/g"), g);
+    struct cl_itable_name *v;
+    size_t n = cl_itable_names(t, d, &v);
+    CHECK_EQ(n, 2);
+    cl_itable_names_free(v, n);
+    /* unlink h: g stays, with its path */
+    cl_itable_unlink(t, d, "h");
+    CHECK_STR(path_of(t, g, NULL), "/d/g");
+    CHECK_EQ(cl_itable_child(t, d, "h"), 0);
+    /* a lookup of g again: no new name */
+    CHECK_EQ(cl_itable_link(t, d, "g", &gf, S_IFREG, &err), g);
+    n = cl_itable_names(t, d, &v);
+    CHECK_EQ(n, 1);
+    cl_itable_names_free(v, n);
+
+    /* three names, two removed */
+    CHECK_EQ(cl_itable_link(t, d, "h", &gf, S_IFREG, &err), g);
+    CHECK_EQ(cl_itable_link(t, d, "i", &gf, S_IFREG, &err), g);
+    cl_itable_unlink(t, d, "i");
+    CHECK_STR(path_of(t, g, NULL), "/d/h");
+    cl_itable_unlink(t, d, "h");
+    CHECK_STR(path_of(t, g, NULL), "/d/g");
+
+    /* rename z over x, x a name of g (g, x): g keeps its name g */
+    CHECK_EQ(cl_itable_link(t, d, "x", &gf, S_IFREG, &err), g);
+    uint64_t z = cl_itable_link(t, d, "z", &gz, S_IFREG, &err);
+    cl_itable_rename(t, d, "z", d, "x", 0);
+    CHECK_EQ(cl_itable_child(t, d, "x"), z);
+    CHECK_EQ(cl_itable_child(t, d, "z"), 0);
+    CHECK_STR(path_of(t, g, NULL), "/d/g");
+    CHECK_STR(path_of(t, z, NULL), "/d/x");
+
+    /* rename of a link: the other name stays; two names of one file:
+     * nothing moves */
+    CHECK_EQ(cl_itable_link(t, d, "h", &gf, S_IFREG, &err), g);
+    cl_itable_rename(t, d, "h", d, "k", 0);
+    CHECK_EQ(cl_itable_child(t, d, "k"), g);
+    CHECK_EQ(cl_itable_child(t, d, "g"), g);
+    CHECK_EQ(cl_itable_child(t, d, "h"), 0);
+    cl_itable_rename(t, d, "k", d, "g", 0);
+    CHECK_EQ(cl_itable_child(t, d, "k"), g);
+    CHECK_EQ(cl_itable_child(t, d, "g"), g);
+
+    /* a name another client removed: dropped while the file has others,
+     * kept when it is the only one, and a directory's always */
+    CHECK_EQ(cl_itable_forget_alias(t, d, "k"), 1);
+    CHECK_STR(path_of(t, g, NULL), "/d/g");
+    CHECK_EQ(cl_itable_forget_alias(t, d, "g"), 0);
+    CHECK_STR(path_of(t, g, NULL), "/d/g");
+    CHECK_EQ(cl_itable_forget_alias(t, CL_ROOT_ID, "d"), 0);
+    CHECK_EQ(cl_itable_forget_alias(t, d, "nosuch"), 0);
+    /* a request by the path of a name removed elsewhere failed: paths
+     * take the file's other name when that one is still the one they use;
+     * the name stays known, and a lookup of it puts it first again */
+    CHECK_EQ(cl_itable_link(t, d, "k", &gf, S_IFREG, &err), g);
+    CHECK_EQ(cl_itable_demote_path(t, g, "/d/g"), 0); /* not the path used */
+    CHECK_EQ(cl_itable_demote_path(t, g, "/d/k"), 1);
+    CHECK_STR(path_of(t, g, NULL), "/d/g");
+    CHECK_EQ(cl_itable_child(t, d, "k"), g);
+    CHECK_EQ(cl_itable_demote_path(t, g, "/d/g"), 1);
+    CHECK_STR(path_of(t, g, NULL), "/d/k");
+    CHECK_EQ(cl_itable_link(t, d, "g", &gf, S_IFREG, &err), g);
+    CHECK_STR(path_of(t, g, NULL), "/d/g");
+    cl_itable_unlink(t, d, "k");
+    CHECK_EQ(cl_itable_demote_path(t, g, "/d/g"), 0); /* its only name */
+    CHECK_EQ(cl_itable_demote_path(t, d, "/d"), 0);
+
+    /* names in two directories; the directories, forgotten by the kernel,
+     * live while the file does, and go with it */
+    uint64_t d2 = cl_itable_link(t, CL_ROOT_ID, "d2", &gd2, S_IFDIR, &err);
+    CHECK_EQ(cl_itable_link(t, d2, "h", &gf, S_IFREG, &err), g);
+    CHECK_STR(path_of(t, g, NULL), "/d2/h");
+    cl_itable_forget(t, d, 1);
+    cl_itable_forget(t, d2, 1);
+    CHECK_EQ(cl_itable_resolve(t, "/d/g"), g);
+    CHECK_EQ(cl_itable_resolve(t, "/d2/h"), g);
+    cl_itable_forget(t, z, 1);
+    cl_itable_forget(t, g, 1000); /* every lookup counted above */
+    CHECK_EQ(cl_itable_count(t), 1);
+    CHECK_EQ(cl_itable_resolve(t, "/d"), 0);
+
+    /* a directory has one name: another client renamed it */
+    uint64_t e = cl_itable_link(t, CL_ROOT_ID, "e", &gd, S_IFDIR, &err);
+    CHECK_EQ(cl_itable_link(t, CL_ROOT_ID, "e2", &gd, S_IFDIR, &err), e);
+    CHECK_EQ(cl_itable_child(t, CL_ROOT_ID, "e"), 0);
+    CHECK_STR(path_of(t, e, NULL), "/e2");
+    cl_itable_free(t);
+}
+
 int main(void)
 {
     test_open_handles();
     test_path_len();
+    test_hard_links();
     test_hold();
     test_kind();
     struct cl_itable *t = cl_itable_new();
@@ -200,14 +308,14 @@ int main(void)
     CHECK_STR(path_of(t, p, NULL), "/x/r");
     CHECK_STR(path_of(t, r, NULL), "/q");
 
-    /* hard links: one node id, the latest name wins; unlink of the other
-     * name keeps it */
+    /* hard links: one node id, paths through the latest name; unlink of
+     * the other name keeps it (test_hard_links has more) */
     gfid_t g8 = mkgfid(8);
     uint64_t h1 = cl_itable_link(t, CL_ROOT_ID, "h1", &g8, 0, &err);
     uint64_t h2 = cl_itable_link(t, x, "h2", &g8, 0, &err);
     CHECK_EQ(h1, h2);
     CHECK_STR(path_of(t, h1, NULL), "/x/h2");
-    cl_itable_unlink(t, CL_ROOT_ID, "h1"); /* not its current name: no change */
+    cl_itable_unlink(t, CL_ROOT_ID, "h1"); /* not the name paths use: no change */
     CHECK_STR(path_of(t, h1, NULL), "/x/h2");
     cl_itable_unlink(t, x, "h2");
     CHECK_EQ(cl_itable_path(t, h1, NULL, (char[64]){0}, 64), -ENOENT);
