@@ -724,6 +724,7 @@ struct verify {
     int remaining;
     uint32_t asked;
     struct cl_op obj[CL_REPL_MAX], par[CL_REPL_MAX];
+    char path[PATH_MAX], parent[PATH_MAX]; /* what the LOOKUPs name */
 };
 
 static void verify_done_cb(struct cl_op *op);
@@ -752,19 +753,21 @@ static void lookup_marks(struct cl_op *op, const char *path, void *ctx)
 static int verify_start(struct single *s)
 {
     struct repl *r = s->r;
-    char path[PATH_MAX], parent[PATH_MAX];
-    if (!single_path(s, path, sizeof(path)))
+    struct verify *v = calloc(1, sizeof(*v));
+    if (!v)
         return -1;
-    snprintf(parent, sizeof(parent), "%s", path);
+    char *path = v->path, *parent = v->parent;
+    if (!single_path(s, path, sizeof(v->path))) {
+        free(v);
+        return -1;
+    }
+    snprintf(parent, sizeof(v->parent), "%s", path);
     char *slash = strrchr(parent, '/');
     int has_parent = strcmp(path, "/") != 0;
     if (slash == parent)
         slash[1] = 0;
     else if (slash)
         *slash = 0;
-    struct verify *v = calloc(1, sizeof(*v));
-    if (!v)
-        return -1;
     v->s = s;
     v->asked = up_mask(r);
     int n = 0;
