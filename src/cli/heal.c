@@ -57,7 +57,7 @@ static void set_close(struct set *s)
 {
     for (int i = 0; i < s->n; i++) {
         if (s->ch[i])
-            s->ch[i]->destroy(s->ch[i]);
+            cl_layer_destroy_tree(s->ch[i]);
         free(s->names[i]);
     }
 }

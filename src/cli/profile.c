@@ -149,7 +149,7 @@ int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv)
                     rc == -ENOTCONN || rc == -ETIMEDOUT ? "not connected" : strerror(-rc));
             status = 1;
         }
-        l->destroy(l);
+        cl_layer_destroy_tree(l);
     }
     if (strcmp(what, "start") == 0 && status == 0)
         printf("Starting volume profile on %s has been successful \n", name);

@@ -97,13 +97,20 @@ struct cl_stack_params {
     void *recall_ctx;
 };
 
-/* Builds the stack for a volume. Each replica set (or single brick) is one
- * subvolume: a replicate layer over its bricks' protocol clients, or the
- * brick's protocol client alone. A volume of several subvolumes gets the
- * distribute layer (distribute.h) on top. A layout that does not divide
- * into sets is refused with -ENOTSUP and a message in err. */
+/* Builds the stack for a volume from the list of levels in stack.c: a
+ * protocol client per brick; a replicate layer over each replica set's (a
+ * set of one brick is its protocol client alone); the distribute layer
+ * (distribute.h) over the sets when there are several. Each layer is
+ * configured with cl_stack_effective_options once it is made. A layout that
+ * does not divide into sets is refused with -ENOTSUP and a message in err. */
 int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *p,
                    struct cl_layer **out, char *err, size_t errlen);
+/* cl_layer_destroy_tree of the stack's top. */
 void cl_stack_destroy(struct cl_layer *top);
+/* The options the stack's layers are configured with (at build and on every
+ * change): the volume's, with network.ping-timeout replaced by an explicit
+ * ping_timeout_ms (> 0; whole seconds, at least 1). out is the caller's to
+ * free (opt_set_free). 0 or -ENOMEM. */
+int cl_stack_effective_options(const struct opt_set *vol, int ping_timeout_ms, struct opt_set *out);
 
 #endif

@@ -1234,7 +1234,7 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
 
 /* ---- lifetime ---- */
 
-void cl_dht_stop(struct cl_layer *l)
+static void dht_stop(struct cl_layer *l)
 {
     struct dht *d = l->priv;
     pthread_mutex_lock(&d->qlock);
@@ -1249,7 +1249,7 @@ void cl_dht_stop(struct cl_layer *l)
 static void dht_destroy(struct cl_layer *self)
 {
     struct dht *d = self->priv;
-    cl_dht_stop(self);
+    dht_stop(self);
     cache_clear(d);
     for (size_t i = 0; i < d->n_fhs; i++)
         dht__dfh_free(d->fhs[i]);
@@ -1288,6 +1288,7 @@ struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volum
     d->layer.name = "distribute";
     d->layer.submit = dht_submit;
     d->layer.reconfigure = dht_reconfigure;
+    d->layer.stop = dht_stop;
     d->layer.destroy = dht_destroy;
     d->layer.priv = d;
     d->n = n;

@@ -8,7 +8,8 @@
  * the new name on the hashed subvolume.
  *
  * Ownership: the layer owns neither its children nor their lifetime;
- * cl_stack_destroy stops it (cl_dht_stop) before destroying the children. */
+ * its stop() ends its worker threads (layer.h: a tree is stopped before any
+ * of it is destroyed). */
 #ifndef CAIRN_CLIENT_DISTRIBUTE_H
 #define CAIRN_CLIENT_DISTRIBUTE_H
 
@@ -89,7 +90,5 @@ int cl_dht_cookie_map_get(struct cl_dht_cookie_map *m, uint64_t cookie, int *sub
 /* Creates the layer over children[0..n) (2 <= n <= CL_DHT_MAX). NULL on
  * ENOMEM / bad n. */
 struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volume);
-/* Stops the worker threads; call before destroying the children. */
-void cl_dht_stop(struct cl_layer *l);
 
 #endif

@@ -5,9 +5,11 @@
  * gets back a status and, on success, the reply frame. A layer's submit()
  * either answers the operation itself, or passes it (or several derived
  * operations) to the layers below, and calls cl_op_complete exactly once.
- * Layers compose top to bottom: FUSE bridge -> (caches, write-back) ->
- * distribute -> replicate -> protocol client. A layer with nothing to do for
- * an opcode forwards it unchanged, which costs one indirect call.
+ * Layers compose top to bottom: distribute -> replicate -> protocol client,
+ * built from the list in stack.c; the FUSE bridge issues operations to the
+ * top (its caches and write-back are still inside src/fuse, not layers yet).
+ * A layer with nothing to do for an opcode forwards it unchanged, which
+ * costs one indirect call.
  *
  * Ownership: the issuer owns the cl_op and everything args points to until
  * done() runs; after done() the issuer frees the reply with cl_op_release.
@@ -43,12 +45,24 @@ struct cl_op {
     uint8_t spread;
 };
 
+/* A layer's life: its constructor (cl_proto_new, cl_repl_new, cl_dht_new, ...)
+ * makes it over children that already exist; reconfigure() gives it the
+ * volume's options once at build (cl_stack_build) and again whenever they
+ * change; submit() runs operations; stop() ends its own background work that
+ * uses the children (heal threads, workers), after which operations still in
+ * flight complete; destroy() frees it. A stack is torn down whole by
+ * cl_layer_destroy_tree: every layer is stopped, parents before children,
+ * then destroyed, children before parents, so no layer's thread ever calls
+ * into a child that is gone. */
 struct cl_layer {
     const char *name;
     void (*submit)(struct cl_layer *self, struct cl_op *op);
     /* Applies changed volume options (live options); may be NULL. */
     void (*reconfigure)(struct cl_layer *self, const struct opt_set *opts);
-    /* Stops the layer and frees it, after its children. */
+    /* Ends the layer's background work that uses its children; may be NULL.
+     * Called once, before any child is stopped or destroyed. */
+    void (*stop)(struct cl_layer *self);
+    /* Frees the layer (not its children), after its children are destroyed. */
     void (*destroy)(struct cl_layer *self);
     struct cl_layer **children;
     int n_children;
@@ -88,18 +102,16 @@ static inline void cl_op_release(struct cl_op *op)
 
 /* Applies changed volume options to top and every layer below it, children
  * first (a layer shared by two parents is reconfigured once per parent). */
-static inline void cl_layer_reconfigure_all(struct cl_layer *top, const struct opt_set *opts)
-{
-    if (!top)
-        return;
-    for (int i = 0; i < top->n_children; i++)
-        cl_layer_reconfigure_all(top->children[i], opts);
-    if (top->reconfigure)
-        top->reconfigure(top, opts);
-}
+void cl_layer_reconfigure_all(struct cl_layer *top, const struct opt_set *opts);
 
-/* Runs an operation synchronously (for setup paths and tests; never on a
- * thread that completes operations). Returns op->status. */
+/* Stops every layer of the tree under top (parents first), then destroys
+ * them (children first). Only after every operation submitted to the tree
+ * has completed. NULL is ignored. */
+void cl_layer_destroy_tree(struct cl_layer *top);
+
+/* Runs an operation synchronously: submits it and waits for done(). Never
+ * on a thread that completes operations (a reply would wait for itself).
+ * Returns op->status. */
 int cl_op_run(struct cl_layer *l, struct cl_op *op);
 
 #endif

@@ -1039,7 +1039,7 @@ static void *heal_thread(void *arg)
     return NULL;
 }
 
-void cl_repl_stop(struct cl_layer *l)
+static void repl_stop(struct cl_layer *l)
 {
     struct repl *r = l->priv;
     if (!r->thread_started)
@@ -1055,7 +1055,7 @@ void cl_repl_stop(struct cl_layer *l)
 static void repl_destroy(struct cl_layer *self)
 {
     struct repl *r = self->priv;
-    cl_repl_stop(self);
+    repl_stop(self);
     for (size_t i = 0; i < r->n_fhs; i++)
         if (r->fhs[i]) {
             free(r->fhs[i]->path);
@@ -1090,6 +1090,7 @@ struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, con
     r->layer.n_children = n;
     r->layer.name = "replicate";
     r->layer.submit = repl_submit;
+    r->layer.stop = repl_stop;
     r->layer.destroy = repl_destroy;
     r->layer.priv = r;
     r->n = n;

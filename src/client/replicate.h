@@ -6,7 +6,8 @@
  * child. A child whose connection is down is skipped without waiting.
  *
  * Ownership: the layer owns neither its children nor their lifetime;
- * cl_stack_destroy stops it (cl_repl_stop) before destroying the children. */
+ * its stop() ends the background heal thread (layer.h: a tree is stopped
+ * before any of it is destroyed). */
 #ifndef CAIRN_CLIENT_REPLICATE_H
 #define CAIRN_CLIENT_REPLICATE_H
 
@@ -38,8 +39,6 @@ int cl_repl_pick(int n, uint64_t hash, uint32_t prefer, uint32_t usable);
  * up). heal_interval_ms 0: no background heal. NULL on ENOMEM / bad n. */
 struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, const char *volume,
                              int heal_interval_ms);
-/* Stops the background heal thread; the layer stays usable until destroy. */
-void cl_repl_stop(struct cl_layer *l);
 
 /* ---- heal (heal.c) ---- */
 

@@ -1,6 +1,5 @@
-/* Building and running the client stack. */
+/* Building the client stack of a volume from its list of layers. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,128 +13,175 @@
  * down (ms). */
 #define REPL_HEAL_INTERVAL_MS 2000
 
-struct run_wait {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int done;
-    cl_done_cb done_cb;
-    void *ctx;
+/* What a level's constructor gets. */
+struct stack_build {
+    const struct cl_volinfo *v;
+    const struct cl_stack_params *sp;
+    int set;     /* bricks per set */
+    int n_sets;  /* sets in the volume */
+    int ping_ms; /* the protocol clients' ping timeout */
 };
 
-static void run_done_cb(struct cl_op *op)
+/* How many layers of the level below one layer of a level sits on. */
+enum stack_span {
+    SPAN_BRICK,  /* one layer per brick, over none */
+    SPAN_SET,    /* one per replica set, over the set's layers */
+    SPAN_VOLUME, /* one for the volume, over every layer below */
+};
+
+/* One level of the stack. used() says whether the volume has it; a level
+ * it does not have passes the layers below up unchanged. make() returns the
+ * new layer over children[0..n) (index: which brick or set), or NULL (out of
+ * memory; the children are then still the caller's). */
+struct stack_level {
+    const char *name;
+    enum stack_span span;
+    int (*used)(const struct stack_build *b);
+    struct cl_layer *(*make)(const struct stack_build *b, int index, struct cl_layer **children,
+                             int n);
+};
+
+static int always(const struct stack_build *b)
 {
-    struct run_wait *w = op->ctx;
-    pthread_mutex_lock(&w->lock);
-    w->done = 1;
-    pthread_cond_signal(&w->cond);
-    pthread_mutex_unlock(&w->lock);
+    (void)b;
+    return 1;
 }
 
-int cl_op_run(struct cl_layer *l, struct cl_op *op)
+static struct cl_layer *make_proto(const struct stack_build *b, int index,
+                                   struct cl_layer **children, int n)
 {
-    struct run_wait w = {.done_cb = op->done, .ctx = op->ctx};
-    pthread_mutex_init(&w.lock, NULL);
-    pthread_cond_init(&w.cond, NULL);
-    op->done = run_done_cb;
-    op->ctx = &w;
-    cl_submit(l, op);
-    rpc_cork_flush(); /* what this thread held back goes before it waits */
-    pthread_mutex_lock(&w.lock);
-    while (!w.done)
-        pthread_cond_wait(&w.cond, &w.lock);
-    pthread_mutex_unlock(&w.lock);
-    pthread_mutex_destroy(&w.lock);
-    pthread_cond_destroy(&w.cond);
-    op->done = w.done_cb;
-    op->ctx = w.ctx;
-    return op->status;
+    (void)children;
+    (void)n;
+    const struct cl_brickinfo *br = &b->v->bricks[index];
+    struct cl_proto_params pp = {
+        .addr = br->addr,
+        .volume = b->v->name,
+        .brick_path = br->path,
+        .ping_timeout_ms = b->ping_ms,
+        .recall = b->sp ? b->sp->recall : NULL,
+        .recall_ctx = b->sp ? b->sp->recall_ctx : NULL,
+    };
+    return cl_proto_new(&pp);
 }
+
+static int replicated(const struct stack_build *b)
+{
+    return b->set > 1;
+}
+
+static struct cl_layer *make_repl(const struct stack_build *b, int index,
+                                  struct cl_layer **children, int n)
+{
+    (void)index;
+    return cl_repl_new(children, n, b->v->arbiter, b->v->name, REPL_HEAL_INTERVAL_MS);
+}
+
+static int distributed(const struct stack_build *b)
+{
+    return b->n_sets > 1;
+}
+
+static struct cl_layer *make_dht(const struct stack_build *b, int index, struct cl_layer **children,
+                                 int n)
+{
+    (void)index;
+    return cl_dht_new(children, n, b->v->name);
+}
+
+/* The stack, bottom to top. A new kind of layer is a new row: disperse
+ * beside replicate (chosen by used()), shard and the caches above
+ * distribute. */
+static const struct stack_level levels[] = {
+    {"protocol", SPAN_BRICK, always, make_proto},
+    {"replicate", SPAN_SET, replicated, make_repl},
+    {"distribute", SPAN_VOLUME, distributed, make_dht},
+};
 
 static void destroy_layers(struct cl_layer **l, int n)
 {
     for (int i = 0; i < n; i++)
-        cl_stack_destroy(l[i]);
+        cl_layer_destroy_tree(l[i]);
 }
 
-/* One subvolume: set s's protocol clients, under a replicate layer when the
- * set has more than one brick. */
-static struct cl_layer *build_set(const struct cl_volinfo *v, int s, int set, int ping_ms,
-                                  const struct cl_stack_params *sp)
+int cl_stack_effective_options(const struct opt_set *vol, int ping_timeout_ms, struct opt_set *out)
 {
-    struct cl_layer *ch[CL_REPL_MAX];
-    for (int i = 0; i < set; i++) {
-        const struct cl_brickinfo *b = &v->bricks[s * set + i];
-        struct cl_proto_params pp = {
-            .addr = b->addr,
-            .volume = v->name,
-            .brick_path = b->path,
-            .ping_timeout_ms = ping_ms,
-            .recall = sp ? sp->recall : NULL,
-            .recall_ctx = sp ? sp->recall_ctx : NULL,
-        };
-        ch[i] = cl_proto_new(&pp);
-        if (!ch[i]) {
-            destroy_layers(ch, i);
-            return NULL;
-        }
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < vol->n && rc == 0; i++)
+        rc = opt_set_put(out, vol->kv[i].name, vol->kv[i].value);
+    if (rc == 0 && ping_timeout_ms > 0) {
+        char v[32];
+        snprintf(v, sizeof(v), "%d", ping_timeout_ms < 1000 ? 1 : ping_timeout_ms / 1000);
+        rc = opt_set_put(out, "network.ping-timeout", v);
     }
-    if (set == 1)
-        return ch[0];
-    struct cl_layer *l = cl_repl_new(ch, set, v->arbiter, v->name, REPL_HEAL_INTERVAL_MS);
-    if (!l)
-        destroy_layers(ch, set);
-    return l;
+    if (rc < 0)
+        opt_set_free(out);
+    return rc;
+}
+
+/* Builds one level over below[0..*n), replacing them with its layers. */
+static int build_level(const struct stack_level *lv, const struct stack_build *b,
+                       const struct opt_set *opts, struct cl_layer **below, int *n)
+{
+    if (!lv->used(b))
+        return 0;
+    int made = lv->span == SPAN_BRICK ? b->v->n_bricks : lv->span == SPAN_SET ? b->n_sets : 1;
+    int per = lv->span == SPAN_BRICK ? 0 : lv->span == SPAN_SET ? b->set : *n;
+    struct cl_layer *out[CL_DHT_MAX * CL_REPL_MAX];
+    for (int i = 0; i < made; i++) {
+        out[i] = lv->make(b, i, per ? below + i * per : NULL, per);
+        if (!out[i]) {
+            log_error("volume %s: cannot make the %s layer: out of memory", b->v->name, lv->name);
+            destroy_layers(out, i); /* with the children they took over */
+            destroy_layers(below + i * per, *n - i * per);
+            *n = 0;
+            return -ENOMEM;
+        }
+        if (out[i]->reconfigure)
+            out[i]->reconfigure(out[i], opts);
+    }
+    memcpy(below, out, (size_t)made * sizeof(*out));
+    *n = made;
+    return 0;
 }
 
 int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
                    struct cl_layer **out, char *err, size_t errlen)
 {
-    int set = v->replica > 1 ? v->replica : 1;
-    int n_sets = set > 0 ? v->n_bricks / set : 0;
-    if (n_sets < 1 || n_sets * set != v->n_bricks || n_sets > CL_DHT_MAX) {
+    struct stack_build b = {.v = v, .sp = sp};
+    b.set = v->replica > 1 ? v->replica : 1;
+    b.n_sets = v->n_bricks / b.set;
+    if (b.n_sets < 1 || b.n_sets * b.set != v->n_bricks || b.n_sets > CL_DHT_MAX ||
+        b.set > CL_REPL_MAX) {
         snprintf(err, errlen, "volume %s: %d bricks do not make 1 to %d sets of %d", v->name,
-                 v->n_bricks, CL_DHT_MAX, set);
+                 v->n_bricks, CL_DHT_MAX, b.set);
         return -ENOTSUP;
     }
-    int ping_ms = sp && sp->ping_timeout_ms > 0
-                      ? sp->ping_timeout_ms
-                      : (int)(opt_int(&v->opts, "network.ping-timeout") * 1000);
-    if (ping_ms <= 0)
-        ping_ms = CL_DEFAULT_PING_TIMEOUT_MS;
-    struct cl_layer *subs[CL_DHT_MAX];
-    for (int s = 0; s < n_sets; s++) {
-        if (!(subs[s] = build_set(v, s, set, ping_ms, sp))) {
-            destroy_layers(subs, s);
-            snprintf(err, errlen, "out of memory");
-            return -ENOMEM;
-        }
-    }
-    if (n_sets == 1) {
-        *out = subs[0];
-        return 0;
-    }
-    struct cl_layer *l = cl_dht_new(subs, n_sets, v->name);
-    if (!l) {
-        destroy_layers(subs, n_sets);
+    b.ping_ms = sp && sp->ping_timeout_ms > 0
+                    ? sp->ping_timeout_ms
+                    : (int)(opt_int(&v->opts, "network.ping-timeout") * 1000);
+    if (b.ping_ms <= 0)
+        b.ping_ms = CL_DEFAULT_PING_TIMEOUT_MS;
+    struct opt_set opts;
+    if (cl_stack_effective_options(&v->opts, sp ? sp->ping_timeout_ms : 0, &opts) < 0) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    l->reconfigure(l, &v->opts); /* its options (cluster.min-free-disk) */
-    *out = l;
+    struct cl_layer *layers[CL_DHT_MAX * CL_REPL_MAX];
+    int n = 0, rc = 0;
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]) && rc == 0; i++)
+        rc = build_level(&levels[i], &b, &opts, layers, &n);
+    opt_set_free(&opts);
+    if (rc < 0) {
+        destroy_layers(layers, n);
+        snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    *out = layers[0];
     return 0;
 }
 
 void cl_stack_destroy(struct cl_layer *top)
 {
-    if (!top)
-        return;
-    /* The replicate layer's heal thread uses the children: stop it first. */
-    if (top->name && strcmp(top->name, "replicate") == 0)
-        cl_repl_stop(top);
-    /* The distribute layer's workers use the children too. */
-    if (top->name && strcmp(top->name, "distribute") == 0)
-        cl_dht_stop(top);
-    for (int i = 0; i < top->n_children; i++)
-        cl_stack_destroy(top->children[i]);
-    top->destroy(top);
+    cl_layer_destroy_tree(top);
 }

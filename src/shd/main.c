@@ -60,7 +60,7 @@ static void destroy_set(struct set *s)
 {
     for (int i = 0; i < s->n; i++)
         if (s->ch[i])
-            s->ch[i]->destroy(s->ch[i]);
+            cl_layer_destroy_tree(s->ch[i]);
     memset(s, 0, sizeof(*s));
 }
 
