@@ -60,7 +60,7 @@ class Workload:
         inode of its block group freed in the last minute whose block of
         the inode table is still cached, so the step would otherwise pay
         for whatever the steps before it removed, the previous system's
-        included (docs/performance-notes.md, round eighteen)."""
+        included (docs/notes/performance-notes.md, round eighteen)."""
         ts = system.targets()
         # Flush what earlier steps left dirty, so the timed sync below only
         # pays for this step's work.

@@ -7,7 +7,7 @@
  * everything beneath it (a rename, the removal of a tree) and a listing of
  * a directory then visit only the nodes concerned, never the whole table:
  * with tens of thousands of leases held, a scan per rename made each one
- * cost milliseconds (docs/performance-notes.md, round thirty-three).
+ * cost milliseconds (docs/notes/performance-notes.md, round thirty-three).
  *
  * Nodes cooling down or with a holder being recalled are also on the timed
  * list, which is all the timer looks at.

@@ -82,7 +82,7 @@ static void run_job(void *arg)
  * a client writing back a tree sends them in bursts into one directory,
  * where pool workers only take turns on the directory's lock and wake each
  * other; made one after another by this thread they cost less (cp -a of
- * 5,000 files 8-13% faster on ext4 and XFS bricks, docs/performance-notes.md
+ * 5,000 files 8-13% faster on ext4 and XFS bricks, docs/notes/performance-notes.md
  * round seven). Removals measured slower that way on ext4 and stay in the
  * pool. */
 static int runs_inline(const struct rpc_frame *f)

@@ -274,7 +274,7 @@ static int stopping(struct brick_trash *T)
  * one rename lock), and at the lowest CPU priority a purge holding one
  * waits long for a CPU. An `rm -rf` followed at once by a `tar x` ran the
  * two together: include/'s untar took 1.9 s instead of 1.5-1.8 s
- * (docs/performance-notes.md, round twenty-two). Paced, the purge still
+ * (docs/notes/performance-notes.md, round twenty-two). Paced, the purge still
  * ends while clients are busy, at PACE_BATCH per PACE_PAUSE_MS. */
 static void pace(struct brick_trash *T)
 {

@@ -1,5 +1,5 @@
 /* Set-id bits under FUSE_HANDLE_KILLPRIV_V2 (docs/consistency.md, "Data:
- * write-behind", and docs/performance-notes.md, round four).
+ * write-behind", and docs/notes/performance-notes.md, round four).
  *
  * Without it the kernel checks, before every write to a file, whether
  * security.capability must go, which is one GETXATTR request per write.

@@ -1,5 +1,5 @@
 /* Listing ahead: the listings of subdirectories fetched before they are
- * asked for (docs/performance-notes.md, round sixteen).
+ * asked for (docs/notes/performance-notes.md, round sixteen).
  *
  * Why: on a fresh mount `ls -lR`, `find` or `du` wait on the bricks once
  * per directory, for its OPENDIR and for each READDIRPLUS, one after the

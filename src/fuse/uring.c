@@ -471,7 +471,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
          * security.capability before every write and leaves set-id bits to
          * the bricks. PARALLEL_DIROPS: lookups and listings of one
          * directory may run side by side; without it a kernel may take a
-         * per-directory mutex around each (docs/performance-notes.md, round
+         * per-directory mutex around each (docs/notes/performance-notes.md, round
          * thirty-four; libfuse 3.14 wants it but never sets the flag). */
         u->ask = ii->major != 7 ? 0
                                 : (ii->minor >= 33 ? ii->flags & HANDLE_KILLPRIV_V2 : 0) |

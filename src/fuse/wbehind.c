@@ -12,7 +12,7 @@
  * up to performance.aggregate-size; the extents that go out together (up to
  * RPC_EXTENTS_MAX, WBH_SEND_MAX bytes) travel as one WRITE with EXTENTS, so
  * scattered small writes cost the bricks one request per round trip rather
- * than one each (docs/performance-notes.md, round eight).
+ * than one each (docs/notes/performance-notes.md, round eight).
  *
  * Bounded per file by performance.write-behind-window-size: a write that
  * takes the file's pending and in-flight bytes past it is queued as well,

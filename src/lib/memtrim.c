@@ -8,7 +8,7 @@
  * data, read windows); once the work is done, the freed buffers' pages
  * stay resident, pinned by the small records between them. After the
  * full-size tree was copied and read, a mount held about 90 MB free that
- * way beside 47 MB in use (docs/performance-notes.md, round seventeen).
+ * way beside 47 MB in use (docs/notes/performance-notes.md, round seventeen).
  *
  * A thread looks every period at how much the allocator holds free and,
  * once that is more than the slack and more than what is in use, has it
