@@ -8,7 +8,8 @@
  * connection going away) drops every lock the owner holds on the file.
  * flock() goes on the handle's own fd.
  *
- * Nothing here blocks a worker: a lock request that must wait is queued and
+ * Nothing here blocks the thread executing a request (a worker or the
+ * connection's reader): a lock request that must wait is queued and
  * retried by one waiter thread, which answers when it is granted. The
  * kernel's OFD locks record no pid, so the pid that GETLK reports is
  * remembered from the owner's SETLK requests. */

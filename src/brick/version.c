@@ -3,7 +3,8 @@
  *
  * A modifying request of a replicated volume carries PENDING, the bitmask of
  * the replica set's members that will not get this change. Before the change
- * is made, in the same worker execution, the brick writes
+ * is made, in the same execution (a worker, or the reader thread for the
+ * short requests dispatch.c runs inline), the brick writes
  *   1. .cairn/index/<gfid>, a file holding the object's volume path, and
  *   2. the xattr trusted.cairn.pending (u32 little-endian bitmask) OR-ed with
  *      PENDING,

@@ -3,7 +3,9 @@
  * Two paths. The fast path runs inline, asynchronously: an operation on an
  * open file's handle, and a lookup, create or attribute call whose parent
  * layout (and, for existing objects, whose location) the layer has cached,
- * goes to one subvolume. Everything else (a cache miss, link-to files,
+ * goes to one subvolume (a create only while the free-space figures of
+ * cluster.min-free-disk are fresh, room_due). Everything else (a cache
+ * miss, a create that must re-read free space, link-to files,
  * mkdir/rmdir, rename, link, unlink, statfs, directory handles and the
  * merged readdir) runs on the layer's worker threads as straight-line code
  * that waits for its subvolumes; children never call back into this layer,

@@ -1,9 +1,14 @@
 /* The FUSE bridge: libfuse low-level handlers that turn each request into an
  * operation on the client stack and answer from its completion.
  *
- * Every handler allocates a struct fop, fills its cl_op, and submits it; the
- * op's done callback replies to the kernel and frees the fop. Nothing blocks
- * a FUSE worker thread on the network. */
+ * Most handlers allocate a struct fop, fill its cl_op, and submit it; the
+ * op's done callback replies to the kernel and frees the fop. Some answer
+ * without the bricks (a lookup answered from known.c, a create written back
+ * by wb.c). A handler can still wait: fop_path settles the write-back queues
+ * the request depends on first, and a few paths (materialising a written-
+ * back file, asking a directory's default ACL) wait for the bricks. Moving
+ * the caches and write-back into client layers (docs/architecture.md) is
+ * what removes those waits from the bridge. */
 #ifndef CAIRN_FUSE_BRIDGE_H
 #define CAIRN_FUSE_BRIDGE_H
 
