@@ -132,8 +132,12 @@ int main(int argc, char **argv)
         int sig = 0;
         if (sigwait(&sigs, &sig) != 0)
             continue;
-        if (sig == SIGHUP)
+        if (sig == SIGHUP) {
+            int r = log_reopen();
+            if (r < 0)
+                log_error("SIGHUP: cannot reopen the log file: %s", strerror(-r));
             continue;
+        }
         log_info("signal %d: stopping brick %s", sig, path);
         break;
     }

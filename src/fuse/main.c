@@ -6,7 +6,7 @@
  * daemonizes, so `mount` returns only when the mount exists. Brick
  * connections and the management connection that hears about volume changes
  * (live.c) are made after daemonizing, since threads do not survive fork().
- * SIGTERM/SIGINT/SIGHUP end the session and unmount.
+ * SIGTERM/SIGINT end the session and unmount; SIGHUP reopens the log file.
  *
  * Every user may use the mount, as on a local disk: allow_other, with the
  * kernel checking permissions (default_permissions); -o no-allow-other
@@ -199,6 +199,7 @@ int main(int argc, char **argv)
     }
     if (fuse_set_signal_handlers(se) != 0)
         goto out_se;
+    log_reopen_on_sighup(); /* not the end of the session: logrotate sends it */
     if (cfg.io_uring)
         cf_uring_enable_kernel(); /* before the mount: the kernel offers the ring at INIT */
     if (fuse_session_mount(se, cfg.mountpoint) != 0) {

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +14,9 @@
 static const char *log_component = "cairn";
 static volatile int log_level = LOG_INFO;
 static int log_fd = 2;
+static char log_path[PATH_MAX]; /* what log_open opened, for log_reopen */
+/* Set by log_reopen: the next line logged says the file was reopened. */
+static volatile sig_atomic_t log_reopened;
 
 static const char *const level_names[] = {"E", "W", "I", "D", "T"};
 
@@ -27,7 +32,43 @@ int log_open(const char *path)
     if (fd < 0)
         return -errno;
     log_fd = fd;
+    if (strlen(path) < sizeof(log_path))
+        memcpy(log_path, path, strlen(path) + 1);
     return 0;
+}
+
+int log_reopen(void)
+{
+    if (!log_path[0] || log_fd == 2)
+        return 0;
+    int saved = errno;
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int rc = -errno;
+        errno = saved;
+        return rc; /* the old file stays in use */
+    }
+    /* dup3 swaps the file under log_fd at once: a line written meanwhile
+     * goes wholly to the old file or wholly to the new one. */
+    int rc = dup3(fd, log_fd, O_CLOEXEC) < 0 ? -errno : 0;
+    close(fd);
+    if (rc == 0)
+        log_reopened = 1;
+    errno = saved;
+    return rc;
+}
+
+static void reopen_cb(int sig)
+{
+    (void)sig;
+    (void)log_reopen();
+}
+
+void log_reopen_on_sighup(void)
+{
+    struct sigaction sa = {.sa_handler = reopen_cb, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 void log_set_level(enum log_level level)
@@ -58,6 +99,10 @@ void log_msg(enum log_level level, const char *fmt, ...)
 {
     if ((int)level > log_level)
         return;
+    if (log_reopened) {
+        log_reopened = 0;
+        log_msg(LOG_INFO, "log file %s reopened (SIGHUP)", log_path);
+    }
     char line[2048];
     struct timespec ts;
     struct tm tm;

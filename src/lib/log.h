@@ -8,6 +8,15 @@ enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3, LOG_T
  * returns 0 or -errno. The component name prefixes every line. */
 void log_init(const char *component, enum log_level level);
 int log_open(const char *path);
+/* Opens the log file again by the path log_open was given, so that a file
+ * logrotate moved away is replaced by a new one. Async-signal-safe (open,
+ * dup3, close): callable from a signal handler. The next line logged says
+ * so. 0 (also when logging to stderr) or -errno, the old file kept. */
+int log_reopen(void);
+/* Makes SIGHUP reopen the log (log_reopen) instead of ending the process,
+ * as logrotate configurations expect; for processes that take signals by
+ * handler rather than by sigwait. */
+void log_reopen_on_sighup(void);
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 /* Parses "error|warning|info|debug|trace" (also GlusterFS's upper-case names

@@ -216,6 +216,7 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    log_reopen_on_sighup();
 
     log_info("cairnd %s starting: listening on %s:%u, workdir %s", MGMT_VERSION, m->listen.host,
              m->listen.port, m->workdir);

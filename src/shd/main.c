@@ -321,6 +321,9 @@ int main(int argc, char **argv)
         }
         struct timespec ts = {0, POLL_MS * 1000000L};
         int sig = sigtimedwait(&sigs, NULL, &ts);
+        int r = sig == SIGHUP ? log_reopen() : 0;
+        if (r < 0)
+            log_error("SIGHUP: cannot reopen the log file: %s", strerror(-r));
         if (sig == SIGTERM || sig == SIGINT) {
             log_info("signal %d: self-heal daemon of volume %s stopping", sig, volume);
             break;
