@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/commands.h"
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../lib/options.h"
@@ -22,12 +23,18 @@ static void usage(FILE *f)
                "       cairn help | --version | volume set help\n");
 }
 
-/* Commands the CLI can answer without a daemon when none is reachable. */
+/* Commands the CLI answers itself, with or without a daemon: the help
+ * texts. Returns the exit status, or -1 for a command for cairnd. */
 static int run_locally(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[0], "volume") == 0 && strcmp(argv[1], "set") == 0 &&
         strcmp(argv[2], "help") == 0) {
         opt_print_help(stdout);
+        return 0;
+    }
+    if ((argc == 1 && strcmp(argv[0], "help") == 0) ||
+        (argc == 2 && strcmp(argv[0], "volume") == 0 && strcmp(argv[1], "help") == 0)) {
+        cmd_print_help(stdout);
         return 0;
     }
     return -1;
@@ -50,6 +57,7 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
+            cmd_print_help(stdout);
             return 0;
         } else
             break;
@@ -58,6 +66,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    int local = run_locally(argc - i, argv + i);
+    if (local >= 0)
+        return local;
     struct net_addr addr;
     if (net_parse_addr(remote, CAIRN_MGMT_PORT, &addr) < 0) {
         fprintf(stderr, "Invalid --remote-host %s\n", remote);
@@ -70,9 +81,6 @@ int main(int argc, char **argv)
         return cli_volume_profile(&addr, argc - i, argv + i);
     int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
     if (fd < 0) {
-        int rc = run_locally(argc - i, argv + i);
-        if (rc >= 0)
-            return rc;
         fprintf(stderr, "Connection failed. Please check if cairnd is running on %s:%u.\n",
                 addr.host, addr.port);
         return 1;

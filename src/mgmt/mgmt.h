@@ -198,8 +198,6 @@ int mgmt_cmd_reset(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_info(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_list(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out);
-/* Prints the command summary of `cairn help`. */
-void mgmt_print_help(FILE *out);
 
 /* ---- server.c ---- */
 

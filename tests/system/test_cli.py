@@ -132,6 +132,15 @@ def test_no_daemon():
     assert r.returncode == 0
     for o in OPTIONS:
         assert f"Option: {o}\n" in r.stdout
+    # and so do `help` and `volume help`: every command with its usage
+    for words in (["help"], ["volume", "help"]):
+        r = subprocess.run([exe("cairn"), "--remote-host", f"{HOST2}:24899", *words],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+        for line in ("volume create <NEW-VOLNAME> [replica <COUNT> [arbiter 1]]",
+                     "volume profile <VOLNAME>", "volume heal <VOLNAME>", "peer probe",
+                     "pool list", "volume set help"):
+            assert line in r.stdout, (words, r.stdout)
 
 
 def test_set_help_lists_every_option(c5):

@@ -1,0 +1,57 @@
+/* The command line's vocabulary: usage and help of every command. */
+#include "commands.h"
+
+#include <string.h>
+
+struct cmd_usage {
+    const char *word; /* after "volume"; NULL: not a volume command */
+    const char *usage;
+    const char *help;
+};
+
+static const struct cmd_usage cmds[] = {
+    {"create",
+     "volume create <NEW-VOLNAME> [replica <COUNT> [arbiter 1]] [transport tcp] <NEW-BRICK> ... "
+     "[force]",
+     "create a new volume of the given bricks (HOST:/abs/path; missing directories are made)"},
+    {"start", "volume start <VOLNAME> [force]", "start a volume's bricks"},
+    {"stop", "volume stop <VOLNAME> [force]", "stop a volume's bricks"},
+    {"delete", "volume delete <VOLNAME>", "delete a stopped volume"},
+    {"info", "volume info [all|<VOLNAME>]", "list information of volumes"},
+    {"list", "volume list", "list all volumes"},
+    {"status", "volume status [all|<VOLNAME>] [detail]", "show the brick processes of volumes"},
+    {"set", "volume set <VOLNAME> <KEY> <VALUE> [<KEY> <VALUE>] ...",
+     "set volume options (`volume set help` lists them)"},
+    {"get", "volume get <VOLNAME> <KEY|all>", "show volume options"},
+    {"reset", "volume reset <VOLNAME> [<KEY>|all] [force]", "reset options to their defaults"},
+    {"heal",
+     "volume heal <VOLNAME> [enable | disable | full | info [summary | split-brain] | statistics | "
+     "split-brain {bigger-file <FILE> | latest-mtime <FILE> | source-brick <HOSTNAME:BRICKNAME> "
+     "[<FILE>]}]",
+     "self-heal: enable/disable the self-heal daemon, crawl statistics (info, full and "
+     "split-brain run in the CLI)"},
+    {NULL, "volume set <VOLNAME> group virt|metadata-cache|small-file", "apply an option profile"},
+    {NULL, "volume set help", "list every volume option"},
+    {"profile", "volume profile <VOLNAME> {start|stop|info [cumulative|incremental|clear]}",
+     "requests per operation on every brick (run by the CLI)"},
+    {NULL, "peer probe <HOSTNAME>[:<PORT>]", "add a server to the trusted pool"},
+    {NULL, "peer detach <HOSTNAME> [force]", "remove a server from the pool"},
+    {NULL, "peer status", "list the other servers of the pool"},
+    {NULL, "pool list", "list every server of the pool"},
+    {NULL, "help", "show this list"},
+    {NULL, "--version", "show the version"},
+};
+
+const char *cmd_volume_usage(const char *word)
+{
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+        if (cmds[i].word && strcmp(cmds[i].word, word) == 0)
+            return cmds[i].usage;
+    return NULL;
+}
+
+void cmd_print_help(FILE *out)
+{
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+        fprintf(out, "%s - %s\n", cmds[i].usage, cmds[i].help);
+}
