@@ -51,6 +51,12 @@ static int index_open(struct brick *b, int create)
     return fd;
 }
 
+/* Writes the index entry of g holding path. An entry that already holds
+ * path is left alone: that is the common case (a directory is marked again
+ * by every entry made in it while a member is down), and rewriting it with
+ * O_TRUNC made ext4 write the file out at close (its replace-via-truncate
+ * heuristic), milliseconds per create on a degraded volume. A longer old
+ * path is overwritten, then cut to length. */
 static int index_put(struct brick *b, const gfid_t *g, const char *path)
 {
     char name[GFID_STRLEN];
@@ -58,14 +64,22 @@ static int index_put(struct brick *b, const gfid_t *g, const char *path)
     int dfd = index_open(b, 1);
     if (dfd < 0)
         return dfd;
-    int fd = VFS->openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd = VFS->openat(dfd, name, O_RDWR | O_CREAT, 0600);
     VFS->close(dfd);
     if (fd < 0)
         return fd;
     size_t len = strlen(path);
-    long n = VFS->pwrite(fd, path, len, 0);
+    char cur[RPC_PATH_MAX + 1];
+    long n = len < sizeof(cur) ? VFS->pread(fd, cur, len + 1, 0) : -1;
+    int rc = 0;
+    if (n != (long)len || memcmp(cur, path, len) != 0) {
+        long w = VFS->pwrite(fd, path, len, 0);
+        rc = w < 0 ? (int)w : (size_t)w != len ? -EIO : 0;
+        if (rc == 0 && n > (long)len)
+            rc = VFS->ftruncate(fd, (off_t)len);
+    }
     VFS->close(fd);
-    return n < 0 ? (int)n : (size_t)n != len ? -EIO : 0;
+    return rc;
 }
 
 static int index_drop(struct brick *b, const gfid_t *g)
