@@ -42,12 +42,37 @@ struct set {
     unsigned crawls;
     int left;                /* entries left for later by the last crawl */
     uint64_t next;           /* when the next crawl is due */
+    uint64_t retry_ms;       /* wait before the next crawl when entries are left */
     uint64_t skipping_since; /* entries left to other daemons since (0: none left) */
 };
 
 static struct set sets[64];
 static int n_sets;
 static const char *stats_file;
+
+/* When to crawl again. Entries left while a brick of the set is down
+ * cannot be healed until it is back, and its return starts a crawl at once
+ * (its connection's generation changes): crawling every RETRY_MS meanwhile
+ * would only read the growing index again and again, beside the writes
+ * that fill it (a copy onto a volume with a server down was several times
+ * slower for it). So while a brick is down and a crawl heals nothing, the
+ * wait doubles up to cluster.heal-timeout. */
+static uint64_t next_crawl_ms(struct set *s, uint64_t every)
+{
+    if (!s->left || every <= RETRY_MS) {
+        s->retry_ms = RETRY_MS;
+        return every;
+    }
+    int down = 0;
+    for (int i = 0; i < s->n; i++)
+        if (!cl_proto_connected(s->ch[i]))
+            down = 1;
+    if (!down || s->last.healed > 0 || s->retry_ms < RETRY_MS)
+        s->retry_ms = RETRY_MS;
+    else if (s->retry_ms < every)
+        s->retry_ms = s->retry_ms * 2 < every ? s->retry_ms * 2 : every;
+    return s->retry_ms;
+}
 
 static void usage(FILE *f)
 {
@@ -313,7 +338,7 @@ int main(int argc, char **argv)
                 if (now < s->next && !reconnected)
                     continue;
                 crawl(s, &v);
-                s->next = now_ms() + (s->left && every > RETRY_MS ? RETRY_MS : every);
+                s->next = now_ms() + next_crawl_ms(s, every);
                 wrote = 1;
             }
             if (wrote)
