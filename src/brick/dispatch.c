@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../rpc/opinfo.h"
 #include "brick.h"
 
 typedef int (*op_fn)(struct brick_req *r);

@@ -42,6 +42,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../rpc/opinfo.h"
 #include "brick.h"
 #include "lease_table.h"
 
@@ -683,7 +684,7 @@ static int changes(uint16_t op, const struct rpc_msg *in)
 {
     if (op == RPC_OP_OPEN)
         return (in->flags & O_TRUNC) != 0;
-    return rpc_op_changes(op);
+    return rpc_op_is(op, RPC_OPF_CHANGE);
 }
 
 /* The attributes of the directory whose entries a change by r altered,

@@ -13,6 +13,7 @@
 
 #include "../lib/log.h"
 #include "../lib/options.h"
+#include "../rpc/opinfo.h"
 #include "server.h"
 
 struct conn_node {
@@ -262,7 +263,7 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
         rpc_frame_free(f);
         return;
     }
-    if (op == RPC_OP_COMPOUND || rpc_op_changes(op))
+    if (op == RPC_OP_COMPOUND || rpc_op_is(op, RPC_OPF_CHANGE))
         brick_spare_busy(s->b); /* not idle: no spares made ahead now */
     if (brick_lease_admit(s->b, bc, f))
         return; /* runs once another client's exclusive lease is returned */

@@ -12,6 +12,7 @@
 
 #include "../lib/net.h"
 #include "../lib/options.h"
+#include "../rpc/opinfo.h"
 #include "dht_int.h"
 
 static uint32_t path_hash(const char *p)

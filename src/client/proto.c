@@ -11,6 +11,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../rpc/opinfo.h"
 #include "client.h"
 
 /* FH tagging: low 40 bits the brick's handle, high 24 bits the connection

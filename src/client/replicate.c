@@ -11,6 +11,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../rpc/opinfo.h"
 #include "client.h"
 #include "replicate.h"
 
@@ -981,7 +982,7 @@ static void repl_submit(struct cl_layer *self, struct cl_op *op)
     int by_fh = rpc_has(&op->args, RPC_T_FH);
     if (code == RPC_OP_CREATE || code == RPC_OP_OPEN || code == RPC_OP_OPENDIR) {
         fan_open(r, op);
-    } else if (rpc_op_changes(code)) {
+    } else if (rpc_op_is(code, RPC_OPF_CHANGE)) {
         fan_change(r, op);
     } else if (code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR) {
         fan_handles(r, op, FAN_CLOSE);
