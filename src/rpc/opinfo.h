@@ -33,13 +33,15 @@
  * and non-file ones included, so that is the safe default. */
 #define RPC_OPF_READONLY (1u << 1)
 /* Changes a file's data by its handle (WRITE, FALLOCATE). Read by
- * replicate (replicate.c: data changes are ordered and marked per file)
- * and the brick's versioning (version.c). */
+ * replicate (replicate.c: an arbiter keeps no data, so it is sent a MARK
+ * instead, and the quorum needs a brick with data) and the brick's
+ * versioning (version.c: the handle's file is marked if the connection
+ * ends before it is closed). */
 #define RPC_OPF_DATA (1u << 2)
 /* Changes an object's attributes or extended attributes (SETATTR,
  * SETXATTR, REMOVEXATTR), by PATH or FH. Read by distribute (a
  * directory's copies on every subvolume all take it) and the brick's
- * versioning (version.c). */
+ * versioning (version.c, as for RPC_OPF_DATA). */
 #define RPC_OPF_META (1u << 3)
 /* Makes a new object under a new name, PATH (CREATE, MAKE_FILE, MKNOD,
  * MKDIR, SYMLINK; not LINK, which names an existing one). Read by
