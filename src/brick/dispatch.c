@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../rpc/opinfo.h"
 #include "brick.h"
 
 typedef int (*op_fn)(struct brick_req *r);
@@ -73,18 +74,10 @@ static uint64_t moved_bytes(const struct brick_req *r, int rc)
  * after part of the change. */
 static int may_reshape_dirs(const struct brick_req *r)
 {
-    switch (r->opcode) {
-    case RPC_OP_SETATTR:
+    if (r->opcode == RPC_OP_SETATTR)
         return rpc_has(r->in, RPC_T_VALID) &&
                (r->in->valid & (RPC_SET_MODE | RPC_SET_UID | RPC_SET_GID));
-    case RPC_OP_SETXATTR:
-    case RPC_OP_REMOVEXATTR:
-    case RPC_OP_RENAME:
-    case RPC_OP_RMDIR:
-        return 1;
-    default:
-        return 0;
-    }
+    return rpc_op_is(r->opcode, RPC_OPF_RESHAPE);
 }
 
 static int exec_one(struct brick_req *r)

@@ -42,6 +42,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../rpc/opinfo.h"
 #include "brick.h"
 #include "lease_table.h"
 
@@ -425,43 +426,13 @@ static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *
     return 0;
 }
 
-static int grantable(uint16_t op)
-{
-    switch (op) {
-    case RPC_OP_LOOKUP:
-    case RPC_OP_GETATTR:
-    case RPC_OP_GETXATTR:
-    case RPC_OP_SETATTR:
-    case RPC_OP_CREATE:
-    case RPC_OP_MAKE_FILE:
-    case RPC_OP_MKDIR:
-    case RPC_OP_MKNOD:
-    case RPC_OP_SYMLINK:
-    case RPC_OP_LINK:
-    case RPC_OP_UNLINK:
-    case RPC_OP_RMDIR:
-    case RPC_OP_READDIR:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-/* The parent's lease covers the name (an entry the client caches);
- * attributes and extended attributes need the object's alone. */
-static int asks_parent(uint16_t op)
-{
-    return grantable(op) && op != RPC_OP_READDIR && op != RPC_OP_GETATTR && op != RPC_OP_SETATTR &&
-           op != RPC_OP_GETXATTR;
-}
-
 void brick_lease_pre(struct brick_req *r)
 {
     struct brick_leases *L = r->b->leases;
     r->lease_ok = 0;
     r->lease_name = 0;
     if (!L || !r->bc->rc || !rpc_has(r->in, RPC_T_LEASE) || !(r->in->lease & RPC_LEASE_READ) ||
-        !grantable(r->opcode))
+        !rpc_op_is(r->opcode, RPC_OPF_LEASE))
         return;
     const struct rpc_bytes *pb = r->opcode == RPC_OP_LINK ? &r->in->path2 : &r->in->path;
     const char *p;
@@ -486,9 +457,11 @@ void brick_lease_pre(struct brick_req *r)
             r->lease_excl = 1;
         }
     }
-    /* A parent cooling down after a conflict leaves the object's lease
-     * standing: its attributes and data are still cached, its name is not. */
-    int parent = asks_parent(r->opcode);
+    /* The parent's lease covers the name (an entry the client caches);
+     * attributes and extended attributes need the object's alone. A parent
+     * cooling down after a conflict leaves the object's lease standing: its
+     * attributes and data are still cached, its name is not. */
+    int parent = rpc_op_is(r->opcode, RPC_OPF_LEASE_PARENT);
     int name =
         rc == 0 && (!parent || grant_one(L, r->bc, p, brick_ltab_parent_len(p, len), now) == 0);
     unlock(L);
@@ -683,7 +656,7 @@ static int changes(uint16_t op, const struct rpc_msg *in)
 {
     if (op == RPC_OP_OPEN)
         return (in->flags & O_TRUNC) != 0;
-    return rpc_op_changes(op);
+    return rpc_op_is(op, RPC_OPF_CHANGE);
 }
 
 /* The attributes of the directory whose entries a change by r altered,
@@ -845,7 +818,7 @@ void brick_lease_post(struct brick_req *r, int rc)
             r->lease_ok = 1;
         }
     }
-    int name = r->lease_name || !asks_parent(r->opcode);
+    int name = r->lease_name || !rpc_op_is(r->opcode, RPC_OPF_LEASE_PARENT);
     if (r->lease_ok)
         rpc_put_u64(r->out, RPC_T_LEASE,
                     RPC_LEASE_READ | (r->lease_excl ? RPC_LEASE_EXCL : 0) |
@@ -1013,17 +986,9 @@ static int park_listing(struct brick_leases *L, const char *dir, size_t dlen, st
 int brick_lease_admit(struct brick *b, struct brick_conn *bc, struct rpc_frame *f)
 {
     struct brick_leases *L = b->leases;
-    if (!L || !__atomic_load_n(&L->n_excl, __ATOMIC_RELAXED) || !bc->rc)
+    if (!L || !__atomic_load_n(&L->n_excl, __ATOMIC_RELAXED) || !bc->rc ||
+        rpc_op_is(f->hdr.opcode, RPC_OPF_NO_HOLD))
         return 0;
-    switch (f->hdr.opcode) {
-    case RPC_OP_LEASE_RETURN:
-    case RPC_OP_HANDSHAKE:
-    case RPC_OP_PING:
-    case RPC_OP_MGMT_RECONF:
-        return 0;
-    default:
-        break;
-    }
     const char *ps[2];
     size_t lens[2];
     int n = 0;

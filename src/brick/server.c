@@ -13,6 +13,7 @@
 
 #include "../lib/log.h"
 #include "../lib/options.h"
+#include "../rpc/opinfo.h"
 #include "server.h"
 
 struct conn_node {
@@ -74,7 +75,7 @@ static void run_job(void *arg)
  * kind of machine, more than the request's own work), so short requests run
  * where they arrived when nothing is queued behind them. Whatever may take
  * long (fsync, fallocate, big reads and writes, compounds, anything not
- * listed) goes to the pool, so the reader keeps answering pings and a
+ * RPC_OPF_QUICK) goes to the pool, so the reader keeps answering pings and a
  * pipelining client keeps its parallelism. Lock waits never block: they are
  * deferred.
  *
@@ -93,38 +94,8 @@ static int runs_inline(const struct rpc_frame *f)
     case RPC_OP_WRITE:
     case RPC_OP_MAKE_FILE:
         return f->hdr.body_len <= INLINE_IO;
-    case RPC_OP_LOOKUP:
-    case RPC_OP_GETATTR:
-    case RPC_OP_SETATTR:
-    case RPC_OP_MKNOD:
-    case RPC_OP_MKDIR:
-    case RPC_OP_SYMLINK:
-    case RPC_OP_LINK:
-    case RPC_OP_UNLINK:
-    case RPC_OP_RMDIR:
-    case RPC_OP_RENAME:
-    case RPC_OP_READLINK:
-    case RPC_OP_OPEN:
-    case RPC_OP_CREATE:
-    case RPC_OP_FLUSH:
-    case RPC_OP_RELEASE:
-    case RPC_OP_LSEEK:
-    case RPC_OP_OPENDIR:
-    case RPC_OP_READDIR:
-    case RPC_OP_RELEASEDIR:
-    case RPC_OP_STATFS:
-    case RPC_OP_SETXATTR:
-    case RPC_OP_GETXATTR:
-    case RPC_OP_LISTXATTR:
-    case RPC_OP_REMOVEXATTR:
-    case RPC_OP_GETLK:
-    case RPC_OP_SETLK:
-    case RPC_OP_FLOCK:
-    case RPC_OP_LEASE_RETURN:
-    case RPC_OP_ACCUSED_SEEN:
-        return 1;
     default:
-        return 0;
+        return rpc_op_is(f->hdr.opcode, RPC_OPF_QUICK);
     }
 }
 
@@ -262,7 +233,7 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
         rpc_frame_free(f);
         return;
     }
-    if (op == RPC_OP_COMPOUND || rpc_op_changes(op))
+    if (op == RPC_OP_COMPOUND || rpc_op_is(op, RPC_OPF_CHANGE))
         brick_spare_busy(s->b); /* not idle: no spares made ahead now */
     if (brick_lease_admit(s->b, bc, f))
         return; /* runs once another client's exclusive lease is returned */

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../rpc/opinfo.h"
 #include "brick.h"
 
 #define VFS (b->vfs)
@@ -360,18 +361,9 @@ void brick_version_post(struct brick_req *r)
 {
     if (rpc_has(r->in, RPC_T_PENDING) && (uint32_t)r->in->pending)
         mark_for(r, r->opcode, (uint32_t)r->in->pending, 0, 1);
-    switch (r->opcode) {
-    case RPC_OP_CREATE:
-    case RPC_OP_WRITE:
-    case RPC_OP_FALLOCATE:
-    case RPC_OP_SETATTR:
-    case RPC_OP_SETXATTR:
-    case RPC_OP_REMOVEXATTR:
+    /* a change through a handle (a CREATE's: the one it returns) */
+    if (r->opcode == RPC_OP_CREATE || rpc_op_is(r->opcode, RPC_OPF_DATA | RPC_OPF_META))
         note_changed(r);
-        break;
-    default:
-        break;
-    }
     /* A LOOKUP that asks for PENDING (heal) gets the object's marks. */
     if (r->opcode == RPC_OP_LOOKUP && rpc_has(r->in, RPC_T_PENDING) && rpc_has(r->in, RPC_T_PATH)) {
         struct brick_loc loc;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../client/client.h"
+#include "../rpc/opinfo.h"
 #include "cli.h"
 
 #define PROFILE_CONNECT_MS 3000

@@ -1,6 +1,7 @@
 /* Distribute: directory handles (open on every subvolume), the merged
  * listing with its cookies, directory attributes merged from every copy,
  * statfs summed. docs/replication.md, "Distribute". */
+#include "../rpc/opinfo.h"
 #include "dht_int.h"
 
 /* Replaces the ATTR field of a reply frame with a. 0 or -ENOMEM. */
@@ -618,8 +619,7 @@ void dht__do_dir_fh(struct dht *d, struct cl_op *op, struct dfh *h)
         dht__release_all(d, subs, mask);
         dht__dfh_free(h);
         dht__complete_op(op, 0, NULL);
-    } else if (code == RPC_OP_FSYNC || code == RPC_OP_SETATTR || code == RPC_OP_SETXATTR ||
-               code == RPC_OP_REMOVEXATTR) {
+    } else if (code == RPC_OP_FSYNC || rpc_op_is(code, RPC_OPF_META)) {
         dht__every(d, op, h->subvol, h);
     } else if (code == RPC_OP_GETATTR) {
         dht__dir_attr(d, op, h->subvol, h);

@@ -14,6 +14,7 @@
 
 #include "../lib/net.h"
 #include "../lib/options.h"
+#include "../rpc/opinfo.h"
 #include "dht_int.h"
 
 static uint32_t path_hash(const char *p)
@@ -255,12 +256,6 @@ void dht__no_lease(struct rpc_frame *r)
         r->msg.present &= ~LEASE_BITS;
 }
 
-static int makes_name(unsigned op)
-{
-    return op == RPC_OP_CREATE || op == RPC_OP_MKNOD || op == RPC_OP_SYMLINK ||
-           op == RPC_OP_MAKE_FILE || op == RPC_OP_MKDIR;
-}
-
 /* The lease sub (a copy of args without one) asks for: what args asked, of
  * a LOOKUP, an OPEN or a request making a name (the subvolume it hashes
  * to, or for a directory every subvolume), or of a directory's GETXATTR
@@ -268,8 +263,9 @@ static int makes_name(unsigned op)
 static void ask_lease_as(struct rpc_msg *sub, const struct rpc_msg *args, int dir)
 {
     unsigned op = (unsigned)sub->op;
-    if (rpc_has(args, RPC_T_LEASE) && (op == RPC_OP_LOOKUP || op == RPC_OP_OPEN ||
-                                       (dir && op == RPC_OP_GETXATTR) || makes_name(op)))
+    if (rpc_has(args, RPC_T_LEASE) &&
+        (op == RPC_OP_LOOKUP || op == RPC_OP_OPEN || (dir && op == RPC_OP_GETXATTR) ||
+         rpc_op_is(op, RPC_OPF_MAKES)))
         RPC_SET(sub, lease, RPC_T_LEASE, args->lease);
 }
 
@@ -306,8 +302,9 @@ static void pass_lease(unsigned op, struct rpc_frame *r)
         object_lease(r);
     else if (op == RPC_OP_GETXATTR && (got & RPC_LEASE_READ))
         r->msg.lease &= RPC_LEASE_READ | RPC_LEASE_NAME;
-    else if ((got & RPC_LEASE_READ) && (op == RPC_OP_OPEN ? (got & RPC_LEASE_EXCL) != 0
-                                                          : makes_name(op) && op != RPC_OP_MKDIR))
+    else if ((got & RPC_LEASE_READ) &&
+             (op == RPC_OP_OPEN ? (got & RPC_LEASE_EXCL) != 0
+                                : rpc_op_is(op, RPC_OPF_MAKES) && op != RPC_OP_MKDIR))
         r->msg.present &= ~(1ull << RPC_T_PATTR);
     else
         dht__no_lease(r);
@@ -837,11 +834,6 @@ static void create_elsewhere(struct dht *d, struct cl_op *op, const char *path, 
 
 /* ---- the worker path ---- */
 
-static int is_dir_change(unsigned code)
-{
-    return code == RPC_OP_SETATTR || code == RPC_OP_SETXATTR || code == RPC_OP_REMOVEXATTR;
-}
-
 static void slow(struct dht *d, struct cl_op *op)
 {
     unsigned code = (unsigned)op->args.op;
@@ -849,8 +841,7 @@ static void slow(struct dht *d, struct cl_op *op)
     if (rpc_has(&op->args, RPC_T_FH)) {
         struct dfh *h = fh_get(d, op->args.fh);
         if (!h)
-            dht__complete_op(op, code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR ? 0 : -EBADF,
-                             NULL);
+            dht__complete_op(op, rpc_op_is(code, RPC_OPF_RELEASE) ? 0 : -EBADF, NULL);
         else
             dht__do_dir_fh(d, op, h);
         return;
@@ -859,7 +850,7 @@ static void slow(struct dht *d, struct cl_op *op)
         rpc_has(&op->args, RPC_T_PATH) ? arg_path(&op->args.path, path, sizeof(path)) : -EINVAL;
     if (rc == 0 && rpc_has(&op->args, RPC_T_PATH2))
         rc = arg_path(&op->args.path2, path2, sizeof(path2));
-    else if (rc == 0 && (code == RPC_OP_RENAME || code == RPC_OP_LINK))
+    else if (rc == 0 && rpc_op_is(code, RPC_OPF_PATH2))
         rc = -EINVAL;
     if (rc < 0) {
         dht__complete_op(op, rc, NULL);
@@ -937,7 +928,7 @@ static void slow(struct dht *d, struct cl_op *op)
         dht__complete_op(op, rc, NULL);
         return;
     }
-    if (is_dir && is_dir_change(code))
+    if (is_dir && rpc_op_is(code, RPC_OPF_META))
         dht__every(d, op, where, NULL);
     else if (is_dir && code == RPC_OP_GETATTR)
         dht__dir_attr(d, op, where, NULL);
@@ -1137,18 +1128,15 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     struct dht *d = self->priv;
     unsigned code = (unsigned)op->args.op;
     rounds_here = 0;
-    if (code == RPC_OP_MARK || code == RPC_OP_INDEX || code == RPC_OP_UNMARK ||
-        code == RPC_OP_COMPOUND) {
+    if (rpc_op_is(code, RPC_OPF_UNROUTED)) {
         dht__complete_op(op, -ENOTSUP, NULL);
         return;
     }
     if (rpc_has(&op->args, RPC_T_FH)) {
         struct dfh *h = fh_get(d, op->args.fh);
         if (!h) {
-            dht__complete_op(op, code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR ? 0 : -EBADF,
-                             NULL);
-        } else if (h->is_dir && code != RPC_OP_GETLK && code != RPC_OP_SETLK &&
-                   code != RPC_OP_FLOCK) {
+            dht__complete_op(op, rpc_op_is(code, RPC_OPF_RELEASE) ? 0 : -EBADF, NULL);
+        } else if (h->is_dir && !rpc_op_is(code, RPC_OPF_LOCK)) {
             enqueue(d, op);
         } else if (h->is_dir) {
             /* Lock waits can last: never on a worker. One subvolume's copy
@@ -1214,7 +1202,7 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_SETXATTR:
     case RPC_OP_REMOVEXATTR:
         if (!dht__is_root(path) && cache_loc(d, path, &i, &is_dir) &&
-            !(is_dir && (is_dir_change(code) || code == RPC_OP_GETATTR))) {
+            !(is_dir && (rpc_op_is(code, RPC_OPF_META) || code == RPC_OP_GETATTR))) {
             forward(d, op, i,
                     code == RPC_OP_OPEN ? FWD_OPEN
                     : is_dir            ? FWD_DIR
@@ -1222,7 +1210,7 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
                     path, NOFH, NULL);
             return;
         }
-        if (dht__is_root(path) && !is_dir_change(code) && code != RPC_OP_OPEN &&
+        if (dht__is_root(path) && !rpc_op_is(code, RPC_OPF_META) && code != RPC_OP_OPEN &&
             code != RPC_OP_GETATTR) {
             forward(d, op, 0, FWD_DIR, path, NOFH, NULL);
             return;

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../rpc/opinfo.h"
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;

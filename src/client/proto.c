@@ -11,6 +11,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../rpc/opinfo.h"
 #include "client.h"
 
 /* FH tagging: low 40 bits the brick's handle, high 24 bits the connection
@@ -168,11 +169,6 @@ static int op_has_fh(const struct cl_op *op)
     return rpc_has(&op->args, RPC_T_FH);
 }
 
-static int op_returns_fh(unsigned opcode)
-{
-    return opcode == RPC_OP_OPEN || opcode == RPC_OP_CREATE || opcode == RPC_OP_OPENDIR;
-}
-
 /* Per-call state, so the reply can be tagged with its connection's
  * generation and the in-flight count kept. */
 struct call {
@@ -192,7 +188,7 @@ static void call_cb(void *arg, int status, struct rpc_frame *reply, int *take)
     op->rounds = 1; /* counters (layer.h) */
     if (reply)
         *take = 1;
-    if (status == 0 && reply && op_returns_fh(op->args.op)) {
+    if (status == 0 && reply && rpc_op_is(op->args.op, RPC_OPF_OPEN)) {
         if (!rpc_has(&reply->msg, RPC_T_FH)) {
             status = -EPROTO;
         } else if (reply->msg.fh > FH_MASK) {
@@ -215,7 +211,7 @@ static int send_op(struct proto *p, struct rpc_conn *conn, uint64_t gen, struct 
     if (op_has_fh(op)) {
         uint64_t fgen = op->args.fh >> FH_BITS;
         if (fgen != (gen & GEN_MASK)) {
-            int stale_close = op->args.op == RPC_OP_RELEASE || op->args.op == RPC_OP_RELEASEDIR;
+            int stale_close = rpc_op_is(op->args.op, RPC_OPF_RELEASE);
             cl_op_complete(op, stale_close ? 0 : -EIO, NULL);
             return 0;
         }

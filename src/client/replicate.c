@@ -11,6 +11,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../rpc/opinfo.h"
 #include "client.h"
 #include "replicate.h"
 
@@ -204,11 +205,6 @@ struct fan {
     struct rpc_frame *reply;
     uint32_t rounds; /* round trips of the phase before the marks */
 };
-
-static int is_data(unsigned op)
-{
-    return op == RPC_OP_WRITE || op == RPC_OP_FALLOCATE;
-}
 
 static void fan_finish(struct fan *f);
 
@@ -543,7 +539,7 @@ static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind k
     f->h = h;
     f->asked = ask;
     f->missed = missed;
-    f->data_op = is_data((unsigned)parent->args.op);
+    f->data_op = rpc_op_is((unsigned)parent->args.op, RPC_OPF_DATA);
     for (int i = 0; i < r->n; i++) {
         if (!(ask >> i & 1))
             continue;
@@ -592,7 +588,7 @@ static void fan_change(struct repl *r, struct cl_op *op)
             if (h->fh[i] == NOFH)
                 ask &= ~(1u << i);
     }
-    int data_op = is_data((unsigned)op->args.op);
+    int data_op = rpc_op_is((unsigned)op->args.op, RPC_OPF_DATA);
     /* Not enough children to make a quorum: nothing is sent, so nothing is
      * half done. */
     if (!cl_repl_quorum_met(r->n, r->arbiter, data_op, ask)) {
@@ -979,15 +975,15 @@ static void repl_submit(struct cl_layer *self, struct cl_op *op)
     struct repl *r = self->priv;
     unsigned code = (unsigned)op->args.op;
     int by_fh = rpc_has(&op->args, RPC_T_FH);
-    if (code == RPC_OP_CREATE || code == RPC_OP_OPEN || code == RPC_OP_OPENDIR) {
+    if (rpc_op_is(code, RPC_OPF_OPEN)) {
         fan_open(r, op);
-    } else if (rpc_op_changes(code)) {
+    } else if (rpc_op_is(code, RPC_OPF_CHANGE)) {
         fan_change(r, op);
-    } else if (code == RPC_OP_RELEASE || code == RPC_OP_RELEASEDIR) {
+    } else if (rpc_op_is(code, RPC_OPF_RELEASE)) {
         fan_handles(r, op, FAN_CLOSE);
     } else if (code == RPC_OP_FLUSH || code == RPC_OP_FSYNC) {
         fan_handles(r, op, FAN_SYNC);
-    } else if (code == RPC_OP_GETLK || code == RPC_OP_SETLK || code == RPC_OP_FLOCK) {
+    } else if (rpc_op_is(code, RPC_OPF_LOCK)) {
         do_lock(r, op);
     } else if (code == RPC_OP_READDIR) {
         do_single(r, op, 1, op->args.offset != 0 ? -2 : -1);

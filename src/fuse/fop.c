@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../rpc/opinfo.h"
 #include "bridge.h"
 
 struct fop *fop_new(fuse_req_t req, uint16_t opcode, cl_done_cb done)
@@ -125,33 +126,14 @@ void fop_lease_key(struct fop *f, fuse_ino_t ino)
         (void)fop_path(f, ino, NULL);
 }
 
-/* Whether an operation may change what a listing shows (lsahead.c). */
+/* Whether an operation may change what a listing shows (lsahead.c). Not
+ * RPC_OPF_CHANGE, which agrees on every file operation: here anything not
+ * known to leave the file alone counts as a change. */
 static int changes(const struct rpc_msg *a)
 {
-    switch (a->op) {
-    case RPC_OP_OPEN:
+    if (a->op == RPC_OP_OPEN)
         return (a->flags & O_TRUNC) != 0;
-    case RPC_OP_LOOKUP:
-    case RPC_OP_GETATTR:
-    case RPC_OP_READLINK:
-    case RPC_OP_READ:
-    case RPC_OP_FLUSH:
-    case RPC_OP_RELEASE:
-    case RPC_OP_FSYNC:
-    case RPC_OP_LSEEK:
-    case RPC_OP_OPENDIR:
-    case RPC_OP_READDIR:
-    case RPC_OP_RELEASEDIR:
-    case RPC_OP_STATFS:
-    case RPC_OP_GETXATTR:
-    case RPC_OP_LISTXATTR:
-    case RPC_OP_GETLK:
-    case RPC_OP_SETLK:
-    case RPC_OP_FLOCK:
-        return 0;
-    default:
-        return 1;
-    }
+    return !rpc_op_is(a->op, RPC_OPF_READONLY);
 }
 
 /* A request by the path of a hard-linked file's node that the bricks

@@ -2,7 +2,8 @@
  *
  * One decoder serves every opcode: a body is a set of tagged fields, and each
  * opcode documents (docs/protocol.md) which fields it needs. Tags and opcode
- * numbers are wire-visible: never renumber, only append. */
+ * numbers are wire-visible: never renumber, only append. Each opcode's name
+ * and properties are in opinfo.h: a new one gets an entry there. */
 #ifndef CAIRN_RPC_MSG_H
 #define CAIRN_RPC_MSG_H
 
@@ -389,10 +390,5 @@ void rpc_put_time(struct rpc_buf *b, uint16_t tag, int64_t sec, uint32_t nsec);
 void rpc_put_lock(struct rpc_buf *b, uint16_t tag, const struct rpc_lock *l);
 void rpc_put_statfs(struct rpc_buf *b, uint16_t tag, const struct rpc_statfs *s);
 void rpc_put_gfid(struct rpc_buf *b, uint16_t tag, const gfid_t *g);
-
-const char *rpc_op_name(unsigned op);
-/* 1 for the file operations that change a file or the namespace (an OPEN
- * changes one only with O_TRUNC, which this does not see). */
-int rpc_op_changes(unsigned op);
 
 #endif
