@@ -36,6 +36,10 @@ void cl_volinfo_free(struct cl_volinfo *v);
 /* 1 when a and b name the same bricks (address, path, id, in order) in the
  * same sets: a stack built from one serves the other. */
 int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b);
+/* What a client's layers see of a volume's options: opts, with
+ * network.ping-timeout set to the client's own timeout when it has one
+ * (ping_timeout_ms > 0, a mount or program option). 0 or -ENOMEM. */
+int cl_opts_effective(const struct opt_set *opts, int ping_timeout_ms, struct opt_set *out);
 /* Fills out from a GETVOL reply or notification body (NAME, ID, GEN, BRICK*,
  * OPTION*). Returns 0, -EPROTO (malformed; out is freed) or -ENOMEM. */
 int cl_volinfo_parse(const struct rpc_frame *r, struct cl_volinfo *out);

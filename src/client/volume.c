@@ -35,6 +35,18 @@ int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *
     return 1;
 }
 
+int cl_opts_effective(const struct opt_set *opts, int ping_timeout_ms, struct opt_set *out)
+{
+    int rc = opt_set_copy(out, opts);
+    if (rc == 0 && ping_timeout_ms > 0) {
+        char v[32];
+        snprintf(v, sizeof(v), "%d", ping_timeout_ms / 1000);
+        if ((rc = opt_set_put(out, "network.ping-timeout", v)) < 0)
+            opt_set_free(out);
+    }
+    return rc;
+}
+
 static char *dup_bytes(const struct rpc_bytes *b)
 {
     char *s = malloc((size_t)b->len + 1);

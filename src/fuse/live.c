@@ -128,22 +128,6 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
     }
 }
 
-/* What the stack's layers see: the volume's options with the mount's
- * overrides in their place. */
-static int effective_options(const struct cf_config *cfg, const struct opt_set *vol,
-                             struct opt_set *out)
-{
-    int rc = opt_set_copy(out, vol);
-    if (rc == 0 && cfg->ping_timeout_ms > 0) {
-        char v[32];
-        snprintf(v, sizeof(v), "%d", cfg->ping_timeout_ms / 1000);
-        rc = opt_set_put(out, "network.ping-timeout", v);
-    }
-    if (rc < 0)
-        opt_set_free(out);
-    return rc;
-}
-
 static void changed_cb(const struct cl_volinfo *v, void *ctx)
 {
     struct cf_live *l = ctx;
@@ -167,7 +151,7 @@ static void changed_cb(const struct cl_volinfo *v, void *ctx)
         return;
     apply_client_options(l, &l->vol.opts, &v->opts);
     struct opt_set eff, copy = {0};
-    int rc = effective_options(l->cfg, &v->opts, &eff);
+    int rc = cl_opts_effective(&v->opts, l->cfg->ping_timeout_ms, &eff);
     if (rc == 0) {
         cl_layer_reconfigure_all(l->cf->stack, &eff);
         opt_set_free(&eff);
