@@ -60,7 +60,8 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%-replay,$(FUZZ_SRC))
 
-LIBCAIRN_PROGS := $(BUILD)/examples/cairn-example
+# Test tools on the library (tests/libcairn/cairn_X.c -> bin/cairn-X).
+LIBCAIRN_PROGS := $(BUILD)/examples/cairn-example $(BUILD)/bin/cairn-copy $(BUILD)/bin/cairn-shell
 
 all: $(BINS) $(BUILD)/bin/mount.cairn $(UNIT_BINS) $(FUZZ_REPLAY) $(BUILD)/lib/libcairn.so \
 	$(LIBCAIRN_PROGS)
@@ -85,6 +86,10 @@ $(BUILD)/lib/libcairn.so: $(LIBCAIRN)
 $(BUILD)/examples/cairn-example: examples/cairn_example.c include/cairn/cairn.h $(BUILD)/lib/libcairn.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBCAIRN_USER_CFLAGS) -o $@ $< $(LIBCAIRN_USER_LIBS)
+
+$(BUILD)/bin/cairn-%: tests/libcairn/cairn_%.c include/cairn/cairn.h $(BUILD)/lib/libcairn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBCAIRN_USER_CFLAGS) -D_GNU_SOURCE -o $@ $< $(LIBCAIRN_USER_LIBS)
 
 $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
