@@ -1,5 +1,7 @@
 # Cairn build. `make` builds everything into build/; `make SAN=1` builds with
-# ASan+UBSan into build-san/; `make test` runs the unit tests.
+# ASan+UBSan into build-san/; `make test` runs the unit tests. `make install`
+# puts the programs, libcairn and its header and cairn.pc under PREFIX
+# (default /usr/local; DESTDIR for staging).
 CC ?= cc
 SAN ?= 0
 ifeq ($(SAN),1)
@@ -25,6 +27,7 @@ FUSE_SRC := $(wildcard src/fuse/*.c)
 MGMT_SRC := $(wildcard src/mgmt/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 SHD_SRC := $(wildcard src/shd/*.c)
+LIBCAIRN_SRC := $(wildcard src/libcairn/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -32,6 +35,23 @@ LIB_OBJ := $(call obj,$(LIB_SRC))
 BRICK_OBJ := $(call obj,$(filter-out src/brick/main.c,$(BRICK_SRC)))
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 MGMT_OBJ := $(call obj,$(filter-out src/mgmt/main.c,$(MGMT_SRC)))
+LIBCAIRN_OBJ := $(call obj,$(LIBCAIRN_SRC))
+# Only the unit tests' pattern rule uses these: keep them between builds.
+.SECONDARY: $(LIBCAIRN_OBJ)
+
+# libcairn.so: the client stack and the library, compiled position
+# independent; only the cairn_* calls of include/cairn/cairn.h are exported
+# (src/libcairn/libcairn.map). The soname's number changes only when a call
+# changes incompatibly.
+LIBCAIRN_SONAME := libcairn.so.1
+LIBCAIRN_REAL := libcairn.so.1.0.0
+pic = $(patsubst %.c,$(BUILD)/pic/%.o,$(1))
+LIBCAIRN_PIC := $(call pic,$(LIB_SRC) $(CLIENT_SRC) $(LIBCAIRN_SRC))
+LIBCAIRN := $(BUILD)/lib/$(LIBCAIRN_REAL)
+# Programs on the library see its public header only, and find the library
+# beside their bin/ or examples/ directory.
+LIBCAIRN_USER_CFLAGS = -std=c11 -Wall -Wextra -Werror -pedantic -O2 -g -pthread $(SANFLAGS) -Iinclude
+LIBCAIRN_USER_LIBS = -L$(BUILD)/lib -lcairn -Wl,-rpath,'$$ORIGIN/../lib' -pthread $(SANFLAGS)
 
 BINS := $(BUILD)/bin/cairnd $(BUILD)/bin/cairn-brickd $(BUILD)/bin/cairn $(BUILD)/bin/cairn-fuse \
 	$(BUILD)/bin/cairn-shd
@@ -40,11 +60,36 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%-replay,$(FUZZ_SRC))
 
-all: $(BINS) $(BUILD)/bin/mount.cairn $(UNIT_BINS) $(FUZZ_REPLAY)
+# Test tools on the library (tests/libcairn/cairn_X.c -> bin/cairn-X).
+LIBCAIRN_PROGS := $(BUILD)/examples/cairn-example $(BUILD)/bin/cairn-copy $(BUILD)/bin/cairn-shell
+
+all: $(BINS) $(BUILD)/bin/mount.cairn $(UNIT_BINS) $(FUZZ_REPLAY) $(BUILD)/lib/libcairn.so \
+	$(LIBCAIRN_PROGS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(FUSE_CFLAGS) -c $< -o $@
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(LIBCAIRN): $(LIBCAIRN_PIC) src/libcairn/libcairn.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(LIBCAIRN_SONAME) -Wl,--version-script=src/libcairn/libcairn.map \
+		-Wl,-z,defs -o $@ $(LIBCAIRN_PIC) $(LDLIBS_ALL)
+
+$(BUILD)/lib/libcairn.so: $(LIBCAIRN)
+	ln -sf $(LIBCAIRN_REAL) $(BUILD)/lib/$(LIBCAIRN_SONAME)
+	ln -sf $(LIBCAIRN_SONAME) $@
+
+$(BUILD)/examples/cairn-example: examples/cairn_example.c include/cairn/cairn.h $(BUILD)/lib/libcairn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBCAIRN_USER_CFLAGS) -o $@ $< $(LIBCAIRN_USER_LIBS)
+
+$(BUILD)/bin/cairn-%: tests/libcairn/cairn_%.c include/cairn/cairn.h $(BUILD)/lib/libcairn.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBCAIRN_USER_CFLAGS) -D_GNU_SOURCE -o $@ $< $(LIBCAIRN_USER_LIBS)
 
 $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -71,7 +116,7 @@ $(BUILD)/bin/mount.cairn: src/fuse/mount.cairn
 	install -m 755 $< $@
 
 # Unit tests link every library object; each test_X.c has its own main().
-$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OBJ)
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OBJ) $(LIBCAIRN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(FUSE_CFLAGS) -o $@ $^ $(FUSE_LIBS) -lraft -luv $(LDLIBS_ALL)
 
@@ -92,10 +137,23 @@ build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(filter-out src/brick/main.c,$(BRICK_SR
 test: all
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
 install: all
-	install -d $(DESTDIR)/usr/local/sbin $(DESTDIR)/sbin
-	install -m 755 $(BINS) $(DESTDIR)/usr/local/sbin/
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)/sbin $(DESTDIR)$(LIBDIR) \
+		$(DESTDIR)$(INCLUDEDIR)/cairn $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/sbin/
 	install -m 755 $(BUILD)/bin/mount.cairn $(DESTDIR)/sbin/mount.cairn
+	install -m 755 $(LIBCAIRN) $(DESTDIR)$(LIBDIR)/$(LIBCAIRN_REAL)
+	ln -sf $(LIBCAIRN_REAL) $(DESTDIR)$(LIBDIR)/$(LIBCAIRN_SONAME)
+	ln -sf $(LIBCAIRN_SONAME) $(DESTDIR)$(LIBDIR)/libcairn.so
+	install -m 644 include/cairn/cairn.h $(DESTDIR)$(INCLUDEDIR)/cairn/cairn.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+		src/libcairn/cairn.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
 
 clean:
 	rm -rf build build-san build-fuzz

@@ -114,7 +114,8 @@ def select_workloads(args, ctx):
             raise SystemExit(f"unknown workload(s) {bad}; known: "
                              f"{sorted(known)}")
         return [w for w in wls if w.name in names]
-    return [w for w in wls if not (w.full_only and ctx.quick)]
+    return [w for w in wls if not (w.full_only and ctx.quick)
+            and not getattr(w, "opt_in", False)]
 
 
 def missing_packages(pkgs):
@@ -201,7 +202,7 @@ def main(argv=None):
     t0 = time.time()
     try:
         # inputs first, so that their preparation is never timed
-        needs_tree = any(w.name in ("cp", "rm", "ls-stat", "rsync")
+        needs_tree = any(w.name in ("cp", "cp-libcairn", "rm", "ls-stat", "rsync")
                          for w in workloads)
         if needs_tree:
             ctx.assets.tree()

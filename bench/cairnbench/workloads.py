@@ -131,6 +131,33 @@ class CopyTree(Workload):
         record("cp_a", t)
 
 
+class CopyTreeLibcairn(Workload):
+    """The cp tree copied into the volume by a program on libcairn
+    (tests/libcairn/cairn_copy.c: asynchronous create, write, setattr and
+    close, 32 files in flight), beside cp -a through the mount; verified
+    through the mount. Only Cairn has it, so it runs when asked for
+    (--only cp-libcairn)."""
+    name = "cp-libcairn"
+    description = "the cp tree copied in through libcairn (cairn-copy); --only"
+    opt_in = True
+
+    def metrics(self, ctx):
+        return [Metric("cp_libcairn", f"copy tree via libcairn ({ctx.nfiles} files)",
+                       "s", TIME)]
+
+    def run(self, system, ctx, record):
+        copy = getattr(system, "libcairn_copy", None)
+        if copy is None:
+            raise _tag(util.BenchFailure(f"{system.key} has no libcairn"),
+                       "cp_libcairn")
+        src, manifest = ctx.assets.tree()
+        self.warm(ctx, src)
+        t = self.timed(system, ctx, "cp_libcairn",
+                       lambda t: copy(src, t, "tree"), fresh=True)
+        self.verify_tree(system, "tree", manifest, "cp_libcairn")
+        record("cp_libcairn", t)
+
+
 class RemoveTree(Workload):
     name = "rm"
     description = "rm -rf of the tree (seed 000)"
@@ -482,6 +509,6 @@ class Parallel(Workload):
 
 
 def all_workloads():
-    return [CopyTree(), RemoveTree(), TarExtract("include"),
+    return [CopyTree(), CopyTreeLibcairn(), RemoveTree(), TarExtract("include"),
             TarExtract("kernel"), ListStat(), DdLoop(), FioRandom(),
             FioSequential(), Rsync(), Parallel()]

@@ -33,6 +33,9 @@ struct cl_volinfo {
 };
 
 void cl_volinfo_free(struct cl_volinfo *v);
+/* 1 when a and b name the same bricks (address, path, id, in order) in the
+ * same sets: a stack built from one serves the other. */
+int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b);
 /* Fills out from a GETVOL reply or notification body (NAME, ID, GEN, BRICK*,
  * OPTION*). Returns 0, -EPROTO (malformed; out is freed) or -ENOMEM. */
 int cl_volinfo_parse(const struct rpc_frame *r, struct cl_volinfo *out);

@@ -17,6 +17,8 @@
 #ifndef CAIRN_CLIENT_LAYER_H
 #define CAIRN_CLIENT_LAYER_H
 
+#include <errno.h>
+
 #include "../rpc/conn.h"
 #include "../lib/options.h"
 #include "../rpc/msg.h"
@@ -98,6 +100,20 @@ static inline void cl_op_release(struct cl_op *op)
 {
     rpc_frame_free(op->reply);
     op->reply = NULL;
+}
+
+/* What an application is told of an op's status: 0 or -errno. A brick
+ * unreachable or silent reads as GlusterFS's "Transport endpoint is not
+ * connected" (ENOTCONN); anything outside the errno range as EIO. */
+static inline int cl_status_errno(int status)
+{
+    if (status >= 0)
+        return 0;
+    if (status == -ETIMEDOUT)
+        return -ENOTCONN;
+    if (status < -4095)
+        return -EIO;
+    return status;
 }
 
 /* Applies changed volume options to top and every layer below it, children

@@ -105,17 +105,13 @@ static void destroy_layers(struct cl_layer **l, int n)
 
 int cl_stack_effective_options(const struct opt_set *vol, int ping_timeout_ms, struct opt_set *out)
 {
-    int rc = 0;
-    memset(out, 0, sizeof(*out));
-    for (size_t i = 0; i < vol->n && rc == 0; i++)
-        rc = opt_set_put(out, vol->kv[i].name, vol->kv[i].value);
+    int rc = opt_set_copy(out, vol);
     if (rc == 0 && ping_timeout_ms > 0) {
         char v[32];
         snprintf(v, sizeof(v), "%d", ping_timeout_ms < 1000 ? 1 : ping_timeout_ms / 1000);
-        rc = opt_set_put(out, "network.ping-timeout", v);
+        if ((rc = opt_set_put(out, "network.ping-timeout", v)) < 0)
+            opt_set_free(out);
     }
-    if (rc < 0)
-        opt_set_free(out);
     return rc;
 }
 

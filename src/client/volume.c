@@ -22,6 +22,19 @@ void cl_volinfo_free(struct cl_volinfo *v)
     memset(v, 0, sizeof(*v));
 }
 
+int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b)
+{
+    if (a->n_bricks != b->n_bricks || a->replica != b->replica || a->arbiter != b->arbiter)
+        return 0;
+    for (int i = 0; i < a->n_bricks; i++) {
+        const struct cl_brickinfo *x = &a->bricks[i], *y = &b->bricks[i];
+        if (strcmp(x->addr.host, y->addr.host) != 0 || x->addr.port != y->addr.port ||
+            strcmp(x->path, y->path) != 0 || strcmp(x->id, y->id) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 static char *dup_bytes(const struct rpc_bytes *b)
 {
     char *s = malloc((size_t)b->len + 1);

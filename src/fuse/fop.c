@@ -199,15 +199,7 @@ void fop_submit(struct fop *f)
 
 int fop_errno(int status)
 {
-    if (status >= 0)
-        return 0;
-    /* The brick being unreachable or silent reads as GlusterFS's
-     * "Transport endpoint is not connected". */
-    if (status == -ETIMEDOUT)
-        return ENOTCONN;
-    if (status < -4095)
-        return EIO;
-    return -status;
+    return -cl_status_errno(status);
 }
 
 void fop_fail(struct fop *f, int status)

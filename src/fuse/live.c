@@ -24,31 +24,6 @@ struct cf_live {
     char reported_layout[64]; /* layout last reported as changed (its generation) */
 };
 
-static int same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b)
-{
-    if (a->n_bricks != b->n_bricks)
-        return 0;
-    for (int i = 0; i < a->n_bricks; i++) {
-        const struct cl_brickinfo *x = &a->bricks[i], *y = &b->bricks[i];
-        if (strcmp(x->addr.host, y->addr.host) != 0 || x->addr.port != y->addr.port ||
-            strcmp(x->path, y->path) != 0 || strcmp(x->id, y->id) != 0)
-            return 0;
-    }
-    return 1;
-}
-
-/* Whether the effective value of any option differs between the sets. */
-static int opts_differ(const struct opt_set *a, const struct opt_set *b)
-{
-    for (size_t i = 0; i < a->n; i++)
-        if (strcmp(opt_value(a, a->kv[i].name), opt_value(b, a->kv[i].name)) != 0)
-            return 1;
-    for (size_t i = 0; i < b->n; i++)
-        if (strcmp(opt_value(a, b->kv[i].name), opt_value(b, b->kv[i].name)) != 0)
-            return 1;
-    return 0;
-}
-
 static int opt_changed(const struct opt_set *old, const struct opt_set *new, const char *name)
 {
     return strcmp(opt_value(old, name), opt_value(new, name)) != 0;
@@ -161,7 +136,7 @@ static void changed_cb(const struct cl_volinfo *v, void *ctx)
                  (unsigned long long)v->gen);
         l->gone = 0;
     }
-    if (!same_bricks(&l->vol, v)) {
+    if (!cl_volinfo_same_bricks(&l->vol, v)) {
         char sig[64];
         snprintf(sig, sizeof(sig), "%llu", (unsigned long long)v->gen);
         if (strcmp(sig, l->reported_layout) != 0)
@@ -172,7 +147,7 @@ static void changed_cb(const struct cl_volinfo *v, void *ctx)
     } else {
         l->reported_layout[0] = 0;
     }
-    if (!opts_differ(&l->vol.opts, &v->opts))
+    if (!opt_set_differ(&l->vol.opts, &v->opts))
         return;
     apply_client_options(l, &l->vol.opts, &v->opts);
     struct opt_set eff, copy = {0};
@@ -180,9 +155,8 @@ static void changed_cb(const struct cl_volinfo *v, void *ctx)
     if (rc == 0) {
         cl_layer_reconfigure_all(l->cf->stack, &eff);
         opt_set_free(&eff);
+        rc = opt_set_copy(&copy, &v->opts);
     }
-    for (size_t i = 0; i < v->opts.n && rc == 0; i++)
-        rc = opt_set_put(&copy, v->opts.kv[i].name, v->opts.kv[i].value);
     if (rc < 0) {
         log_error("out of memory applying the options of volume %s", v->name);
         opt_set_free(&copy);

@@ -128,44 +128,32 @@ void cf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void cf_setattr_args(struct rpc_msg *a, const struct stat *attr, int to_set)
 {
+    static const struct {
+        int fuse;
+        uint64_t rpc;
+    } bits[] = {
+        {FUSE_SET_ATTR_MODE, RPC_SET_MODE},
+        {FUSE_SET_ATTR_UID, RPC_SET_UID},
+        {FUSE_SET_ATTR_GID, RPC_SET_GID},
+        {FUSE_SET_ATTR_SIZE, RPC_SET_SIZE},
+        {FUSE_SET_ATTR_ATIME, RPC_SET_ATIME},
+        {FUSE_SET_ATTR_MTIME, RPC_SET_MTIME},
+        {FUSE_SET_ATTR_ATIME_NOW, RPC_SET_ATIME_NOW},
+        {FUSE_SET_ATTR_MTIME_NOW, RPC_SET_MTIME_NOW},
+        {FUSE_SET_ATTR_CTIME, RPC_SET_CTIME},
+    };
     uint64_t valid = 0;
-    if (to_set & FUSE_SET_ATTR_MODE) {
-        valid |= RPC_SET_MODE;
-        RPC_SET(a, mode, RPC_T_MODE, attr->st_mode);
-    }
-    if (to_set & FUSE_SET_ATTR_UID) {
-        valid |= RPC_SET_UID;
-        RPC_SET(a, uid, RPC_T_UID, attr->st_uid);
-    }
-    if (to_set & FUSE_SET_ATTR_GID) {
-        valid |= RPC_SET_GID;
-        RPC_SET(a, gid, RPC_T_GID, attr->st_gid);
-    }
-    if (to_set & FUSE_SET_ATTR_SIZE) {
-        valid |= RPC_SET_SIZE;
-        RPC_SET(a, size, RPC_T_SIZE, (uint64_t)attr->st_size);
-        if (cf_killpriv_asked())
-            valid |= RPC_SET_KILL_SUIDGID; /* killpriv.c; the reply carries the mode */
-    }
-    if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
-        valid |= RPC_SET_ATIME_NOW;
-    } else if (to_set & FUSE_SET_ATTR_ATIME) {
-        valid |= RPC_SET_ATIME;
-        a->atime.sec = attr->st_atim.tv_sec;
-        a->atime.nsec = (uint32_t)attr->st_atim.tv_nsec;
-        a->present |= 1ull << RPC_T_ATIME;
-    }
-    if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
-        valid |= RPC_SET_MTIME_NOW;
-    } else if (to_set & FUSE_SET_ATTR_MTIME) {
-        valid |= RPC_SET_MTIME;
-        a->mtime.sec = attr->st_mtim.tv_sec;
-        a->mtime.nsec = (uint32_t)attr->st_mtim.tv_nsec;
-        a->present |= 1ull << RPC_T_MTIME;
-    }
-    if (to_set & FUSE_SET_ATTR_CTIME)
-        valid |= RPC_SET_CTIME;
-    RPC_SET(a, valid, RPC_T_VALID, valid);
+    for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+        if (to_set & bits[i].fuse)
+            valid |= bits[i].rpc;
+    /* a time set to now is only that */
+    if (valid & RPC_SET_ATIME_NOW)
+        valid &= ~(uint64_t)RPC_SET_ATIME;
+    if (valid & RPC_SET_MTIME_NOW)
+        valid &= ~(uint64_t)RPC_SET_MTIME;
+    if ((valid & RPC_SET_SIZE) && cf_killpriv_asked())
+        valid |= RPC_SET_KILL_SUIDGID; /* killpriv.c; the reply carries the mode */
+    rpc_set_setattr(a, attr, valid);
 }
 
 void cf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,

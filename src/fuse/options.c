@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../client/volspec.h"
 #include "../lib/log.h"
 #include "bridge.h"
 
@@ -66,46 +67,6 @@ static int parse_seconds(const char *v, double *out)
     return 0;
 }
 
-/* HOST[:PORT]:HOST[:PORT]...; a host may be an [IPv6] literal. A numeric
- * field after a host is its port. */
-static int parse_backups(struct cf_config *c, const char *v)
-{
-    const char *s = v;
-    while (*s) {
-        const char *end = *s == '[' ? strchr(s, ']') : s + strcspn(s, ":");
-        if (!end)
-            return -EINVAL;
-        if (*s == '[')
-            end++;
-        if (end == s || c->n_backup == CF_MAX_BACKUPS)
-            return -EINVAL;
-        const char *port = NULL;
-        size_t hl = (size_t)(end - s), pl = 0;
-        const char *next = end;
-        if (*next == ':') {
-            next++;
-            size_t dl = strspn(next, "0123456789");
-            if (dl > 0 && (next[dl] == ':' || next[dl] == 0)) {
-                port = next;
-                pl = dl;
-                next += dl;
-                if (*next == ':')
-                    next++;
-            }
-        }
-        char one[NET_HOST_MAX + 16];
-        if (hl + pl + 2 > sizeof(one))
-            return -EINVAL;
-        snprintf(one, sizeof(one), "%.*s%s%.*s", (int)hl, s, port ? ":" : "", (int)pl,
-                 port ? port : "");
-        if (net_parse_addr(one, CAIRN_MGMT_PORT, &c->backup[c->n_backup]) < 0)
-            return -EINVAL;
-        c->n_backup++;
-        s = next;
-    }
-    return c->n_backup > 0 ? 0 : -EINVAL;
-}
-
 static int parse_one(struct cf_config *c, char *o)
 {
     char *eq = strchr(o, '=');
@@ -121,8 +82,7 @@ static int parse_one(struct cf_config *c, char *o)
         c->ping_timeout_ms = (int)sec * 1000;
     } else if (KEY("backup-servers") || KEY("backup-volfile-servers") ||
                KEY("backupvolfile-server")) {
-        c->n_backup = 0;
-        if (!v || parse_backups(c, v) < 0)
+        if (!v || cl_servers_parse(v, c->backup, CF_MAX_BACKUPS, &c->n_backup) < 0)
             goto bad;
     } else if (KEY("attribute-timeout") || KEY("attr-timeout") || KEY("attr_timeout")) {
         if (!v || parse_seconds(v, &c->attr_timeout) < 0)
@@ -200,26 +160,16 @@ static int parse_opts(struct cf_config *c, const char *list)
 
 static int parse_spec(struct cf_config *c, const char *spec)
 {
-    const char *sep = strstr(spec, ":/");
-    if (!sep || sep == spec || !sep[2] || strchr(sep + 2, '/') ||
-        strlen(sep + 2) >= sizeof(c->volume)) {
-        fprintf(stderr, "cairn-fuse: '%s' is not HOST[:PORT]:/VOLNAME\n", spec);
+    const char *why;
+    if (cl_volspec_parse(spec, &c->server, c->volume, sizeof(c->volume), &why) < 0) {
+        if (strcmp(why, "bad server address") == 0)
+            fprintf(stderr, "cairn-fuse: bad server address in '%s'\n", spec);
+        else
+            fprintf(stderr, "cairn-fuse: '%s' is not HOST[:PORT]:/VOLNAME\n", spec);
         return -EINVAL;
     }
-    char host[NET_HOST_MAX + 16];
-    size_t hl = (size_t)(sep - spec);
-    if (hl >= sizeof(host))
-        goto bad;
-    memcpy(host, spec, hl);
-    host[hl] = 0;
-    if (net_parse_addr(host, CAIRN_MGMT_PORT, &c->server) < 0)
-        goto bad;
-    strcpy(c->volume, sep + 2);
     snprintf(c->fsname, sizeof(c->fsname), "%s", spec);
     return 0;
-bad:
-    fprintf(stderr, "cairn-fuse: bad server address in '%s'\n", spec);
-    return -EINVAL;
 }
 
 int cf_parse_args(int argc, char **argv, struct cf_config *c)

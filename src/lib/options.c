@@ -474,6 +474,28 @@ int opt_set_put(struct opt_set *s, const char *name, const char *value)
     return 0;
 }
 
+int opt_set_copy(struct opt_set *dst, const struct opt_set *src)
+{
+    int rc = 0;
+    memset(dst, 0, sizeof(*dst));
+    for (size_t i = 0; i < src->n && rc == 0; i++)
+        rc = opt_set_put(dst, src->kv[i].name, src->kv[i].value);
+    if (rc < 0)
+        opt_set_free(dst);
+    return rc;
+}
+
+bool opt_set_differ(const struct opt_set *a, const struct opt_set *b)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(opt_value(a, a->kv[i].name), opt_value(b, a->kv[i].name)) != 0)
+            return true;
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(opt_value(a, b->kv[i].name), opt_value(b, b->kv[i].name)) != 0)
+            return true;
+    return false;
+}
+
 const char *opt_set_get(const struct opt_set *s, const char *name)
 {
     for (size_t i = 0; s && i < s->n; i++)

@@ -53,6 +53,11 @@ struct opt_set {
 void opt_set_free(struct opt_set *s);
 /* Sets (replacing) or, with value NULL, removes; 0 or -ENOMEM. */
 int opt_set_put(struct opt_set *s, const char *name, const char *value);
+/* dst becomes a copy of src (dst's old contents are not freed); 0 or
+ * -ENOMEM (dst then empty). */
+int opt_set_copy(struct opt_set *dst, const struct opt_set *src);
+/* Whether the effective value (opt_value) of any option differs. */
+bool opt_set_differ(const struct opt_set *a, const struct opt_set *b);
 /* The value set, or NULL. */
 const char *opt_set_get(const struct opt_set *s, const char *name);
 /* The effective value: the one set, else the registry default. */

@@ -171,6 +171,29 @@ void rpc_put_attr(struct rpc_buf *b, uint16_t tag, const struct rpc_attr *a)
     rpc_put_bytes(b, tag, d, sizeof(d));
 }
 
+void rpc_set_setattr(struct rpc_msg *a, const struct stat *attr, uint64_t valid)
+{
+    if (valid & RPC_SET_MODE)
+        RPC_SET(a, mode, RPC_T_MODE, attr->st_mode);
+    if (valid & RPC_SET_UID)
+        RPC_SET(a, uid, RPC_T_UID, attr->st_uid);
+    if (valid & RPC_SET_GID)
+        RPC_SET(a, gid, RPC_T_GID, attr->st_gid);
+    if (valid & RPC_SET_SIZE)
+        RPC_SET(a, size, RPC_T_SIZE, (uint64_t)attr->st_size);
+    if ((valid & RPC_SET_ATIME) && !(valid & RPC_SET_ATIME_NOW)) {
+        a->atime.sec = attr->st_atim.tv_sec;
+        a->atime.nsec = (uint32_t)attr->st_atim.tv_nsec;
+        a->present |= 1ull << RPC_T_ATIME;
+    }
+    if ((valid & RPC_SET_MTIME) && !(valid & RPC_SET_MTIME_NOW)) {
+        a->mtime.sec = attr->st_mtim.tv_sec;
+        a->mtime.nsec = (uint32_t)attr->st_mtim.tv_nsec;
+        a->present |= 1ull << RPC_T_MTIME;
+    }
+    RPC_SET(a, valid, RPC_T_VALID, valid);
+}
+
 void rpc_attr_from_stat(struct rpc_attr *a, const struct stat *st, const gfid_t *g)
 {
     a->gfid = *g;

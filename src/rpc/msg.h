@@ -382,6 +382,10 @@ static inline void rpc_set_bytes(struct rpc_msg *m, enum rpc_tag tag, struct rpc
  * does not fit. */
 int rpc_bytes_str(const struct rpc_bytes *b, char *out, size_t outlen);
 
+/* Sets a SETATTR's fields from attr for the RPC_SET_* bits of valid
+ * (MODE, UID, GID, SIZE, ATIME and MTIME unless set to now) and VALID. */
+void rpc_set_setattr(struct rpc_msg *a, const struct stat *attr, uint64_t valid);
+
 void rpc_put_attr(struct rpc_buf *b, uint16_t tag, const struct rpc_attr *a);
 int rpc_attr_decode(const uint8_t *p, size_t len, struct rpc_attr *a);
 void rpc_attr_from_stat(struct rpc_attr *a, const struct stat *st, const gfid_t *g);

@@ -189,6 +189,13 @@ class CairnSystem(System):
     def targets(self):
         return [os.path.join(self.mnt, "t0")]
 
+    def libcairn_copy(self, src, target, name):
+        """The shell command that copies src to target/name (a directory of
+        the mount) through libcairn instead of the mount."""
+        rel = os.path.relpath(target, self.mnt)
+        return (f"{self._exe('cairn-copy')} {src} {HOSTS[0]}:{PORT}:/{VOLUME} "
+                f"/{rel}/{name}")
+
     def client_pids(self):
         return util.pids_matching([f"cairn-fuse {HOSTS[0]}:{PORT}:/{VOLUME} "
                                    f"{self.mnt}"])
