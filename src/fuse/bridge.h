@@ -45,6 +45,10 @@ struct cf_config {
     int others;           /* who else may use the mount: enum cf_others */
     int mounter_only;     /* cf_decide_access fell back to no allow_other */
     char fuse_opts[4096]; /* options passed through to libfuse, comma-separated */
+    /* GlusterFS mount options taken without effect (logged at info) and
+     * xlator-options naming nothing of Cairn's (logged as warnings), one a
+     * line, for the log once it is open */
+    char notes[2048], warnings[2048];
 };
 
 /* Who besides the mounter may use the mount. The kernel checks permissions

@@ -124,6 +124,16 @@ static double pick_timeout(double set, const struct cl_volinfo *v, const char *o
     return set >= 0 ? set : (double)opt_int(&v->opts, opt);
 }
 
+/* Logs each line of lines (options.c's notes on mount options). */
+static void log_notes(const char *lines, enum log_level level)
+{
+    for (const char *p = lines; *p;) {
+        size_t n = strcspn(p, "\n");
+        log_msg(level, "%.*s", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
 static void warn_mounter_only(void)
 {
     log_warn("only uid %u can use this mount: a user other than root may let other users in "
@@ -216,6 +226,8 @@ int main(int argc, char **argv)
     if (cfg.mounter_only && (cfg.log_file[0] || !cfg.foreground))
         warn_mounter_only();
     warn_fixed_timeouts(&cfg);
+    log_notes(cfg.notes, LOG_INFO);
+    log_notes(cfg.warnings, LOG_WARN);
     if (fuse_daemonize(cfg.foreground) != 0)
         goto out_unmount;
 

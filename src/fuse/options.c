@@ -2,6 +2,7 @@
  * and who may use the mount. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,95 @@ static void usage(const char *prog)
             "                        root needs user_allow_other in /etc/fuse.conf for\n"
             "                        that, and warns and falls back without it)\n"
             "  -o allow_other        every user, or fail where the mounter may not allow it\n"
-            "  -o ro, and other FUSE mount options are passed through\n",
+            "  -o ro, nosuid, nodev, noexec, sync, dirsync, noatime, ... (the kernel's and\n"
+            "                        FUSE's mount options) are passed through\n"
+            "GlusterFS's mount options are taken too: transport=tcp, acl, use-readdirp=,\n"
+            "reader-thread-count=, xlator-option=X.OPT=VALUE, backupvolfile-server=, and\n"
+            "others without effect in Cairn (the log says which; docs/cli.md lists them).\n"
+            "An option that is none of these stops the mount.\n",
             prog);
+}
+
+/* Adds a line to a buffer of notes for the log. */
+static void add_line(char *buf, size_t size, const char *fmt, const char *a, const char *b)
+{
+    size_t l = strlen(buf);
+    if (l + 2 >= size)
+        return;
+    snprintf(buf + l, size - l, fmt, a, b);
+    l = strlen(buf);
+    if (l + 1 < size) {
+        buf[l] = '\n';
+        buf[l + 1] = 0;
+    }
+}
+
+/* GlusterFS mount options that mean nothing here, with why, and what value
+ * each takes: 'b' none or a boolean, 'n' a non-negative number, '-' none. */
+static const struct {
+    const char *name;
+    char value;
+    const char *why;
+} no_effect[] = {
+    {"acl", '-',
+     "POSIX ACLs are always enforced: the kernel checks them (default_permissions) and the "
+     "bricks store them"},
+    {"background-qlen", 'n', "the client sizes its queue to the kernel itself"},
+    {"congestion-threshold", 'n', "the client sizes its queue to the kernel itself"},
+    {"fopen-keep-cache", 'b', "the kernel's page cache is kept while the client holds a lease"},
+    {"gid-timeout", 'n', "the kernel checks permissions with the caller's own group list"},
+    {"invalidate-limit", 'n', "the client sizes its caches itself"},
+    {"localtime-logging", 'b', "the log's timestamps are Cairn's"},
+    {"lru-limit", 'n', "the client sizes its inode table itself"},
+    {"negative-timeout", 'n', "absent names are cached under directory leases instead"},
+    {"reader-thread-count", 'n',
+     "the client serves the kernel on several threads, one io_uring queue per CPU where the "
+     "kernel has it"},
+    {"resolve-gids", 'b', "the kernel checks permissions with the caller's own group list"},
+    {"use-readdirp", 'b', "the client always lists directories with readdirplus"},
+    {"volfile-max-fetch-attempts", 'n', "the client asks the server and each backup once"},
+};
+
+/* FUSE's and the kernel's own mount options, handed to libfuse as given. */
+static const char *const fuse_pass[] = {
+    "async",      "atime",         "auto_unmount", "blksize",    "context",     "defcontext",
+    "dev",        "diratime",      "dirsync",      "exec",       "fscontext",   "lazytime",
+    "max_read",   "noatime",       "nodev",        "nodiratime", "noexec",      "nolazytime",
+    "norelatime", "nostrictatime", "nosuid",       "relatime",   "rootcontext", "strictatime",
+    "suid",       "sync",          NULL,
+};
+
+/* What an xlator-option=XLATOR.OPTION=VALUE names: a GlusterFS translator's
+ * option, given to the mount. The ones with a Cairn mount option of the same
+ * meaning are taken as that option; 0 when taken, 1 when it names nothing
+ * here (warned about in the log), -EINVAL when malformed or a bad value. */
+static int parse_one(struct cf_config *c, char *o);
+static int xlator_option(struct cf_config *c, const char *v)
+{
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+        return -EINVAL;
+    const char *dot = v;
+    for (const char *p = v; p < eq; p++)
+        if (*p == '.')
+            dot = p + 1;
+    if (dot == v) /* no translator part */
+        return -EINVAL;
+    static const char *const mapped[] = {"ping-timeout", "attribute-timeout", "entry-timeout",
+                                         NULL};
+    size_t n = (size_t)(eq - dot);
+    for (int i = 0; mapped[i]; i++)
+        if (strlen(mapped[i]) == n && strncmp(dot, mapped[i], n) == 0) {
+            char one[256];
+            if (snprintf(one, sizeof(one), "%.*s", (int)strlen(dot), dot) >= (int)sizeof(one))
+                return -EINVAL;
+            return parse_one(c, one) < 0 ? -EINVAL : 0;
+        }
+    add_line(c->warnings, sizeof(c->warnings),
+             "mount option xlator-option=%s names nothing Cairn has (Cairn has no GlusterFS "
+             "translators; volume options are set with `cairn volume set`): ignored%s",
+             v, "");
+    return 1;
 }
 
 static int append_fuse_opt(struct cf_config *c, const char *o)
@@ -134,10 +222,42 @@ static int parse_one(struct cf_config *c, char *o)
         c->selinux = 1;
     } else if (KEY("debug")) {
         c->debug = 1;
-    } else {
-        if (KEY("ro"))
-            c->read_only = 1;
+    } else if (KEY("transport")) {
+        /* GlusterFS's: Cairn speaks TCP (socket is its other name) */
+        if (v && !strcmp(v, "rdma")) {
+            fprintf(stderr, "cairn-fuse: mount option transport=rdma: Cairn speaks TCP only "
+                            "(transport=tcp)\n");
+            return -EINVAL;
+        }
+        if (!v || (strcmp(v, "tcp") && strcmp(v, "socket")))
+            goto bad;
+    } else if (KEY("xlator-option")) {
+        if (!v || xlator_option(c, v) < 0)
+            goto bad;
+    } else if (KEY("ro")) {
+        c->read_only = 1;
         return append_fuse_opt(c, o);
+    } else {
+        for (size_t i = 0; i < sizeof(no_effect) / sizeof(no_effect[0]); i++) {
+            if (!KEY(no_effect[i].name))
+                continue;
+            bool b;
+            char *end;
+            if ((no_effect[i].value == '-' && v) ||
+                (no_effect[i].value == 'b' && v && opt_parse_bool(v, &b) < 0) ||
+                (no_effect[i].value == 'n' &&
+                 (!v || !isdigit((unsigned char)*v) || (strtoul(v, &end, 10), *end))))
+                goto bad;
+            add_line(c->notes, sizeof(c->notes), "mount option %s has no effect in Cairn: %s",
+                     no_effect[i].name, no_effect[i].why);
+            return 0;
+        }
+        for (int i = 0; fuse_pass[i]; i++)
+            if (KEY(fuse_pass[i]))
+                return append_fuse_opt(c, o);
+        fprintf(stderr, "cairn-fuse: unknown mount option '%s' (cairn-fuse --help lists them)\n",
+                o);
+        return -EINVAL;
     }
     return 0;
 #undef KEY

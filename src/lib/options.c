@@ -11,122 +11,338 @@
 #include <string.h>
 #include <strings.h>
 
-#define LOG_LEVELS "ERROR|WARNING|INFO|DEBUG|TRACE"
+/* CRITICAL and NONE are GlusterFS's; both log errors only (log_parse_level). */
+#define LOG_LEVELS "ERROR|WARNING|INFO|DEBUG|TRACE|CRITICAL|NONE"
 
-/* Only options something in Cairn reads belong here: a dead entry would be a
- * promise the code does not keep. Keep the table sorted by name. */
+#define OPT(n, t, d, lo, hi, ch, lv, h)                                                            \
+    {                                                                                              \
+        .name = (n), .type = (t), .def = (d), .min = (lo), .max = (hi), .choices = (ch),           \
+        .live = (lv), .help = (h)                                                                  \
+    }
+
+/* A GlusterFS option that means nothing in Cairn: taken, stored and shown
+ * with why, so that settings pasted from a GlusterFS volume work. */
+#define NOEFFECT(n, t, d, lo, hi, ch, why)                                                         \
+    {                                                                                              \
+        .name = (n), .type = (t), .def = (d), .min = (lo), .max = (hi), .choices = (ch),           \
+        .live = false, .help = (why), .no_effect = true                                            \
+    }
+
+/* An option belongs here when something in Cairn reads it, or when it is a
+ * GlusterFS option a user of replicate and distribute volumes sets: then it
+ * says why it has no effect (NOEFFECT), or accepts only the values that
+ * describe what Cairn does (.only), refusing the others with what Cairn does
+ * instead. A GlusterFS option taken silently would be a promise the code
+ * does not keep. Keep the table sorted by name (a unit test checks). */
 const struct opt_def opt_table[] = {
-    {"auth.allow", OPT_STRING, "*", 0, 0, NULL, true,
-     "Comma-separated addresses (globs like 192.168.1.*, or IPv4 CIDR blocks) allowed to "
-     "connect to the volume's bricks and fetch its layout."},
-    {"auth.reject", OPT_STRING, "", 0, 0, NULL, true,
-     "Comma-separated addresses (globs or IPv4 CIDR blocks) refused even when auth.allow "
-     "matches them."},
+    OPT("auth.allow", OPT_STRING, "*", 0, 0, NULL, true,
+        "Comma-separated addresses (globs like 192.168.1.*, or IPv4 CIDR blocks) allowed to "
+        "connect to the volume's bricks and fetch its layout."),
+    OPT("auth.reject", OPT_STRING, "", 0, 0, NULL, true,
+        "Comma-separated addresses (globs or IPv4 CIDR blocks) refused even when auth.allow "
+        "matches them."),
     /* The two cache times without a lease accept 0 only (see opt_validate):
      * what no lease protects, no recall can drop. */
-    {"client.attribute-timeout", OPT_TIME, "0", 0, 0, NULL, true,
-     "Seconds the kernel of a FUSE client may cache file attributes it holds no lease on. "
-     "Only 0 is accepted: no other client's change would reach such a cache. Clients cache "
-     "under leases instead (client.lease-cache-timeout); kept for scripts that set it to 0."},
-    {"client.entry-timeout", OPT_TIME, "0", 0, 0, NULL, true,
-     "Seconds the kernel of a FUSE client may cache name lookups it holds no lease on. Only 0 "
-     "is accepted, as for client.attribute-timeout."},
-    {"client.lease-cache-timeout", OPT_TIME, "60", 1, 3600, NULL, true,
-     "Seconds the kernel of a FUSE client may cache attributes and names it holds a lease "
-     "on. A change by another client recalls the lease and drops the cached copy at once; "
-     "the timeout bounds how stale a cache can get when a brick becomes unreachable."},
-    {"client.leases", OPT_BOOL, "on", 0, 0, NULL, true,
-     "Clients ask the bricks for leases and cache attributes and names under them, so "
-     "repeated lookups and stats do not cross the network. off: every access asks the "
-     "brick."},
-    {"client.write-back", OPT_BOOL, "on", 0, 0, NULL, true,
-     "Files a client creates in a directory it made and holds alone are written to the "
-     "bricks when closed, in one request, instead of one round trip per create, write, "
-     "attribute change and close. fsync waits for the bricks; another client's access "
-     "makes the holder send them first (docs/consistency.md). off: every operation waits "
-     "for the bricks."},
-    {"client.write-back-files", OPT_INT, "4096", 1, 1048576, NULL, true,
-     "Files a client may hold written back but not yet on the bricks; beyond, a create waits "
-     "until the bricks have taken some."},
-    {"client.write-back-size", OPT_SIZE, "64MB", 1048576, 4294967296LL, NULL, true,
-     "Bytes of file data a client may hold written back but not yet on the bricks; beyond, "
-     "a create waits until the bricks have taken some."},
-    {"cluster.favorite-child-policy", OPT_ENUM, "none", 0, 0, "none|size|mtime|ctime|majority",
-     true,
-     "How the self-heal daemon resolves a split brain by itself: none leaves it to the "
-     "administrator; size, mtime, ctime take the biggest, latest-modified or latest-changed "
-     "copy; majority the copy whose size and mtime more than half of the set share."},
-    {"cluster.heal-rate-limit", OPT_INT, "0", 0, 100000, NULL, true,
-     "MB/s of file data the self-heal daemon of each server copies at most (all its heal "
-     "threads together), so clients keep their speed while a brick heals. 0: no limit."},
-    {"cluster.heal-timeout", OPT_TIME, "10", 1, 86400, NULL, true,
-     "Seconds between two index crawls of the self-heal daemon when nothing happens; it "
-     "also crawls at once when a brick (re)connects."},
-    {"cluster.min-free-disk", OPT_SPACE, "10%", 0, 1125899906842624LL, NULL, true,
-     "Free space (a percentage of each brick's file system, or a size) below which a "
-     "distributed volume makes new files on another replica set or brick with more room, "
-     "leaving a link-to file under the name's own (docs/replication.md, Distribute)."},
-    {"cluster.self-heal-daemon", OPT_BOOL, "on", 0, 0, NULL, true,
-     "Runs a self-heal daemon (cairn-shd) on each server holding a brick of the replicated "
-     "volume. `volume heal NAME enable|disable` sets it."},
-    {"cluster.shd-max-threads", OPT_INT, "1", 1, 64, NULL, true,
-     "Objects each self-heal daemon heals in parallel."},
-    {"diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
-     "Log level of the volume's brick processes."},
-    {"diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
-     "Log level of the volume's clients (FUSE mounts)."},
-    {"features.lease-recall-timeout", OPT_TIME, "5", 1, 600, NULL, true,
-     "Seconds a brick waits for a client to return a recalled lease before revoking it. A "
-     "change that conflicts with another client's lease is answered after the recall, so "
-     "a hung client delays it by at most this long."},
-    {"network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
-     "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
-     "fails or reroutes the operations pending on it. A brick whose disk has held a request "
-     "this long closes its connections and refuses new ones until the disk completes it "
-     "(docs/replication.md, Failures)."},
-    {"performance.aggregate-size", OPT_SIZE, "128KB", 4096, 1048576, NULL, true,
-     "Write-behind sends writes that continue one another as one write of up to this many "
-     "bytes (docs/consistency.md, Data: write-behind)."},
-    {"performance.cache-size", OPT_SIZE, "32MB", 0, 17179869184LL, NULL, true,
-     "Bytes of file data a FUSE client keeps in its read cache (windows of files read at "
-     "random, valid while the client holds the file's lease; docs/consistency.md)."},
-    {"performance.io-thread-count", OPT_INT, "16", 1, 64, NULL, false,
-     "Worker threads of each brick process for disk work; applies when the brick starts."},
-    {"performance.read-ahead", OPT_BOOL, "on", 0, 0, NULL, true,
-     "A FUSE client reads the whole window (performance.read-ahead-page-count x 128 KiB) "
-     "around a small read of a file it holds a lease on and answers later reads inside it "
-     "from its read cache and the kernel's page cache. off: every read the kernel does not "
-     "cache goes to a brick."},
-    {"performance.read-ahead-page-count", OPT_INT, "1", 1, 16, NULL, true,
-     "Size of the read-ahead window in units of 128 KiB."},
-    {"performance.strict-o-direct", OPT_BOOL, "on", 0, 0, NULL, true,
-     "on: writes through O_DIRECT handles wait for the bricks. off: they are written behind "
-     "like others (GlusterFS's default)."},
-    {"performance.write-behind", OPT_BOOL, "on", 0, 0, NULL, true,
-     "A FUSE client answers writes to files it holds alone (opened for writing while no other "
-     "client had them open, or in a directory it made) at once "
-     "and sends them in the background, aggregated; fsync and close wait for them and return "
-     "their errors, another client's access makes the holder send them first "
-     "(docs/consistency.md). off: every write waits for the bricks."},
-    {"performance.write-behind-trickling-writes", OPT_BOOL, "on", 0, 0, NULL, true,
-     "on: a write behind is sent as soon as nothing of its file is in flight, even if smaller "
-     "than performance.aggregate-size. off: it waits until the aggregate is full, another "
-     "write lands elsewhere in the file, or something waits for it."},
-    {"performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
-     "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
-     "once the file is back under it."},
-    {"storage.reserve", OPT_SPACE, "1", 0, 1125899906842624LL, NULL, true,
-     "Space each brick keeps free (a percentage of its file system, or a size): below it "
-     "the brick refuses new files and data with ENOSPC, while it still records heal marks "
-     "and its own metadata; heal does not fill it either (docs/replication.md). 0: none."},
-    {"storage.spare-inodes", OPT_INT, "65536", 0, 65536, NULL, true,
-     "Empty inodes each brick makes ahead in its idle time (after 3 seconds in which no "
-     "client asked for a change), taken by new files instead of allocating an inode each "
-     "(docs/brick-format.md, "
-     ".cairn/spare). Bounded by a quarter of the brick file system's free inodes. 0: none "
-     "made ahead (removed files are still kept as spares)."},
-    {NULL, 0, NULL, 0, 0, NULL, false, NULL},
+    OPT("client.attribute-timeout", OPT_TIME, "0", 0, 0, NULL, true,
+        "Seconds the kernel of a FUSE client may cache file attributes it holds no lease on. "
+        "Only 0 is accepted: no other client's change would reach such a cache. Clients cache "
+        "under leases instead (client.lease-cache-timeout); kept for scripts that set it to 0."),
+    OPT("client.entry-timeout", OPT_TIME, "0", 0, 0, NULL, true,
+        "Seconds the kernel of a FUSE client may cache name lookups it holds no lease on. Only 0 "
+        "is accepted, as for client.attribute-timeout."),
+    NOEFFECT("client.event-threads", OPT_INT, "2", 1, 32, NULL,
+             "Cairn sizes the threads that serve its connections itself."),
+    OPT("client.lease-cache-timeout", OPT_TIME, "60", 1, 3600, NULL, true,
+        "Seconds the kernel of a FUSE client may cache attributes and names it holds a lease "
+        "on. A change by another client recalls the lease and drops the cached copy at once; "
+        "the timeout bounds how stale a cache can get when a brick becomes unreachable."),
+    OPT("client.leases", OPT_BOOL, "on", 0, 0, NULL, true,
+        "Clients ask the bricks for leases and cache attributes and names under them, so "
+        "repeated lookups and stats do not cross the network. off: every access asks the "
+        "brick."),
+    OPT("client.write-back", OPT_BOOL, "on", 0, 0, NULL, true,
+        "Files a client creates in a directory it made and holds alone are written to the "
+        "bricks when closed, in one request, instead of one round trip per create, write, "
+        "attribute change and close. fsync waits for the bricks; another client's access "
+        "makes the holder send them first (docs/consistency.md). off: every operation waits "
+        "for the bricks."),
+    OPT("client.write-back-files", OPT_INT, "4096", 1, 1048576, NULL, true,
+        "Files a client may hold written back but not yet on the bricks; beyond, a create waits "
+        "until the bricks have taken some."),
+    OPT("client.write-back-size", OPT_SIZE, "64MB", 1048576, 4294967296LL, NULL, true,
+        "Bytes of file data a client may hold written back but not yet on the bricks; beyond, "
+        "a create waits until the bricks have taken some."),
+    NOEFFECT("cluster.background-self-heal-count", OPT_INT, "8", 0, 256, NULL,
+             "a client hands the stale objects it meets to its own heal thread; there is no "
+             "count to bound."),
+    NOEFFECT("cluster.choose-local", OPT_BOOL, "on", 0, 0, NULL,
+             "reads go to a good copy Cairn picks (docs/replication.md)."),
+    NOEFFECT("cluster.consistent-metadata", OPT_BOOL, "off", 0, 0, NULL,
+             "Cairn picks which copy answers for a file's attributes (docs/replication.md)."),
+    NOEFFECT("cluster.data-self-heal", OPT_BOOL, "on", 0, 0, NULL,
+             "clients heal the stale objects they meet in the background and the self-heal "
+             "daemon the rest (cluster.self-heal-daemon); there is no switch per kind."),
+    NOEFFECT("cluster.eager-lock", OPT_BOOL, "on", 0, 0, NULL,
+             "a change is one round trip with no separate locks to keep (docs/replication.md)."),
+    NOEFFECT("cluster.ensure-durability", OPT_BOOL, "on", 0, 0, NULL,
+             "fsync always waits until the bricks have the data on disk."),
+    NOEFFECT("cluster.entry-self-heal", OPT_BOOL, "on", 0, 0, NULL,
+             "as cluster.data-self-heal: no switch per kind."),
+    OPT("cluster.favorite-child-policy", OPT_ENUM, "none", 0, 0, "none|size|mtime|ctime|majority",
+        true,
+        "How the self-heal daemon resolves a split brain by itself: none leaves it to the "
+        "administrator; size, mtime, ctime take the biggest, latest-modified or latest-changed "
+        "copy; majority the copy whose size and mtime more than half of the set share."),
+    NOEFFECT("cluster.granular-entry-heal", OPT_BOOL, "on", 0, 0, NULL,
+             "Cairn's heal index has its own format (docs/replication.md)."),
+    OPT("cluster.heal-rate-limit", OPT_INT, "0", 0, 100000, NULL, true,
+        "MB/s of file data the self-heal daemon of each server copies at most (all its heal "
+        "threads together), so clients keep their speed while a brick heals. 0: no limit."),
+    OPT("cluster.heal-timeout", OPT_TIME, "10", 1, 86400, NULL, true,
+        "Seconds between two index crawls of the self-heal daemon when nothing happens; it "
+        "also crawls at once when a brick (re)connects."),
+    NOEFFECT("cluster.heal-wait-queue-length", OPT_INT, "128", 0, 10000, NULL,
+             "clients queue no heals to bound."),
+    NOEFFECT("cluster.lookup-optimize", OPT_BOOL, "on", 0, 0, NULL,
+             "a lookup always goes to the name's hashed subvolume only (docs/replication.md, "
+             "Distribute)."),
+    NOEFFECT("cluster.metadata-self-heal", OPT_BOOL, "on", 0, 0, NULL,
+             "as cluster.data-self-heal: no switch per kind."),
+    OPT("cluster.min-free-disk", OPT_SPACE, "10%", 0, 1125899906842624LL, NULL, true,
+        "Free space (a percentage of each brick's file system, or a size) below which a "
+        "distributed volume makes new files on another replica set or brick with more room, "
+        "leaving a link-to file under the name's own (docs/replication.md, Distribute)."),
+    NOEFFECT("cluster.min-free-inodes", OPT_SPACE, "5%", 0, 1125899906842624LL, NULL,
+             "Cairn places new files by free space only (cluster.min-free-disk)."),
+    /* Quorum: a change here changes what a lost brick may cost, so only
+     * Cairn's behaviour is accepted (a separate change may add the rest). */
+    {"cluster.quorum-count", OPT_STRING, "", 0, 0, NULL, false,
+     "Cairn's quorum is auto (cluster.quorum-type); no count can be set.", .only = "",
+     .refused = "a fixed quorum count is not available: Cairn's quorum is auto, more than "
+                "half of each replica set, or exactly half including its first brick"},
+    {"cluster.quorum-type", OPT_ENUM, "auto", 0, 0, "none|auto|fixed", false,
+     "Changes to a replica set need more than half of its bricks up, or exactly half "
+     "including the first brick (docs/replication.md). Only auto is accepted.",
+     .only = "auto",
+     .refused = "Cairn's quorum is auto (more than half of each replica set, or exactly half "
+                "including its first brick); none and fixed are not available"},
+    NOEFFECT("cluster.read-hash-mode", OPT_INT, "1", 0, 5, NULL,
+             "reads go to a good copy Cairn picks (docs/replication.md)."),
+    NOEFFECT("cluster.readdir-optimize", OPT_BOOL, "on", 0, 0, NULL,
+             "a distributed volume lists a directory once, from the first subvolume holding it."),
+    OPT("cluster.self-heal-daemon", OPT_BOOL, "on", 0, 0, NULL, true,
+        "Runs a self-heal daemon (cairn-shd) on each server holding a brick of the replicated "
+        "volume. `volume heal NAME enable|disable` sets it."),
+    {"cluster.server-quorum-ratio", OPT_STRING, "", 0, 0, NULL, false,
+     "Cairn has no server quorum (cluster.server-quorum-type).", .only = "",
+     .refused = "server quorum is not available: bricks keep running when servers are lost; "
+                "changes to the pool need a majority of its servers (docs/cluster.md)"},
+    {"cluster.server-quorum-type", OPT_ENUM, "off", 0, 0, "off|none|server", false,
+     "Bricks keep running when their server loses the pool's majority; only off (none) is "
+     "accepted.",
+     .only = "off|none",
+     .refused = "server quorum is not available: bricks keep running when servers are lost, "
+                "writes are guarded by cluster.quorum-type auto, and changes to the pool need a "
+                "majority of its servers (docs/cluster.md)"},
+    OPT("cluster.shd-max-threads", OPT_INT, "1", 1, 64, NULL, true,
+        "Objects each self-heal daemon heals in parallel."),
+    NOEFFECT("cluster.shd-wait-qlength", OPT_INT, "1024", 1, 655536, NULL,
+             "the self-heal daemon takes its index as it goes; cluster.shd-max-threads sets its "
+             "parallelism."),
+    NOEFFECT("cluster.use-compound-fops", OPT_BOOL, "off", 0, 0, NULL,
+             "a change is always one compound message per brick."),
+    OPT("diagnostics.brick-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
+        "Log level of the volume's brick processes (CRITICAL and NONE log errors only)."),
+    NOEFFECT("diagnostics.brick-sys-log-level", OPT_ENUM, "CRITICAL", 0, 0, LOG_LEVELS,
+             "Cairn logs to its own log files, not to syslog."),
+    OPT("diagnostics.client-log-level", OPT_ENUM, "INFO", 0, 0, LOG_LEVELS, true,
+        "Log level of the volume's clients (FUSE mounts; CRITICAL and NONE log errors only)."),
+    NOEFFECT("diagnostics.client-sys-log-level", OPT_ENUM, "CRITICAL", 0, 0, LOG_LEVELS,
+             "Cairn logs to its own log files, not to syslog."),
+    NOEFFECT("diagnostics.count-fop-hits", OPT_BOOL, "off", 0, 0, NULL,
+             "bricks always count requests (volume profile)."),
+    NOEFFECT("diagnostics.latency-measurement", OPT_BOOL, "off", 0, 0, NULL,
+             "bricks always time requests (volume profile)."),
+    NOEFFECT("features.cache-invalidation", OPT_BOOL, "off", 0, 0, NULL,
+             "a change always recalls the leases other clients cache under, which drops their "
+             "copies (docs/consistency.md)."),
+    NOEFFECT("features.cache-invalidation-timeout", OPT_TIME, "60", 0, 86400, NULL,
+             "cached copies are dropped by lease recalls, not by a timer."),
+    OPT("features.lease-recall-timeout", OPT_TIME, "5", 1, 600, NULL, true,
+        "Seconds a brick waits for a client to return a recalled lease before revoking it. A "
+        "change that conflicts with another client's lease is answered after the recall, so "
+        "a hung client delays it by at most this long."),
+    NOEFFECT("features.leases", OPT_BOOL, "off", 0, 0, NULL,
+             "bricks always grant leases; clients ask for them while client.leases is on."),
+    {"features.read-only", OPT_BOOL, "off", 0, 0, NULL, false,
+     "A read-only volume is not available yet; only off is accepted.", .no_effect = true,
+     .only = "off",
+     .refused = "a read-only volume is not available yet in Cairn: mount with -o ro instead"},
+    NOEFFECT("features.selinux", OPT_BOOL, "on", 0, 0, NULL,
+             "security.selinux labels are stored when a client mounts with -o selinux."),
+    {"features.shard", OPT_BOOL, "off", 0, 0, NULL, false,
+     "Sharding is not available yet; only off is accepted.", .no_effect = true, .only = "off",
+     .refused = "sharding is not available yet in Cairn: files would be stored whole on "
+                "one replica set, not in shards"},
+    NOEFFECT("features.shard-block-size", OPT_SIZE, "64MB", 4194304, 4398046511104LL, NULL,
+             "sharding is not available yet (features.shard)."),
+    NOEFFECT("network.frame-timeout", OPT_TIME, "1800", 5, 1800, NULL,
+             "an operation on an unresponsive brick fails after network.ping-timeout; there is "
+             "no second timer."),
+    NOEFFECT("network.inode-lru-limit", OPT_INT, "16384", 0, 2147483647, NULL,
+             "Cairn's clients and bricks size their inode tables themselves."),
+    OPT("network.ping-timeout", OPT_TIME, "10", 1, 1800, NULL, true,
+        "Seconds a client waits for an unresponsive brick before it declares the brick dead and "
+        "fails or reroutes the operations pending on it. A brick whose disk has held a request "
+        "this long closes its connections and refuses new ones until the disk completes it "
+        "(docs/replication.md, Failures)."),
+    NOEFFECT("network.remote-dio", OPT_BOOL, "off", 0, 0, NULL,
+             "bricks never open files with O_DIRECT; how a client treats O_DIRECT writes is "
+             "performance.strict-o-direct."),
+    {"nfs.disable", OPT_BOOL, "on", 0, 0, NULL, false,
+     "Cairn has no built-in NFS server; only on is accepted.", .no_effect = true, .only = "on",
+     .refused = "Cairn has no built-in NFS server: export a mount with NFS-Ganesha or the "
+                "kernel's NFS server"},
+    NOEFFECT("nfs.trusted-sync", OPT_BOOL, "off", 0, 0, NULL, "Cairn has no built-in NFS server."),
+    OPT("performance.aggregate-size", OPT_SIZE, "128KB", 4096, 1048576, NULL, true,
+        "Write-behind sends writes that continue one another as one write of up to this many "
+        "bytes (docs/consistency.md, Data: write-behind)."),
+    NOEFFECT("performance.cache-capability-xattrs", OPT_BOOL, "on", 0, 0, NULL,
+             "Cairn decides itself which extended attributes a client remembers."),
+    NOEFFECT("performance.cache-invalidation", OPT_BOOL, "off", 0, 0, NULL,
+             "lease recalls always drop what other clients cache (docs/consistency.md)."),
+    NOEFFECT("performance.cache-max-file-size", OPT_SIZE, "0", 0, 17592186044416LL, NULL,
+             "the read cache takes files of any size, bounded by performance.cache-size."),
+    NOEFFECT("performance.cache-min-file-size", OPT_SIZE, "0", 0, 17592186044416LL, NULL,
+             "the read cache takes files of any size, bounded by performance.cache-size."),
+    NOEFFECT("performance.cache-refresh-timeout", OPT_TIME, "1", 0, 61, NULL,
+             "the read cache stays valid while the client holds the file's lease."),
+    NOEFFECT("performance.cache-samba-metadata", OPT_BOOL, "off", 0, 0, NULL,
+             "Cairn decides itself which extended attributes a client remembers."),
+    OPT("performance.cache-size", OPT_SIZE, "32MB", 0, 17179869184LL, NULL, true,
+        "Bytes of file data a FUSE client keeps in its read cache (windows of files read at "
+        "random, valid while the client holds the file's lease; docs/consistency.md)."),
+    NOEFFECT("performance.client-io-threads", OPT_BOOL, "on", 0, 0, NULL,
+             "cairn-fuse always serves the kernel on several threads (one io_uring queue per "
+             "CPU where the kernel has it)."),
+    NOEFFECT("performance.flush-behind", OPT_BOOL, "on", 0, 0, NULL,
+             "close waits for the file's written-behind data, so its errors reach close "
+             "(docs/consistency.md)."),
+    NOEFFECT("performance.force-readdirp", OPT_BOOL, "on", 0, 0, NULL,
+             "clients always list directories with readdirplus."),
+    NOEFFECT("performance.io-cache", OPT_BOOL, "off", 0, 0, NULL,
+             "the read cache is kept valid by leases; performance.cache-size sizes it."),
+    OPT("performance.io-thread-count", OPT_INT, "16", 1, 64, NULL, false,
+        "Worker threads of each brick process for disk work; applies when the brick starts."),
+    NOEFFECT("performance.md-cache-timeout", OPT_TIME, "1", 0, 600, NULL,
+             "attributes are cached under leases, which recalls drop on any change; "
+             "client.lease-cache-timeout bounds them."),
+    NOEFFECT("performance.nl-cache", OPT_BOOL, "off", 0, 0, NULL,
+             "a client answers lookups of absent names from a listing it holds under a lease."),
+    NOEFFECT("performance.nl-cache-limit", OPT_SIZE, "10MB", 0, 17179869184LL, NULL,
+             "absent names are known from listings held under leases (performance.nl-cache)."),
+    NOEFFECT("performance.nl-cache-positive-entry", OPT_BOOL, "off", 0, 0, NULL,
+             "absent names are known from listings held under leases (performance.nl-cache)."),
+    NOEFFECT("performance.nl-cache-timeout", OPT_TIME, "60", 0, 86400, NULL,
+             "absent names are known from listings held under leases (performance.nl-cache)."),
+    NOEFFECT("performance.open-behind", OPT_BOOL, "on", 0, 0, NULL,
+             "Cairn decides itself when an open reaches the bricks."),
+    NOEFFECT("performance.parallel-readdir", OPT_BOOL, "off", 0, 0, NULL,
+             "clients fetch the listings of subdirectories ahead, under leases."),
+    NOEFFECT("performance.quick-read", OPT_BOOL, "on", 0, 0, NULL,
+             "small files are read through the read cache and read-ahead, under leases."),
+    NOEFFECT("performance.rda-cache-limit", OPT_SIZE, "10MB", 0, 1073741824LL, NULL,
+             "Cairn fetches listings ahead under leases; there is no readdir-ahead buffer to "
+             "size."),
+    NOEFFECT("performance.rda-high-wmark", OPT_SIZE, "128KB", 0, 1073741824LL, NULL,
+             "there is no readdir-ahead buffer to size (performance.rda-cache-limit)."),
+    NOEFFECT("performance.rda-low-wmark", OPT_SIZE, "4096", 0, 1073741824LL, NULL,
+             "there is no readdir-ahead buffer to size (performance.rda-cache-limit)."),
+    NOEFFECT("performance.rda-request-size", OPT_SIZE, "131072", 4096, 1073741824LL, NULL,
+             "there is no readdir-ahead buffer to size (performance.rda-cache-limit)."),
+    OPT("performance.read-ahead", OPT_BOOL, "on", 0, 0, NULL, true,
+        "A FUSE client reads the whole window (performance.read-ahead-page-count x 128 KiB) "
+        "around a small read of a file it holds a lease on and answers later reads inside it "
+        "from its read cache and the kernel's page cache. off: every read the kernel does not "
+        "cache goes to a brick."),
+    OPT("performance.read-ahead-page-count", OPT_INT, "1", 1, 16, NULL, true,
+        "Size of the read-ahead window in units of 128 KiB."),
+    NOEFFECT("performance.readdir-ahead", OPT_BOOL, "on", 0, 0, NULL,
+             "clients fetch listings ahead under leases whatever this says."),
+    NOEFFECT("performance.stat-prefetch", OPT_BOOL, "on", 0, 0, NULL,
+             "attributes are cached under leases (client.leases), which keep them coherent."),
+    OPT("performance.strict-o-direct", OPT_BOOL, "on", 0, 0, NULL, true,
+        "on: writes through O_DIRECT handles wait for the bricks. off: they are written behind "
+        "like others (GlusterFS's default)."),
+    NOEFFECT("performance.strict-write-ordering", OPT_BOOL, "off", 0, 0, NULL,
+             "write-behind sends a file's older data first (docs/consistency.md)."),
+    OPT("performance.write-behind", OPT_BOOL, "on", 0, 0, NULL, true,
+        "A FUSE client answers writes to files it holds alone (opened for writing while no other "
+        "client had them open, or in a directory it made) at once "
+        "and sends them in the background, aggregated; fsync and close wait for them and return "
+        "their errors, another client's access makes the holder send them first "
+        "(docs/consistency.md). off: every write waits for the bricks."),
+    OPT("performance.write-behind-trickling-writes", OPT_BOOL, "on", 0, 0, NULL, true,
+        "on: a write behind is sent as soon as nothing of its file is in flight, even if smaller "
+        "than performance.aggregate-size. off: it waits until the aggregate is full, another "
+        "write lands elsewhere in the file, or something waits for it."),
+    OPT("performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
+        "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
+        "once the file is back under it."),
+    {"server.allow-insecure", OPT_BOOL, "on", 0, 0, NULL, false,
+     "Bricks do not check the client's source port; only on is accepted.", .no_effect = true,
+     .only = "on",
+     .refused = "Cairn's bricks do not check client source ports: restrict clients with "
+                "auth.allow"},
+    NOEFFECT("server.event-threads", OPT_INT, "2", 1, 1024, NULL,
+             "Cairn sizes the threads that serve its connections itself."),
+    NOEFFECT("server.outstanding-rpc-limit", OPT_INT, "64", 0, 65536, NULL,
+             "Cairn's bricks have no limit of requests in flight per client to set."),
+    NOEFFECT("storage.fips-mode-rchecksum", OPT_BOOL, "on", 0, 0, NULL,
+             "Cairn's heal does not use GlusterFS's checksums."),
+    NOEFFECT("storage.health-check-interval", OPT_TIME, "30", 0, 86400, NULL,
+             "bricks watch every disk request: one held past network.ping-timeout takes the "
+             "brick offline until it completes (docs/cluster.md)."),
+    {"storage.owner-gid", OPT_INT, "-1", -1, 2147483647, NULL, false,
+     "Not available yet; only -1 (leave the owner alone) is accepted.", .no_effect = true,
+     .only = "-1",
+     .refused = "setting the volume root's owner is not available yet in Cairn: chown the "
+                "root directory of a mount instead (it is kept on every brick)"},
+    {"storage.owner-uid", OPT_INT, "-1", -1, 2147483647, NULL, false,
+     "Not available yet; only -1 (leave the owner alone) is accepted.", .no_effect = true,
+     .only = "-1",
+     .refused = "setting the volume root's owner is not available yet in Cairn: chown the "
+                "root directory of a mount instead (it is kept on every brick)"},
+    OPT("storage.reserve", OPT_SPACE, "1", 0, 1125899906842624LL, NULL, true,
+        "Space each brick keeps free (a percentage of its file system, or a size): below it "
+        "the brick refuses new files and data with ENOSPC, while it still records heal marks "
+        "and its own metadata; heal does not fill it either (docs/replication.md). 0: none."),
+    OPT("storage.spare-inodes", OPT_INT, "65536", 0, 65536, NULL, true,
+        "Empty inodes each brick makes ahead in its idle time (after 3 seconds in which no "
+        "client asked for a change), taken by new files instead of allocating an inode each "
+        "(docs/brick-format.md, "
+        ".cairn/spare). Bounded by a quarter of the brick file system's free inodes. 0: none "
+        "made ahead (removed files are still kept as spares)."),
+    NOEFFECT("transport.address-family", OPT_ENUM, "inet", 0, 0, "inet|inet6",
+             "Cairn connects to the addresses cairnd listens on and bricks' host names give, "
+             "IPv4 or IPv6."),
+    NOEFFECT("transport.listen-backlog", OPT_INT, "1024", 0, 65535, NULL,
+             "cairnd and bricks set their listen backlog themselves."),
+    {.name = NULL},
 };
+
+/* GlusterFS names of Cairn options with the same meaning. */
+const struct opt_alias opt_aliases[] = {
+    {"features.lease-lock-recall-timeout", "features.lease-recall-timeout"},
+    {NULL, NULL},
+};
+
+/* Any user.* key: GlusterFS lets administrators keep their own notes (and
+ * hook scripts' settings) on a volume. */
+static const struct opt_def user_def =
+    OPT("user.*", OPT_STRING, "", 0, 0, NULL, false,
+        "Free-form: any user.NAME is stored and shown for the administrator's own use; nothing in "
+        "Cairn reads it.");
 
 static const char *const type_names[] = {
     [OPT_BOOL] = "bool",
@@ -138,10 +354,21 @@ static const char *const type_names[] = {
     [OPT_SPACE] = "percent or size",
 };
 
+const char *opt_canonical(const char *name)
+{
+    for (const struct opt_alias *a = opt_aliases; name && a->name; a++)
+        if (strcmp(a->name, name) == 0)
+            return a->target;
+    return name;
+}
+
 const struct opt_def *opt_find(const char *name)
 {
     if (!name)
         return NULL;
+    if (strncmp(name, "user.", 5) == 0 && name[5])
+        return &user_def;
+    name = opt_canonical(name);
     for (const struct opt_def *d = opt_table; d->name; d++)
         if (strcmp(d->name, name) == 0)
             return d;
@@ -276,6 +503,26 @@ static bool addr_entry_valid(const char *e, size_t n)
            bits <= 32;
 }
 
+bool opt_addr_pattern(const char *e, size_t n)
+{
+    char buf[64];
+    if (n == 0 || n >= sizeof(buf))
+        return false;
+    memcpy(buf, e, n);
+    buf[n] = 0;
+    if (memchr(buf, '/', n))
+        return addr_entry_valid(buf, n);
+    struct in6_addr a;
+    if (inet_pton(AF_INET, buf, &a) == 1 || inet_pton(AF_INET6, buf, &a) == 1)
+        return true;
+    /* a glob can match only over the characters of numeric addresses */
+    if (strcspn(buf, "*?[") == n)
+        return false;
+    if (strspn(buf, "0123456789.*?[]!-") == n)
+        return true;
+    return strchr(buf, ':') && strspn(buf, "0123456789abcdefABCDEF:.*?[]!-") == n;
+}
+
 static int validate_addr_list(const char *name, const char *v, char *err, size_t errlen)
 {
     if (!*v && strcmp(name, "auth.allow") == 0) {
@@ -327,16 +574,49 @@ static bool is_no_lease_timeout(const char *name)
            strcmp(name, "client.entry-timeout") == 0;
 }
 
+/* Whether norm is one of the '|'-separated values of list. */
+static bool in_list(const char *list, const char *norm)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, "|");
+        if (strlen(norm) == n && strncmp(norm, p, n) == 0)
+            return true;
+        p += n;
+        if (*p == '|')
+            p++;
+    }
+    return false;
+}
+
+static int validate_value(const struct opt_def *d, const char *name, const char *value, char *norm,
+                          size_t normlen, char *err, size_t errlen);
+
 int opt_validate(const char *name, const char *value, char *norm, size_t normlen, char *err,
                  size_t errlen)
 {
     const struct opt_def *d = opt_find(name);
-    int64_t v;
-    bool b;
     if (!d) {
         snprintf(err, errlen, "option : %s does not exist", name ? name : "(null)");
         return -ENOENT;
     }
+    if (d->only && !*d->only) {
+        snprintf(err, errlen, "%s cannot be set: %s", name, d->refused);
+        return -EINVAL;
+    }
+    int rc = validate_value(d, name, value, norm, normlen, err, errlen);
+    if (rc == 0 && d->only && !in_list(d->only, norm)) {
+        snprintf(err, errlen, "%s %s is refused: %s (accepted: %s)", name, value, d->refused,
+                 d->only);
+        return -EINVAL;
+    }
+    return rc;
+}
+
+static int validate_value(const struct opt_def *d, const char *name, const char *value, char *norm,
+                          size_t normlen, char *err, size_t errlen)
+{
+    int64_t v;
+    bool b;
     if (!value || strlen(value) >= normlen || strchr(value, '\n')) {
         snprintf(err, errlen, "invalid value for %s", name);
         return -EINVAL;
@@ -506,6 +786,7 @@ const char *opt_set_get(const struct opt_set *s, const char *name)
 
 const char *opt_value(const struct opt_set *s, const char *name)
 {
+    name = opt_canonical(name);
     const char *v = opt_set_get(s, name);
     if (v)
         return v;
@@ -636,7 +917,17 @@ void opt_print_help(FILE *out)
         else if (d->type == OPT_SPACE)
             fprintf(out, "Range: 0%% - 100%%, or %" PRId64 " - %" PRId64 " bytes\n", d->min,
                     d->max);
+        if (d->only)
+            fprintf(out, "Accepted: %s\n", *d->only ? d->only : "(nothing)");
+        if (d->no_effect) {
+            fprintf(out, "Description: (no effect in Cairn: %s)\n\n", d->help);
+            continue;
+        }
         fprintf(out, "Live: %s\n", d->live ? "yes" : "no (applies when the bricks restart)");
         fprintf(out, "Description: %s\n\n", d->help);
     }
+    for (const struct opt_alias *a = opt_aliases; a->name; a++)
+        fprintf(out, "Option: %s\nSame as: %s\n\n", a->name, a->target);
+    fprintf(out, "Option: %s\nDefault Value: (empty)\nType: string\nDescription: %s\n\n",
+            user_def.name, user_def.help);
 }

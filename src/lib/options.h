@@ -22,13 +22,32 @@ struct opt_def {
     int64_t min, max;    /* OPT_INT/OPT_SIZE/OPT_TIME range (bytes, seconds) */
     const char *choices; /* OPT_ENUM: '|'-separated */
     bool live;           /* takes effect on running clients/bricks without restart */
-    const char *help;
+    const char *help;    /* one line; for a no_effect option, why it has none */
+    /* GlusterFS options Cairn takes so that pasted settings and scripts work:
+     * no_effect: stored and shown, read by nothing in Cairn (help says why).
+     * only: the normalized values accepted, '|'-separated ("": none); others
+     * are refused with refused, which says what Cairn does instead. */
+    bool no_effect;
+    const char *only;
+    const char *refused;
 };
+
+/* Another name for an option of the table, with the same meaning. */
+struct opt_alias {
+    const char *name, *target;
+};
+extern const struct opt_alias opt_aliases[];
 
 /* The table, terminated by a NULL name. */
 extern const struct opt_def opt_table[];
 
+/* The option of that name, following opt_aliases (the result's name is the
+ * one to store and show). Any "user.*" name is found, as a free-form string
+ * GlusterFS also lets administrators set: its opt_def is shared, so its name
+ * is "user.*". */
 const struct opt_def *opt_find(const char *name);
+/* name, or the option it is another name for. */
+const char *opt_canonical(const char *name);
 /* Validates value for the option; on success writes the normalized form
  * (e.g. "on" for true) into norm. On failure returns -EINVAL and a one-line
  * reason in err. Unknown option: -ENOENT. */
@@ -73,6 +92,10 @@ void opt_space(const struct opt_set *s, const char *name, int *percent, int64_t 
  * IPv4). A match in reject wins over allow. allow NULL means "*", reject NULL
  * means "". Pure. */
 bool opt_addr_allowed(const char *allow, const char *reject, const char *addr);
+/* Whether e[0..n) is an entry that can match a numeric address: "*", an IPv4
+ * or IPv6 address, a glob over their characters, or an IPv4 CIDR block.
+ * Host names are not (volume set resolves them to addresses first). */
+bool opt_addr_pattern(const char *e, size_t n);
 
 /* Prints every option (name, type, default, range or choices, live or not,
  * help) as `volume set help` shows it. */

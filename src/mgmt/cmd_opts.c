@@ -68,6 +68,28 @@ static int commit(struct mgmt *m, struct rpc_buf *e, const char *what, FILE *out
     return 0;
 }
 
+/* Validates one pair into norm (and *name, the name to store it under);
+ * on failure prints its line. 0 or 1. */
+static int check_pair(const char *key, const char *value, const char **name, char *norm,
+                      size_t normlen, FILE *out)
+{
+    char err[1024], resolved[1024];
+    *name = opt_canonical(key);
+    if (opt_find(key) && (strcmp(*name, "auth.allow") == 0 || strcmp(*name, "auth.reject") == 0)) {
+        if (mgmt_resolve_addr_list(*name, value, resolved, sizeof(resolved), err, sizeof(err)) <
+            0) {
+            fprintf(out, "volume set: failed: %s\n", err);
+            return 1;
+        }
+        value = resolved;
+    }
+    if (opt_validate(key, value, norm, normlen, err, sizeof(err)) < 0) {
+        fprintf(out, "volume set: failed: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
 {
     if (argc < 5 || (argc - 3) % 2 != 0)
@@ -77,7 +99,11 @@ int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
         fprintf(out, "volume set: failed: Volume %s does not exist\n", argv[2]);
         return 1;
     }
+    /* Every pair is checked and every bad one reported, one line each, before
+     * anything is set: a pasted list of twenty options with two wrong says
+     * both at once, and sets none. */
     struct rpc_buf e;
+    int bad = 0;
     opts_entry(&e, v, 0);
     for (int i = 3; i + 1 < argc; i += 2) {
         char norm[1024], err[512];
@@ -90,31 +116,38 @@ int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
                         "volume set: failed: Unable to open file '%s'. Error: No such file or "
                         "directory (groups: virt, metadata-cache, small-file)\n",
                         argv[i + 1]);
-                rpc_buf_free(&e);
-                return 1;
+                bad = 1;
+                continue;
             }
             for (int k = 0; g->kv[k]; k += 2) {
                 if (opt_validate(g->kv[k], g->kv[k + 1], norm, sizeof(norm), err, sizeof(err)) <
                     0) {
                     fprintf(out, "volume set: failed: group %s: %s\n", g->name, err);
-                    rpc_buf_free(&e);
-                    return 1;
+                    bad = 1;
+                    continue;
                 }
                 put_option(&e, g->kv[k], norm);
             }
-            log_info("volume %s: option group %s", v->name, g->name);
             continue;
         }
-        if (opt_validate(argv[i], argv[i + 1], norm, sizeof(norm), err, sizeof(err)) < 0) {
-            fprintf(out, "volume set: failed: %s\n", err);
-            rpc_buf_free(&e);
-            return 1;
+        const char *name;
+        if (check_pair(argv[i], argv[i + 1], &name, norm, sizeof(norm), out)) {
+            bad = 1;
+            continue;
         }
-        put_option(&e, argv[i], norm);
-        log_info("volume %s: %s set to %s", v->name, argv[i], norm);
+        put_option(&e, name, norm);
+    }
+    if (bad) {
+        rpc_buf_free(&e);
+        return 1;
     }
     if (commit(m, &e, "volume set", out))
         return 1;
+    for (int i = 3; i + 1 < argc; i += 2)
+        if (strcmp(argv[i], "group") == 0)
+            log_info("volume %s: option group %s", v->name, argv[i + 1]);
+        else
+            log_info("volume %s: %s set to %s", v->name, argv[i], argv[i + 1]);
     fprintf(out, "volume set: success\n");
     return 0;
 }
@@ -140,7 +173,7 @@ int mgmt_cmd_reset(struct mgmt *m, int argc, char **argv, FILE *out)
             return 1;
         }
         opts_entry(&e, v, 0);
-        put_option(&e, key, NULL);
+        put_option(&e, opt_canonical(key), NULL);
     }
     if (commit(m, &e, "volume reset", out))
         return 1;
@@ -168,13 +201,26 @@ int mgmt_cmd_get(struct mgmt *m, int argc, char **argv, FILE *out)
     for (const struct opt_def *d = opt_table; d->name; d++)
         if ((int)strlen(d->name) + 1 > w)
             w = (int)strlen(d->name) + 1;
+    const char *want = opt_canonical(key);
     fprintf(out, "%-*s%-40s\n", w, "Option", "Value");
     fprintf(out, "%-*s%-40s\n", w, "------", "-----");
     for (const struct opt_def *d = opt_table; d->name; d++)
-        if (strcmp(key, "all") == 0 || strcmp(key, d->name) == 0) {
+        if (strcmp(key, "all") == 0 || strcmp(want, d->name) == 0) {
             const char *val = opt_value(&v->opts, d->name);
-            fprintf(out, "%-*s%s%s\n", w, d->name, *val ? val : "(empty)",
+            fprintf(out, "%-*s%s%s", w, d->name, *val ? val : "(empty)",
                     opt_set_get(&v->opts, d->name) ? "" : " (DEFAULT)");
+            if (d->no_effect)
+                fprintf(out, " (no effect in Cairn: %s)", d->help);
+            fputc('\n', out);
         }
+    /* the administrator's own user.* keys, as set */
+    for (size_t i = 0; i < v->opts.n; i++) {
+        const char *name = v->opts.kv[i].name;
+        if (strncmp(name, "user.", 5) == 0 && (strcmp(key, "all") == 0 || strcmp(key, name) == 0))
+            fprintf(out, "%-*s%s\n", w, name,
+                    *v->opts.kv[i].value ? v->opts.kv[i].value : "(empty)");
+    }
+    if (strncmp(key, "user.", 5) == 0 && !opt_set_get(&v->opts, key))
+        fprintf(out, "%-*s(empty) (DEFAULT)\n", w, key);
     return 0;
 }

@@ -168,6 +168,17 @@ int mgmt_check_volname(const char *name, char *err, size_t errlen);
 /* Whether host names this server (resolves to the listen address, or to a
  * local address when listening on all addresses). */
 int mgmt_host_is_local(const struct mgmt *m, const char *host);
+/* How long volume set waits for host names of auth.allow / auth.reject to
+ * resolve, all of them together. */
+#define MGMT_RESOLVE_MS 3000
+/* Rewrites an auth.allow / auth.reject list for storing: address patterns
+ * stay (IPv6 addresses in their shortest form), each host name becomes the
+ * addresses it resolves to now, since bricks match numeric addresses. An
+ * entry that is neither a pattern nor a name that resolves within
+ * MGMT_RESOLVE_MS is refused: 0, or -EINVAL with every bad entry in err
+ * (a set entry like "on" would otherwise refuse every client). */
+int mgmt_resolve_addr_list(const char *option, const char *list, char *out, size_t outlen,
+                           char *err, size_t errlen);
 /* Whether path (absolute, normalized) can be a new brick of this server:
  * a directory, or missing where `volume create` can make it (as GlusterFS
  * does): its deepest existing ancestor is a directory this server may

@@ -212,7 +212,7 @@ static int apply_opts(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, cha
             log_warn("volume %s: ignoring %s=%s (%s)", v->name, key, val, why);
             continue;
         }
-        if (opt_set_put(&next, key, has ? val : NULL) < 0)
+        if (opt_set_put(&next, opt_canonical(key), has ? val : NULL) < 0)
             goto nomem;
         live |= d->live;
     }

@@ -1,13 +1,17 @@
 /* Checks on names, hosts and brick directories given to cairnd. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/net.h"
+#include "../lib/options.h"
 #include "mgmt.h"
 
 int mgmt_check_volname(const char *name, char *err, size_t errlen)
@@ -89,6 +93,203 @@ int mgmt_host_is_local(const struct mgmt *m, const char *host)
     }
     freeaddrinfo(h);
     return local;
+}
+
+/* ---- host names in auth.allow / auth.reject ---- */
+
+/* A lookup on a thread of its own, so the caller can stop waiting for it: a
+ * resolver that does not answer must not hold volume set (and the lock it
+ * runs under). Whoever drops the last reference frees it. */
+struct lookup {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs, done, rc;
+    struct addrinfo *res;
+    char host[256];
+};
+
+static void lookup_put(struct lookup *l)
+{
+    pthread_mutex_lock(&l->lock);
+    int last = --l->refs == 0;
+    pthread_mutex_unlock(&l->lock);
+    if (!last)
+        return;
+    if (l->res)
+        freeaddrinfo(l->res);
+    pthread_cond_destroy(&l->cond);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+static void *lookup_main(void *arg)
+{
+    struct lookup *l = arg;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(l->host, NULL, &hints, &res);
+    pthread_mutex_lock(&l->lock);
+    l->rc = rc;
+    l->res = res;
+    l->done = 1;
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+    lookup_put(l);
+    return NULL;
+}
+
+/* getaddrinfo waiting at most ms: 0, -ETIMEDOUT, -ENOENT (no such name,
+ * *why says why) or -errno. */
+static int resolve_within(const char *host, uint64_t ms, struct addrinfo **res, const char **why)
+{
+    struct lookup *l = calloc(1, sizeof(*l));
+    *why = "";
+    if (!l || strlen(host) >= sizeof(l->host)) {
+        free(l);
+        return l ? -ENAMETOOLONG : -ENOMEM;
+    }
+    strcpy(l->host, host);
+    l->refs = 2;
+    pthread_mutex_init(&l->lock, NULL);
+    net_cond_init_mono(&l->cond);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create(&t, &attr, lookup_main, l);
+    pthread_attr_destroy(&attr);
+    if (e) {
+        l->refs = 1;
+        lookup_put(l);
+        return -e;
+    }
+    struct timespec dl;
+    net_deadline(&dl, CLOCK_MONOTONIC, ms);
+    int rc = -ETIMEDOUT;
+    pthread_mutex_lock(&l->lock);
+    while (!l->done && pthread_cond_timedwait(&l->cond, &l->lock, &dl) != ETIMEDOUT)
+        ;
+    if (l->done) {
+        rc = l->rc == 0 ? 0 : -ENOENT;
+        if (l->rc)
+            *why = gai_strerror(l->rc);
+        *res = l->res;
+        l->res = NULL;
+    }
+    pthread_mutex_unlock(&l->lock);
+    lookup_put(l);
+    return rc;
+}
+
+/* Appends s (n bytes) to out as one more comma-separated entry, unless it is
+ * there already. */
+static int append_entry(char *out, size_t outlen, const char *s, size_t n)
+{
+    size_t l = strlen(out);
+    for (const char *p = out; *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == n && strncmp(p, s, n) == 0)
+            return 0;
+        p += k + (p[k] == ',');
+    }
+    if (l + n + 2 > outlen)
+        return -E2BIG;
+    if (l)
+        out[l++] = ',';
+    memcpy(out + l, s, n);
+    out[l + n] = 0;
+    return 0;
+}
+
+static void add_reason(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+{
+    size_t l = strlen(err);
+    if (l + 3 >= errlen)
+        return;
+    snprintf(err + l, errlen - l, "%s", l ? "; " : "");
+    l = strlen(err);
+    snprintf(err + l, errlen - l, fmt, a, b);
+}
+
+int mgmt_resolve_addr_list(const char *option, const char *list, char *out, size_t outlen,
+                           char *err, size_t errlen)
+{
+    uint64_t end = net_now_ms() + MGMT_RESOLVE_MS;
+    int bad = 0;
+    out[0] = err[0] = 0;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char e[256];
+        if (n == 0 || n >= sizeof(e)) {
+            /* empty or absurd: opt_validate words the refusal */
+            if (append_entry(out, outlen, p, n) < 0)
+                goto too_long;
+            p += n + (p[n] == ',');
+            continue;
+        }
+        memcpy(e, p, n);
+        e[n] = 0;
+        p += n + (p[n] == ',');
+        struct in6_addr a6;
+        char text[INET6_ADDRSTRLEN];
+        if (inet_pton(AF_INET6, e, &a6) == 1) { /* one spelling, as peers are printed */
+            inet_ntop(AF_INET6, &a6, text, sizeof(text));
+            if (append_entry(out, outlen, text, strlen(text)) < 0)
+                goto too_long;
+            continue;
+        }
+        if (opt_addr_pattern(e, n)) {
+            if (append_entry(out, outlen, e, n) < 0)
+                goto too_long;
+            continue;
+        }
+        if (strcspn(e, "*?[") != n ||
+            strspn(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789.-_") != n) {
+            add_reason(err, errlen,
+                       "'%s' is neither an address, an address pattern (like 192.168.1.*, "
+                       "10.0.0.0/8) nor a host name: a pattern over host names never matches, "
+                       "since %s is checked against the client's address",
+                       e, option);
+            bad = 1;
+            continue;
+        }
+        uint64_t now = net_now_ms();
+        struct addrinfo *res = NULL;
+        const char *why;
+        int rc = now < end ? resolve_within(e, end - now, &res, &why) : -ETIMEDOUT;
+        if (rc < 0) {
+            add_reason(err, errlen,
+                       rc == -ETIMEDOUT ? "'%s' is not an address, and resolving it as a host "
+                                          "name took too long%s"
+                                        : "'%s' is not an address, and no host of that name "
+                                          "resolves (%s)",
+                       e, rc == -ETIMEDOUT ? "" : why);
+            bad = 1;
+            continue;
+        }
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+            const void *addr = ai->ai_family == AF_INET
+                                   ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                                   : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+            if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+                !inet_ntop(ai->ai_family, addr, text, sizeof(text)))
+                continue;
+            if (append_entry(out, outlen, text, strlen(text)) < 0) {
+                freeaddrinfo(res);
+                goto too_long;
+            }
+        }
+        freeaddrinfo(res);
+    }
+    if (bad)
+        return -EINVAL;
+    if (!*list)
+        out[0] = 0;
+    return 0;
+too_long:
+    snprintf(err, errlen, "%s: the list of addresses is too long", option);
+    return -EINVAL;
 }
 
 /* ---- brick directories ---- */

@@ -234,7 +234,7 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
             log_warn("volume store line %d: ignoring unknown option %s", lineno, key + 7);
         else if (opt_validate(key + 7, val, norm, sizeof(norm), why, sizeof(why)) < 0)
             log_warn("volume store line %d: ignoring %s=%s (%s)", lineno, key + 7, val, why);
-        else if (opt_set_put(&v->opts, key + 7, val) < 0) {
+        else if (opt_set_put(&v->opts, opt_canonical(key + 7), val) < 0) {
             snprintf(err, errlen, "out of memory");
             return -ENOMEM;
         }

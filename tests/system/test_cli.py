@@ -425,7 +425,8 @@ def test_options(c5):
     assert lines[2].split() == ["network.ping-timeout", "20"]
     r = cli(c5, "volume", "get", "optv", "all")
     rows = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines()[2:]}
-    assert set(rows) == set(OPTIONS)
+    assert set(OPTIONS) <= set(rows)
+    assert set(rows) == help_options(c5)
     assert rows["performance.io-thread-count"] == ["16", "(DEFAULT)"]
     assert rows["network.ping-timeout"] == ["20"]
     r = cli(c5, "volume", "get", "optv", "bogus.key")
@@ -444,6 +445,176 @@ def test_options(c5):
     assert cli(c5, "volume", "set", "optv", "network.ping-timeout", "30").returncode == 0
     assert cli(c5, "volume", "reset", "optv", "all").returncode == 0
     assert "Options Reconfigured" not in cli(c5, "volume", "info", "optv").stdout
+
+
+# ---- settings from GlusterFS ----
+
+def help_options(c):
+    """The options `volume set help` lists with a value of their own (not the
+    GlusterFS names of other options, nor user.*)."""
+    r = cli(c, "volume", "set", "help")
+    names = set()
+    for block in r.stdout.split("\n\n"):
+        m = re.match(r"Option: (\S+)\n", block)
+        if m and "Same as:" not in block and m.group(1) != "user.*":
+            names.add(m.group(1))
+    return names
+
+
+# The options the seed-000 thread's volume had set ("Options Reconfigured"
+# of its `gluster volume info`), in that order.
+SEED_000 = """\
+performance.rda-cache-limit: 256MB
+network.inode-lru-limit: 50000
+server.outstanding-rpc-limit: 256
+performance.client-io-threads: true
+nfs.disable: on
+transport.address-family: inet
+client.event-threads: 8
+cluster.eager-lock: true
+cluster.favorite-child-policy: size
+cluster.lookup-optimize: true
+cluster.readdir-optimize: true
+cluster.use-compound-fops: true
+diagnostics.brick-log-level: ERROR
+diagnostics.client-log-level: ERROR
+features.cache-invalidation-timeout: 600
+features.cache-invalidation: true
+network.ping-timeout: 15
+performance.cache-invalidation: true
+performance.cache-max-file-size: 6MB
+performance.cache-refresh-timeout: 60
+performance.cache-size: 1024MB
+performance.io-thread-count: 16
+performance.md-cache-timeout: 600
+performance.stat-prefetch: true
+performance.write-behind-window-size: 256MB
+server.event-threads: 8
+transport.listen-backlog: 2048
+"""
+SEED_PAIRS = [tuple(ln.split(": ")) for ln in SEED_000.splitlines()]
+# what `volume get` shows for a value given in another spelling
+SHOWN = {"true": "on"}
+
+
+def get_all(c, vol):
+    r = cli(c, "volume", "get", vol, "all")
+    assert r.returncode == 0, out(r)
+    return {ln.split()[0]: ln.split(None, 1)[1] for ln in r.stdout.splitlines()[2:]}
+
+
+def seed_volume(c, name):
+    b, = mkdirs(c, name)
+    assert cli(c, "volume", "create", name, f"{HOST}:{b}", "force").returncode == 0
+    c.volumes[name] = [b]
+
+
+def check_seed_values(c, vol):
+    rows = get_all(c, vol)
+    for k, v in SEED_PAIRS:
+        shown = rows[k].split()
+        assert shown[0] == SHOWN.get(v, v), (k, rows[k])
+        assert "(DEFAULT)" not in rows[k]
+
+
+def test_seed_list_in_one_command(c5):
+    seed_volume(c5, "seed1")
+    args = [x for kv in SEED_PAIRS for x in kv]
+    r = cli(c5, "volume", "set", "seed1", *args)
+    assert r.returncode == 0 and r.stdout == "volume set: success\n", out(r)
+    check_seed_values(c5, "seed1")
+    # volume info lists them, as GlusterFS's does
+    info = cli(c5, "volume", "info", "seed1").stdout
+    for k, _ in SEED_PAIRS:
+        assert f"\n{k}: " in info
+
+
+def test_seed_list_pair_by_pair(c5):
+    seed_volume(c5, "seed2")
+    for k, v in SEED_PAIRS:
+        r = cli(c5, "volume", "set", "seed2", k, v)
+        assert r.returncode == 0 and r.stdout == "volume set: success\n", (k, v, out(r))
+    check_seed_values(c5, "seed2")
+
+
+def test_no_effect_options_say_why(c5):
+    r = cli(c5, "volume", "set", "help")
+    block = r.stdout.split("Option: performance.nl-cache\n")[1].split("\n\n")[0]
+    assert "Description: (no effect in Cairn: " in block
+    seed_volume(c5, "noeff")
+    assert cli(c5, "volume", "set", "noeff", "performance.nl-cache", "on").returncode == 0
+    rows = get_all(c5, "noeff")
+    assert rows["performance.nl-cache"].startswith("on (no effect in Cairn: ")
+    assert rows["performance.parallel-readdir"].startswith("off (DEFAULT) (no effect in Cairn: ")
+    assert "no effect" not in rows["network.ping-timeout"]
+    # values are still checked
+    r = cli(c5, "volume", "set", "noeff", "performance.nl-cache", "maybe")
+    assert r.returncode == 1 and "not a valid boolean" in out(r)
+
+
+def test_bad_pairs_all_reported_none_set(c5):
+    seed_volume(c5, "badpairs")
+    r = cli(c5, "volume", "set", "badpairs", "network.ping-timeout", "7",
+            "performance.nl-cache", "sometimes", "no.such-option", "1",
+            "performance.io-thread-count", "8")
+    assert r.returncode == 1
+    lines = out(r).splitlines()
+    assert len(lines) == 2, lines
+    assert all(ln.startswith("volume set: failed: ") for ln in lines)
+    assert "performance.nl-cache" in lines[0] and "no.such-option" in lines[1]
+    assert "Options Reconfigured" not in cli(c5, "volume", "info", "badpairs").stdout
+
+
+def test_refused_gluster_values(c5):
+    seed_volume(c5, "refv")
+    r = cli(c5, "volume", "set", "refv", "features.shard", "on")
+    assert r.returncode == 1 and "sharding is not available yet" in out(r)
+    assert cli(c5, "volume", "set", "refv", "features.shard", "off").returncode == 0
+    r = cli(c5, "volume", "set", "refv", "cluster.quorum-type", "none")
+    assert r.returncode == 1 and "quorum is auto" in out(r)
+    assert cli(c5, "volume", "set", "refv", "cluster.quorum-type", "auto").returncode == 0
+    r = cli(c5, "volume", "set", "refv", "cluster.quorum-count", "1")
+    assert r.returncode == 1 and "cannot be set" in out(r)
+    r = cli(c5, "volume", "set", "refv", "cluster.server-quorum-type", "server")
+    assert r.returncode == 1 and "server quorum is not available" in out(r)
+    r = cli(c5, "volume", "set", "refv", "storage.owner-uid", "107")
+    assert r.returncode == 1 and "chown" in out(r)
+    rows = get_all(c5, "refv")
+    assert rows["features.shard"].startswith("off ")
+    assert rows["cluster.quorum-type"] == "auto"
+
+
+def test_gluster_name_of_cairn_option_and_user_keys(c5):
+    seed_volume(c5, "alias")
+    r = cli(c5, "volume", "set", "alias", "features.lease-lock-recall-timeout", "30",
+            "user.cifs", "disable")
+    assert r.returncode == 0, out(r)
+    rows = get_all(c5, "alias")
+    assert rows["features.lease-recall-timeout"] == "30"
+    assert rows["user.cifs"] == "disable"
+    r = cli(c5, "volume", "get", "alias", "features.lease-lock-recall-timeout")
+    assert r.returncode == 0 and r.stdout.splitlines()[2].split() == [
+        "features.lease-recall-timeout", "30"]
+    assert cli(c5, "volume", "reset", "alias", "user.cifs").returncode == 0
+    assert "user.cifs" not in get_all(c5, "alias")
+
+
+def test_auth_allow_entries_that_never_match_refused(c5):
+    seed_volume(c5, "authv")
+    for bad in ("on", "*.example.com", "cairn-no-such-host.invalid"):
+        t0 = time.time()
+        r = cli(c5, "volume", "set", "authv", "auth.allow", bad)
+        assert r.returncode == 1 and f"'{bad}'" in out(r), out(r)
+        assert time.time() - t0 < 10
+        r = cli(c5, "volume", "set", "authv", "auth.reject", bad)
+        assert r.returncode == 1 and f"'{bad}'" in out(r), out(r)
+    assert "Options Reconfigured" not in cli(c5, "volume", "info", "authv").stdout
+    assert cli(c5, "volume", "set", "authv", "auth.allow", "127.0.0.*").returncode == 0
+    assert get_all(c5, "authv")["auth.allow"] == "127.0.0.*"
+    # a host name is stored as the addresses it resolves to, which bricks match
+    r = cli(c5, "volume", "set", "authv", "auth.allow", "localhost")
+    assert r.returncode == 0, out(r)
+    assert "127.0.0.1" in get_all(c5, "authv")["auth.allow"].split(",")
 
 
 # ---- daemon life ----

@@ -87,12 +87,62 @@ def test_mount_bad_spec(cluster, mnt, spec):
 @pytest.mark.parametrize("opt", ["ping-timeout=0", "ping-timeout=soon", "attribute-timeout=nan",
                                  "attribute-timeout=-1", "entry-timeout=1e9", "io-uring=maybe",
                                  "direct-io-mode=sometimes", "log-level=loud", "log-file=",
-                                 "backup-servers="])
+                                 "backup-servers=", "transport=udp", "use-readdirp=maybe",
+                                 "reader-thread-count=many", "acl=1", "xlator-option=nodot",
+                                 "xlator-option=*client*.ping-timeout=0"])
 def test_mount_bad_option_value(cluster, vol, mnt, opt):
     r, took = run_fuse(f"{cluster.remote}:/{vol.name}", mnt, "-o", opt)
     assert r.returncode == 1
     assert took < FAIL_FAST
     assert f"invalid mount option '{opt}'" in r.stderr
+    assert not mounted(mnt)
+
+
+# What a GlusterFS fstab line carries (mount.glusterfs's options).
+GLUSTER_OPTS = ("acl,transport=tcp,use-readdirp=yes,backup-volfile-servers=127.0.0.11:127.0.0.12,"
+                "log-level=INFO,reader-thread-count=4,xlator-option=*replicate*.data-self-heal=off,"
+                "xlator-option=*client*.ping-timeout=7")
+
+
+def test_mount_gluster_options(cluster, vol, mnt):
+    log = os.path.join(cluster.root, "gluster-opts.log")
+    r, took = run_fuse(f"{cluster.remote}:/{vol.name}", mnt, "-o",
+                       f"{GLUSTER_OPTS},log-file={log}")
+    assert r.returncode == 0, r.stderr
+    assert mounted(mnt)
+    with open(os.path.join(mnt, "gluster-opts"), "wb") as f:
+        f.write(b"ok")
+    with open(os.path.join(vol.m1, "gluster-opts"), "rb") as f:
+        assert f.read() == b"ok"
+    os.unlink(os.path.join(mnt, "gluster-opts"))
+    with open(log) as f:
+        text = f.read()
+    assert "mount option use-readdirp has no effect in Cairn" in text
+    assert "mount option acl has no effect in Cairn: POSIX ACLs are always enforced" in text
+    # an xlator option naming nothing of Cairn's is a warning naming it; one
+    # with a Cairn mount option of the same meaning is taken as that option
+    assert "xlator-option=*replicate*.data-self-heal=off names nothing Cairn has" in text
+    assert "ping-timeout=7 names nothing" not in text
+
+
+def test_mount_t_cairn_gluster_fstab_options(cluster, vol, mnt, mount_helper):
+    mount_fstab_line(cluster, vol, mnt, mount_helper, f"defaults,_netdev,{GLUSTER_OPTS}")
+
+
+def test_mount_transport_rdma_refused(cluster, vol, mnt):
+    r, took = run_fuse(f"{cluster.remote}:/{vol.name}", mnt, "-o", "transport=rdma")
+    assert r.returncode == 1
+    assert took < FAIL_FAST
+    assert "transport=rdma: Cairn speaks TCP only" in r.stderr
+    assert not mounted(mnt)
+
+
+@pytest.mark.parametrize("opt", ["nosuchoption", "worm", "nosuch=1"])
+def test_mount_unknown_option_refused(cluster, vol, mnt, opt):
+    r, took = run_fuse(f"{cluster.remote}:/{vol.name}", mnt, "-o", f"acl,{opt}")
+    assert r.returncode == 1
+    assert took < FAIL_FAST
+    assert f"unknown mount option '{opt}'" in r.stderr
     assert not mounted(mnt)
 
 
@@ -179,12 +229,13 @@ def test_mount_t_cairn_unknown_volume_fails(cluster, vol, mnt, mount_helper):
     assert not mounted(mnt)
 
 
-def test_mount_fstab_line(cluster, vol, mnt, mount_helper):
+def mount_fstab_line(cluster, vol, mnt, env, opts):
+    """Mounts mnt from an fstab line with opts, looks in, and unmounts."""
     fstab = os.path.join(cluster.root, "fstab")
     with open(fstab, "w") as f:
-        f.write(f"{cluster.host}:/{vol.name} {mnt} cairn defaults,_netdev 0 0\n")
+        f.write(f"{cluster.host}:/{vol.name} {mnt} cairn {opts} 0 0\n")
     r = subprocess.run(["mount", "-T", fstab, mnt], capture_output=True, text=True, timeout=30,
-                       env=mount_helper)
+                       env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert mounted(mnt)
     assert os.path.isdir(os.path.join(mnt, "."))
@@ -192,6 +243,10 @@ def test_mount_fstab_line(cluster, vol, mnt, mount_helper):
     r = subprocess.run(["umount", mnt], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert not mounted(mnt)
+
+
+def test_mount_fstab_line(cluster, vol, mnt, mount_helper):
+    mount_fstab_line(cluster, vol, mnt, mount_helper, "defaults,_netdev")
 
 
 def test_mount_read_only_option(cluster, vol, mnt):

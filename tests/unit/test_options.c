@@ -158,14 +158,164 @@ static void test_validate(void)
     /* a value with a newline would break the store's line format */
     CHECK_EQ(opt_validate("auth.allow", "1.2.3.4\nx", norm, sizeof(norm), err, sizeof(err)),
              -EINVAL);
-    /* every default validates */
+    /* every default validates (but of options that take no value at all),
+     * the table is sorted, and a refusal says what Cairn does instead */
     for (const struct opt_def *d = opt_table; d->name; d++) {
+        if (d[1].name)
+            CHECK(strcmp(d->name, d[1].name) < 0);
+        CHECK(!d->only || (d->refused && *d->refused));
+        CHECK(!d->no_effect || !d->live);
+        if (d->only && !*d->only) {
+            CHECK_EQ(opt_validate(d->name, d->def, norm, sizeof(norm), err, sizeof(err)), -EINVAL);
+            continue;
+        }
         int rc = opt_validate(d->name, d->def, norm, sizeof(norm), err, sizeof(err));
         if (rc)
             fprintf(stderr, "default of %s: %s\n", d->name, err);
         CHECK_EQ(rc, 0);
         CHECK(d->help && *d->help);
     }
+}
+
+/* GlusterFS options: taken with no effect, mapped, or refused with a reason. */
+static void test_gluster_names(void)
+{
+    char norm[256], err[512];
+    /* the seed-000 thread's volume, as its `volume info` lists the options */
+    static const char *const seed[] = {"performance.rda-cache-limit",
+                                       "256MB",
+                                       "network.inode-lru-limit",
+                                       "50000",
+                                       "server.outstanding-rpc-limit",
+                                       "256",
+                                       "performance.client-io-threads",
+                                       "true",
+                                       "nfs.disable",
+                                       "on",
+                                       "transport.address-family",
+                                       "inet",
+                                       "client.event-threads",
+                                       "8",
+                                       "cluster.eager-lock",
+                                       "true",
+                                       "cluster.favorite-child-policy",
+                                       "size",
+                                       "cluster.lookup-optimize",
+                                       "true",
+                                       "cluster.readdir-optimize",
+                                       "true",
+                                       "cluster.use-compound-fops",
+                                       "true",
+                                       "diagnostics.brick-log-level",
+                                       "ERROR",
+                                       "diagnostics.client-log-level",
+                                       "ERROR",
+                                       "features.cache-invalidation-timeout",
+                                       "600",
+                                       "features.cache-invalidation",
+                                       "true",
+                                       "network.ping-timeout",
+                                       "15",
+                                       "performance.cache-invalidation",
+                                       "true",
+                                       "performance.cache-max-file-size",
+                                       "6MB",
+                                       "performance.cache-refresh-timeout",
+                                       "60",
+                                       "performance.cache-size",
+                                       "1024MB",
+                                       "performance.io-thread-count",
+                                       "16",
+                                       "performance.md-cache-timeout",
+                                       "600",
+                                       "performance.stat-prefetch",
+                                       "true",
+                                       "performance.write-behind-window-size",
+                                       "256MB",
+                                       "server.event-threads",
+                                       "8",
+                                       "transport.listen-backlog",
+                                       "2048",
+                                       NULL};
+    for (int i = 0; seed[i]; i += 2) {
+        int rc = opt_validate(seed[i], seed[i + 1], norm, sizeof(norm), err, sizeof(err));
+        if (rc)
+            fprintf(stderr, "%s %s: %s\n", seed[i], seed[i + 1], err);
+        CHECK_EQ(rc, 0);
+    }
+    CHECK(opt_find("performance.nl-cache")->no_effect);
+    CHECK(!opt_find("network.ping-timeout")->no_effect);
+    /* values are still checked */
+    CHECK_EQ(opt_validate("performance.nl-cache", "maybe", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(opt_validate("network.inode-lru-limit", "-5", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    /* sharding would be silently absent: refused on, taken off */
+    CHECK_EQ(opt_validate("features.shard", "on", norm, sizeof(norm), err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "sharding is not available") != NULL);
+    CHECK_EQ(opt_validate("features.shard", "disable", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_STR(norm, "off");
+    /* quorum: Cairn's behaviour only */
+    CHECK_EQ(opt_validate("cluster.quorum-type", "auto", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_EQ(opt_validate("cluster.quorum-type", "none", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK(strstr(err, "quorum is auto") != NULL);
+    CHECK_EQ(opt_validate("cluster.quorum-count", "2", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(
+        opt_validate("cluster.server-quorum-type", "server", norm, sizeof(norm), err, sizeof(err)),
+        -EINVAL);
+    CHECK_EQ(
+        opt_validate("cluster.server-quorum-type", "none", norm, sizeof(norm), err, sizeof(err)),
+        0);
+    CHECK_EQ(opt_validate("storage.owner-uid", "107", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(opt_validate("storage.owner-uid", "-1", norm, sizeof(norm), err, sizeof(err)), 0);
+    /* GlusterFS's log levels */
+    CHECK_EQ(opt_validate("diagnostics.client-log-level", "critical", norm, sizeof(norm), err,
+                          sizeof(err)),
+             0);
+    CHECK_STR(norm, "CRITICAL");
+    /* a GlusterFS name for a Cairn option */
+    CHECK_STR(opt_canonical("features.lease-lock-recall-timeout"), "features.lease-recall-timeout");
+    CHECK(opt_find("features.lease-lock-recall-timeout") ==
+          opt_find("features.lease-recall-timeout"));
+    struct opt_set s = {0};
+    CHECK_EQ(opt_set_put(&s, "features.lease-recall-timeout", "30"), 0);
+    CHECK_STR(opt_value(&s, "features.lease-lock-recall-timeout"), "30");
+    opt_set_free(&s);
+    /* user.* is free-form */
+    CHECK_EQ(opt_validate("user.smb", "disable", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_EQ(opt_validate("user.", "x", norm, sizeof(norm), err, sizeof(err)), -ENOENT);
+    /* help says why */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    opt_print_help(f);
+    fclose(f);
+    CHECK(strstr(buf, "Option: performance.nl-cache\n") != NULL);
+    CHECK(strstr(buf, "(no effect in Cairn: ") != NULL);
+    CHECK(strstr(buf, "Option: user.*") != NULL);
+    free(buf);
+}
+
+static void test_addr_pattern(void)
+{
+#define PAT(s) opt_addr_pattern(s, strlen(s))
+    CHECK(PAT("*"));
+    CHECK(PAT("127.0.0.*"));
+    CHECK(PAT("192.168.1.[1-9]"));
+    CHECK(PAT("10.0.0.0/8"));
+    CHECK(PAT("10.1.2.3"));
+    CHECK(PAT("::1"));
+    CHECK(PAT("fe80::*"));
+    CHECK(!PAT("on"));
+    CHECK(!PAT("localhost"));
+    CHECK(!PAT("*.example.com"));
+    CHECK(!PAT("10.1.2")); /* no address is written so */
+    CHECK(!PAT("10.0.0.0/33"));
+    CHECK(!PAT(""));
+#undef PAT
 }
 
 static void test_set(void)
@@ -236,6 +386,8 @@ int main(void)
     test_size_time();
     test_space();
     test_validate();
+    test_gluster_names();
+    test_addr_pattern();
     test_set();
     test_addr();
     test_help();
