@@ -1,5 +1,5 @@
 """Command line: bench/run [--quick] [--only W,...] [--systems S,...]
-[--runs N] ..."""
+[--degraded] [--runs N] ..."""
 
 import argparse
 import datetime
@@ -12,7 +12,7 @@ import sys
 import time
 
 from cairnbench import assets, gen, machine, report, runner, util
-from cairnbench.systems import DEFAULT_SYSTEMS, EXTRA_SYSTEMS, registry
+from cairnbench.systems import DEFAULT_SYSTEMS, DOWN_VARIANTS, EXTRA_SYSTEMS, registry
 from cairnbench.workloads import all_workloads
 
 BASE_PACKAGES = ("fio", "rsync", "linux-source-6.1", "xz-utils", "tar",
@@ -98,10 +98,24 @@ def parse_args(argv):
     ap.add_argument("--markdown", default=None, help="write the table here")
     ap.add_argument("--no-install", action="store_true",
                     help="do not apt-get install missing packages")
+    ap.add_argument("--degraded", action="store_true",
+                    help="also run each replicated system with one server of "
+                         "three killed (kill -9) before the workloads, right "
+                         "after it in the same run (systems cairn-down, "
+                         "glusterfs-down, ...)")
     ap.add_argument("--list", action="store_true",
                     help="list workloads and systems and exit")
     ap.add_argument("-v", "--verbose", action="store_true")
     return ap.parse_args(argv)
+
+
+def expand_systems(systems, degraded):
+    """With --degraded, each system that has servers is followed by its
+    "-down" variant, so both run in one run, side by side."""
+    if not degraded:
+        return list(systems)
+    return [v for s in systems for v in ([s, DOWN_VARIANTS[s]]
+                                         if s in DOWN_VARIANTS else [s])]
 
 
 def select_workloads(args, ctx):
@@ -162,6 +176,7 @@ def main(argv=None):
         return 2
     ctx = Context(args)
     systems = (args.systems.split(",") if args.systems else DEFAULT_SYSTEMS)
+    systems = expand_systems(systems, args.degraded)
     bad = [s for s in systems if s not in reg]
     if bad:
         raise SystemExit(f"unknown system(s) {bad}; known: {list(reg)}")

@@ -54,6 +54,8 @@ def run_workload(system, wl, ctx, results, skey):
 
         try:
             system.reset()
+            if system.down:
+                system.take_server_down()
         except (util.BenchFailure, util.BenchTimeout, OSError) as e:
             for k in keys:
                 results.mark(skey, k, FAILED, f"reset before run failed: {e}")
@@ -91,6 +93,8 @@ def run_system(factory, skey, workloads, ctx, results):
         t0 = time.time()
         try:
             system.setup()
+            if system.down:
+                system.take_server_down()
         except (Unavailable, util.BenchFailure, util.BenchTimeout,
                 OSError) as e:
             reason = str(e).strip()[:300]

@@ -246,6 +246,22 @@ def kill_pids(pids, grace=5.0):
             pass
 
 
+def kill9(pids, wait=5.0):
+    """SIGKILL the given pids (a crash, not a stop) and wait until they are
+    gone."""
+    pids = [p for p in pids if p and p != os.getpid()]
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.time() + wait
+    while pids and time.time() < deadline:
+        pids = [p for p in pids if os.path.exists(f"/proc/{p}")
+                and proc_state(p) != "Z"]
+        time.sleep(0.05)
+
+
 def proc_state(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:

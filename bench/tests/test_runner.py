@@ -136,3 +136,69 @@ def test_new_volume_rests_before_its_first_workload(ctx):
     assert r.values["clocked"]["dd_loop"]["status"] == "ok"
     t = ClockedLocal.times
     assert t["first_reset"] - t["up"] >= 0.5
+
+
+class DownLocal(LocalSystem):
+    """A "-down" variant that records when its server is taken down."""
+    key = "local-down"
+    label = "local, 1 of 3 servers down"
+    down = True
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.calls = []
+
+    def setup(self):
+        self.calls.append("setup")
+        super().setup()
+
+    def reset(self):
+        self.calls.append("reset")
+        super().reset()
+
+    def take_server_down(self):
+        self.calls.append("down")
+
+
+def test_down_variant_loses_its_server_before_every_run(ctx):
+    made = []
+
+    def factory(c):
+        made.append(DownLocal(c))
+        return made[-1]
+
+    results = runner.Results()
+    wl = CopyTree()
+    for m in wl.metrics(ctx):
+        results.add_metric(m)
+    ctx.runs = 2
+    runner.run_system(factory, "local-down", [wl], ctx, results)
+    # LocalSystem.setup resets once itself; every run starts after a "down"
+    assert made[0].calls == ["setup", "reset", "down", "reset", "down", "reset", "down"]
+    assert results.values["local-down"]["cp_a"]["status"] == "ok"
+
+
+def test_a_system_without_servers_cannot_be_taken_down(ctx):
+    class NoServers(LocalSystem):
+        key = "local-nodown"
+        down = True
+
+    results = runner.Results()
+    wl = CopyTree()
+    for m in wl.metrics(ctx):
+        results.add_metric(m)
+    runner.run_system(NoServers, "local-nodown", [wl], ctx, results)
+    assert results.systems["local-nodown"]["status"] == "unavailable"
+    assert "no servers" in results.systems["local-nodown"]["reason"]
+
+
+def test_degraded_adds_the_down_variants_after_their_systems():
+    from cairnbench.cli import expand_systems, parse_args
+    from cairnbench.systems import DOWN_VARIANTS, registry
+    assert parse_args(["--degraded"]).degraded
+    assert expand_systems(["local", "cairn", "glusterfs"], True) == \
+        ["local", "cairn", "cairn-down", "glusterfs", "glusterfs-down"]
+    assert expand_systems(["local", "cairn"], False) == ["local", "cairn"]
+    reg = registry()
+    for s, v in DOWN_VARIANTS.items():
+        assert s in reg and v in reg

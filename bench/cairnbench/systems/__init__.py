@@ -18,6 +18,12 @@ def registry():
         "glusterfs-arbiter": lambda ctx: GlusterSystem(ctx, arbiter=True),
         "glusterfs-dr": lambda ctx: GlusterSystem(ctx, sets=2),
         "moosefs": MooseFSSystem,
+        # one server of three dead (bench/run --degraded adds these)
+        "cairn-down": lambda ctx: CairnSystem(ctx, down=True),
+        "cairn-dr-down": lambda ctx: CairnSystem(ctx, sets=2, down=True),
+        "glusterfs-down": lambda ctx: GlusterSystem(ctx, down=True),
+        "glusterfs-arbiter-down": lambda ctx: GlusterSystem(ctx, arbiter=True, down=True),
+        "glusterfs-dr-down": lambda ctx: GlusterSystem(ctx, sets=2, down=True),
     }
 
 
@@ -26,3 +32,7 @@ DEFAULT_SYSTEMS = ["local", "local-x3", "cairn", "glusterfs",
 # Not run by default (ask with --systems): 2 x 3 distributed-replicate
 # volumes, compared with each other.
 EXTRA_SYSTEMS = ["cairn-dr", "glusterfs-dr"]
+# The "-down" variant of each system that has servers: with --degraded,
+# each runs right after its system, in the same run, for side-by-side ratios.
+DOWN_VARIANTS = {s: s + "-down" for s in
+                 ("cairn", "cairn-dr", "glusterfs", "glusterfs-arbiter", "glusterfs-dr")}

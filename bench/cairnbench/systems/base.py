@@ -14,6 +14,9 @@ class System:
     label = "base"
     packages = ()        # Debian packages the adapter needs
     ntargets = 1         # local-x3 does the work three times
+    # "-down" variants (bench/run --degraded): one server of three is dead
+    # for every workload, as seed 004's users had it.
+    down = False
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -33,6 +36,13 @@ class System:
         for t in self.targets():
             util.rmtree(t, timeout=self.ctx.prepare_timeout)
             os.makedirs(t)
+
+    def take_server_down(self):
+        """For a "-down" variant: kill -9 what runs on one server of the
+        three (its management daemon, bricks and self-heal daemon), once
+        the volume is up and after every reset that makes a new one. Must
+        be safe to call when that server is already down."""
+        raise Unavailable("has no servers to take down")
 
     def make_cold(self):
         """Drop every cache between the workload and the disk."""

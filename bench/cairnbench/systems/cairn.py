@@ -34,11 +34,14 @@ class CairnSystem(System):
     label = "cairn"
     packages = ("fuse3",)
 
-    def __init__(self, ctx, sets=1):
+    def __init__(self, ctx, sets=1, down=False):
         self.sets = sets
         if sets > 1:
             self.key = "cairn-dr"
             self.label = f"cairn {sets} x 3"
+        if down:
+            self.down = True
+            self.key += "-down"
         super().__init__(ctx)
         self.repo = ctx.cairn_repo
         self.build_dir = getattr(ctx, "cairn_build_dir", None) or \
@@ -154,6 +157,8 @@ class CairnSystem(System):
         self.label = ("cairn replica 3" if self.layout == "replica 3" else
                       f"cairn {self.layout}" if self.sets > 1 else
                       "cairn (1 brick; replica not yet available)")
+        if self.down:
+            self.label += ", 1 of 3 servers down"
 
     def _delete_volume(self):
         self.cli("volume", "stop", VOLUME, check=False, input="y\n")
@@ -188,6 +193,21 @@ class CairnSystem(System):
 
     def targets(self):
         return [os.path.join(self.mnt, "t0")]
+
+    def take_server_down(self):
+        if self.layout == "1 brick":
+            raise Unavailable("a one-brick volume has no server to lose")
+        host = HOSTS[2]
+        d = self.daemons.pop(host, None)
+        pids = [d.pid] if d else []
+        # its bricks and self-heal daemon: they name the host, under our root
+        pids += [p for p in util.pids_matching([f"--listen {host}:", f"--mgmt {host}:"])
+                 if self.root in util.cmdline(p)]
+        if pids:
+            util.log(f"cairn: server {host} down (kill -9 of {len(pids)} processes)")
+        util.kill9(pids)
+        if d:
+            d.wait(timeout=5)
 
     def libcairn_copy(self, src, target, name):
         """The shell command that copies src to target/name (a directory of

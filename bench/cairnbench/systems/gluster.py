@@ -37,7 +37,7 @@ def _in_netns(pid, ns_path):
 class GlusterSystem(System):
     packages = ("glusterfs-server", "glusterfs-client")
 
-    def __init__(self, ctx, arbiter=False, sets=1):
+    def __init__(self, ctx, arbiter=False, sets=1, down=False):
         self.arbiter = arbiter
         self.sets = sets
         if sets > 1:
@@ -48,6 +48,10 @@ class GlusterSystem(System):
             self.volume = "cbench_arb" if arbiter else "cbench_r3"
             self.label = ("glusterfs replica 3 arbiter 1" if arbiter
                           else "glusterfs replica 3")
+        if down:
+            self.down = True
+            self.key += "-down"
+            self.label += ", 1 of 3 servers down"
         super().__init__(ctx)
         self.mnt = os.path.join(self.root, "mnt")
         self.started_glusterd = []
@@ -146,6 +150,21 @@ class GlusterSystem(System):
 
     def targets(self):
         return [os.path.join(self.mnt, "t0")]
+
+    def take_server_down(self):
+        # Every brick runs on the one glusterd here: "a server" is the third
+        # brick of each set (the one Cairn's third server holds).
+        gone = set(self.bricks()[2::3])
+        pids = []
+        for p in util.pids_matching(["--brick-name "]):
+            args = util.cmdline(p).split(" ")
+            if "--brick-name" in args and args.index("--brick-name") + 1 < len(args) \
+                    and args[args.index("--brick-name") + 1] in gone:
+                pids.append(p)
+        if pids:
+            util.log(f"{self.key}: the third brick of each set down (kill -9 of "
+                     f"{len(pids)} brick processes)")
+        util.kill9(pids)
 
     def prefix(self):
         return self.ns.prefix()
