@@ -420,7 +420,11 @@ def test_create_makes_missing_brick_directories_on_their_servers(pool):
             time.sleep(0.05)
         with open(marker) as f:
             assert f.read().startswith("volume=mkp\n")
-    for n in pool.nodes:
+    for n in pool.nodes:  # logged once the volume's state is saved, after the marker
+        end = time.time() + 10
+        while ("created volume mkp" not in Cluster.tail(n.logfile, 1 << 20)
+               and time.time() < end):
+            time.sleep(0.05)
         assert "created volume mkp" in Cluster.tail(n.logfile, 1 << 20)
     r = c.cli("volume", "start", "mkp", check=False)
     assert r.returncode == 0, out(r)
