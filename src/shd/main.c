@@ -24,7 +24,10 @@
 #include "../lib/log.h"
 
 #define POLL_MS 500
-#define RETRY_MS 2000   /* entries left over (a brick down, a changing file): again soon */
+#define RETRY_MS 2000 /* entries left over (a brick down, a changing file): again soon */
+/* While a brick of the set is down: crawls that heal nothing back off to
+ * this (or cluster.heal-timeout, when longer). */
+#define DOWN_RETRY_MAX_MS 60000
 #define FETCH_MS 3000   /* how often the layout and options are fetched again */
 #define CONNECT_MS 5000 /* ping timeout of the daemon's brick connections */
 /* Entries another daemon owns but leaves for three heal-timeouts (at
@@ -56,22 +59,26 @@ static const char *stats_file;
  * would only read the growing index again and again, beside the writes
  * that fill it (a copy onto a volume with a server down was several times
  * slower for it). So while a brick is down and a crawl heals nothing, the
- * wait doubles up to cluster.heal-timeout. */
+ * wait doubles up to a minute (or cluster.heal-timeout, when longer). What
+ * waits meanwhile is what can wait: a change the down brick missed cannot
+ * heal before it is back; an entry a client left dirty holds writes that
+ * never returned, on copies that both took every write that did. */
 static uint64_t next_crawl_ms(struct set *s, uint64_t every)
 {
-    if (!s->left || every <= RETRY_MS) {
+    if (!s->left) {
         s->retry_ms = RETRY_MS;
         return every;
     }
+    uint64_t max = every > DOWN_RETRY_MAX_MS ? every : DOWN_RETRY_MAX_MS;
     int down = 0;
     for (int i = 0; i < s->n; i++)
         if (!cl_proto_connected(s->ch[i]))
             down = 1;
     if (!down || s->last.healed > 0 || s->retry_ms < RETRY_MS)
         s->retry_ms = RETRY_MS;
-    else if (s->retry_ms < every)
-        s->retry_ms = s->retry_ms * 2 < every ? s->retry_ms * 2 : every;
-    return s->retry_ms;
+    else if (s->retry_ms < max)
+        s->retry_ms = s->retry_ms * 2 < max ? s->retry_ms * 2 : max;
+    return s->retry_ms < every || down ? s->retry_ms : every;
 }
 
 static void usage(FILE *f)
