@@ -1,3 +1,4 @@
+/* Object ids (gfid.h): making, parsing and formatting GFIDs. */
 #include "gfid.h"
 
 #include <errno.h>

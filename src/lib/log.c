@@ -1,3 +1,5 @@
+/* Leveled logging (log.h): one write(2) per line, to stderr or a file
+ * that SIGHUP reopens. */
 #include "log.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* Addresses and sockets (net.h): HOST[:PORT] parsing, connecting with a
+ * timeout, listening, and monotonic-clock waits. */
 #include "net.h"
 
 #include <errno.h>

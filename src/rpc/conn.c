@@ -1,3 +1,6 @@
+/* Connections carrying Cairn frames (conn.h): the reader thread that
+ * decodes frames and routes replies to their calls, sending with corking,
+ * and the two-step teardown of a reference-counted connection. */
 #include "conn.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* Message bodies (msg.h): a decoded TLV body as struct rpc_msg, field by
+ * field, and the encoders the layers and the brick build bodies with. */
 #include "msg.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* The wire format (wire.h, docs/protocol.md): frame headers with their
+ * CRC-32C, and the TLV body encoder and decoder. */
 #include "wire.h"
 
 #include <errno.h>
