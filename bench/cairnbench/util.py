@@ -224,42 +224,38 @@ def peak_rss_mib(pids):
     return total / 1024
 
 
+def _signal(pids, sig):
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_gone(pids, seconds, step):
+    """The pids still alive (not zombies) after waiting up to seconds."""
+    deadline = time.time() + seconds
+    while True:
+        pids = [p for p in pids if os.path.exists(f"/proc/{p}")
+                and proc_state(p) != "Z"]
+        if not pids or time.time() >= deadline:
+            return pids
+        time.sleep(step)
+
+
 def kill_pids(pids, grace=5.0):
     """SIGTERM, wait up to grace seconds, then SIGKILL the given pids."""
     pids = [p for p in pids if p and p != os.getpid()]
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.time() + grace
-    while time.time() < deadline:
-        pids = [p for p in pids if os.path.exists(f"/proc/{p}")
-                and proc_state(p) != "Z"]
-        if not pids:
-            return
-        time.sleep(0.1)
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    _signal(pids, signal.SIGTERM)
+    _signal(_wait_gone(pids, grace, 0.1), signal.SIGKILL)
 
 
 def kill9(pids, wait=5.0):
     """SIGKILL the given pids (a crash, not a stop) and wait until they are
     gone."""
     pids = [p for p in pids if p and p != os.getpid()]
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.time() + wait
-    while pids and time.time() < deadline:
-        pids = [p for p in pids if os.path.exists(f"/proc/{p}")
-                and proc_state(p) != "Z"]
-        time.sleep(0.05)
+    _signal(pids, signal.SIGKILL)
+    _wait_gone(pids, wait, 0.05)
 
 
 def proc_state(pid):
