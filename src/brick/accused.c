@@ -5,7 +5,7 @@
  * A mark on an object (version.c) names the set members that missed a
  * change of it, so their copies of it may be stale. The brick keeps, for
  * every object in its heal index, the bits of its marks (by gfid), and for
- * each bit how many objects carry it; the union of the bits (the dirty bit
+ * each member's bit how many objects carry it; the union of the bits (the dirty bit
  * aside, which accuses nobody) is the brick's accusation mask. Clients read
  * only from members no brick accuses.
  *
@@ -30,7 +30,7 @@
 struct acc_obj {
     struct acc_obj *next;
     gfid_t g;
-    uint32_t bits;
+    uint32_t bits; /* its marks as on disk, the dirty bit included */
 };
 
 struct acc_sub {
@@ -121,15 +121,16 @@ void brick_accused_note(struct brick *b, const gfid_t *g, uint32_t bits)
     struct brick_accused *A = b->accused;
     if (!A)
         return;
-    bits = accusing(bits);
+    uint32_t acc = accusing(bits);
     pthread_mutex_lock(&A->lock);
     struct acc_obj **pp = &A->tab[slot_of(A, g)];
     while (*pp && memcmp(&(*pp)->g, g, sizeof(*g)) != 0)
         pp = &(*pp)->next;
     struct acc_obj *o = *pp;
     if (o) {
-        count_bits(A, o->bits & ~bits, -1);
-        count_bits(A, bits & ~o->bits, +1);
+        uint32_t had = accusing(o->bits);
+        count_bits(A, had & ~acc, -1);
+        count_bits(A, acc & ~had, +1);
         o->bits = bits;
         if (!bits) {
             *pp = o->next;
@@ -142,18 +143,34 @@ void brick_accused_note(struct brick *b, const gfid_t *g, uint32_t bits)
         o->next = A->tab[slot_of(A, g)];
         A->tab[slot_of(A, g)] = o;
         A->count++;
-        count_bits(A, bits, +1);
+        count_bits(A, acc, +1);
         if (A->count > A->nb * 2)
             grow(A);
-    } else if (bits) {
+    } else if (acc) {
         /* Out of memory: accuse anyway, and never stop (a restart
          * rebuilds the counts from the index). */
-        A->mask |= bits;
+        A->mask |= acc;
         for (int i = 0; i < 32; i++)
-            if (bits >> i & 1)
+            if (acc >> i & 1)
                 A->counts[i] = UINT32_MAX / 2;
     }
     pthread_mutex_unlock(&A->lock);
+}
+
+int brick_accused_waits_for(struct brick *b, const gfid_t *g, uint32_t down)
+{
+    struct brick_accused *A = b->accused;
+    if (!A || !down)
+        return 0;
+    int waits = 0;
+    pthread_mutex_lock(&A->lock);
+    for (const struct acc_obj *o = A->tab[slot_of(A, g)]; o; o = o->next)
+        if (!memcmp(&o->g, g, sizeof(*g))) {
+            waits = !(o->bits & RPC_PENDING_DIRTY) && o->bits && !(o->bits & ~down);
+            break;
+        }
+    pthread_mutex_unlock(&A->lock);
+    return waits;
 }
 
 uint32_t brick_accused_mask(struct brick *b)

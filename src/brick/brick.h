@@ -497,6 +497,10 @@ void brick_accused_fini(struct brick *b);
 void brick_accused_note(struct brick *b, const gfid_t *g, uint32_t bits);
 /* The members of the set this brick holds marks against. */
 uint32_t brick_accused_mask(struct brick *b);
+/* 1 when the object with id g is known to differ only on members in down
+ * (its marks accuse some of them and nobody else, and it is not dirty):
+ * nothing can heal it before one of them is back. */
+int brick_accused_waits_for(struct brick *b, const gfid_t *g, uint32_t down);
 /* At the handshake: when listens (the client sent RPC_FEATURE_ACCUSED),
  * bc hears of every change of the mask from now on, and growth waits for
  * it. Returns the mask clients were last told, and its number in *gen, for

@@ -492,12 +492,19 @@ int brick_version_load(struct brick *b)
     return rc;
 }
 
-/* INDEX: OFFSET (entries to skip), SIZE (reply budget). DATA holds lines
- * "<gfid> <path>\n"; EOF 1 when the listing is complete. */
+/* INDEX: OFFSET (entries to skip), SIZE (reply budget), PENDING (members
+ * the caller knows are down). DATA holds lines "<gfid> <path>\n"; EOF 1
+ * when the listing is complete. Entries that wait only for members named
+ * down (brick_accused_waits_for) are left out, without reading their
+ * paths, and counted in WAITING: with a server down, a self-heal daemon's
+ * crawl of an index that grows by every change would otherwise look up
+ * each of them on the survivors only to learn that it cannot be healed
+ * yet. OFFSET counts the entries listed, not those left out. */
 int brick_op_index(struct brick_req *r)
 {
     struct brick *b = r->b;
     uint64_t skip = rpc_has(r->in, RPC_T_OFFSET) ? r->in->offset : 0;
+    uint32_t down = rpc_has(r->in, RPC_T_PENDING) ? (uint32_t)r->in->pending : 0;
     size_t budget = rpc_has(r->in, RPC_T_SIZE) && r->in->size ? r->in->size : 65536;
     if (budget > 1u << 20)
         budget = 1u << 20;
@@ -512,7 +519,7 @@ int brick_op_index(struct brick_req *r)
     char *out = malloc(budget);
     char buf[8192];
     size_t used = 0;
-    uint64_t seen = 0;
+    uint64_t seen = 0, waiting = 0;
     int eof = 1, rc = 0;
     if (!out) {
         VFS->close(dfd);
@@ -530,7 +537,13 @@ int brick_op_index(struct brick_req *r)
             const struct linux_dirent64 *d = (const void *)(buf + o);
             o += d->d_reclen;
             gfid_t g;
-            if (gfid_parse(d->d_name, &g) < 0 || seen++ < skip)
+            if (gfid_parse(d->d_name, &g) < 0)
+                continue;
+            if (down && brick_accused_waits_for(b, &g, down)) {
+                waiting += seen >= skip; /* those before were counted by earlier pages */
+                continue;
+            }
+            if (seen++ < skip)
                 continue;
             char path[RPC_PATH_MAX];
             int fd = VFS->openat(dfd, d->d_name, O_RDONLY, 0);
@@ -554,6 +567,8 @@ int brick_op_index(struct brick_req *r)
     if (rc == 0) {
         rpc_put_bytes(r->out, RPC_T_DATA, out, used);
         rpc_put_u64(r->out, RPC_T_EOF, (uint64_t)eof);
+        if (down)
+            rpc_put_u64(r->out, RPC_T_WAITING, waiting);
     }
     free(out);
     return rc;

@@ -708,17 +708,26 @@ static int walk_full(struct hctx *h, const char *path)
     return 0;
 }
 
-/* Index entries of child c: fills a malloc'd buffer of "gfid path\n" lines. */
 int cl__heal_read_index(struct cl_layer *c, char **out, size_t *len)
+{
+    return cl__heal_read_index_up(c, 0, out, len, NULL);
+}
+
+int cl__heal_read_index_up(struct cl_layer *c, uint32_t down, char **out, size_t *len,
+                           uint64_t *waiting)
 {
     size_t cap = 0, used = 0;
     char *buf = NULL;
     uint64_t skip = 0;
+    if (waiting)
+        *waiting = 0;
     for (;;) {
         struct cl_op op;
         cl_op_init(&op, RPC_OP_INDEX, NULL, NULL);
         RPC_SET(&op.args, offset, RPC_T_OFFSET, skip);
         RPC_SET(&op.args, size, RPC_T_SIZE, 1u << 20);
+        if (down)
+            RPC_SET(&op.args, pending, RPC_T_PENDING, down);
         int rc = cl_op_run(c, &op);
         if (rc < 0) {
             cl_op_release(&op);
@@ -727,6 +736,8 @@ int cl__heal_read_index(struct cl_layer *c, char **out, size_t *len)
         }
         struct rpc_bytes d = op.reply->msg.data;
         int eof = !rpc_has(&op.reply->msg, RPC_T_EOF) || op.reply->msg.eof;
+        if (waiting && rpc_has(&op.reply->msg, RPC_T_WAITING))
+            *waiting += op.reply->msg.waiting;
         if (used + d.len + 1 > cap) {
             cap = (used + d.len + 1) * 2;
             char *nb = realloc(buf, cap);
@@ -765,22 +776,31 @@ static int entry_cmp(const void *a, const void *b)
 
 /* The index entries of the children in the mask, one per gfid. Entries
  * without a path (a file unlinked while open) are dropped on the spot: the
- * parent's entry heal covers them. */
+ * parent's entry heal covers them. The bricks leave out the entries that
+ * wait only for children that are down (nothing can heal them before one
+ * is back, and its return starts a crawl): they count as pending. */
 static int collect(struct hctx *h, struct entry **out, size_t *count)
 {
     struct entry *v = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
+    uint32_t down = 0;
+    for (int i = 0; i < h->n; i++)
+        if (!cl_proto_connected(h->ch[i]))
+            down |= 1u << i;
     for (int i = 0; i < h->n; i++) {
         if ((h->p.index_mask && !(h->p.index_mask >> i & 1)) || !cl_proto_connected(h->ch[i]))
             continue;
         char *idx;
         size_t len;
-        int r = cl__heal_read_index(h->ch[i], &idx, &len);
+        uint64_t waiting;
+        int r = cl__heal_read_index_up(h->ch[i], down, &idx, &len, &waiting);
         if (r < 0) {
             rc = r;
             continue;
         }
+        h->st->entries += (unsigned)waiting;
+        h->st->pending += (unsigned)waiting;
         for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
             *nl = 0;
             char *sp = strchr(line, ' ');

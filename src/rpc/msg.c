@@ -26,7 +26,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_LEASE] = K_U64,    [RPC_T_PATTR] = K_ATTR,    [RPC_T_NOXATTRS] = K_U64,
     [RPC_T_XATTRS] = K_BYTES, [RPC_T_EXTENTS] = K_BYTES, [RPC_T_LAYOUT] = K_BYTES,
     [RPC_T_LINKTO] = K_BYTES, [RPC_T_OPSTAT] = K_REP,    [RPC_T_CALLS] = K_U64,
-    [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,
+    [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_WAITING] = K_U64,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -88,6 +88,8 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
         return &m->nsec;
     case RPC_T_NSECMAX:
         return &m->nsecmax;
+    case RPC_T_WAITING:
+        return &m->waiting;
     default:
         return NULL;
     }

@@ -155,6 +155,7 @@ enum rpc_tag {
     RPC_T_CALLS = 57,   /* u: number of requests */
     RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
     RPC_T_NSECMAX = 59, /* u: the longest latency, nanoseconds */
+    RPC_T_WAITING = 60, /* u: INDEX reply: entries left out, waiting for members named down */
     RPC_T_MAX = 64,
 };
 
@@ -283,7 +284,7 @@ struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status, err,
         pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls, nsec,
-        nsecmax, noxattrs;
+        nsecmax, noxattrs, waiting;
     struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents;
     gfid_t gfid;
     struct rpc_attr attr, pattr;

@@ -110,6 +110,21 @@ class Pool:
         return mnt
 
 
+def brick_calls(node, name, bricks, op):
+    """[calls of op] of each brick in bricks (`volume profile NAME info
+    cumulative` through node; a brick that is down counts 0)."""
+    text = node.cli("volume", "profile", name, "info", "cumulative", check=False).stdout
+    calls, cur = [0] * len(bricks), None
+    for line in text.splitlines():
+        if line.startswith("Brick: "):
+            path = line.split(":", 2)[2]
+            cur = bricks.index(path) if path in bricks else None
+        parts = line.split()
+        if cur is not None and parts and parts[-1] == op:
+            calls[cur] += int(parts[-2])
+    return calls
+
+
 class Vol:
     """A replica 3 volume, one brick per server (bricks: paths, default
     <node root>/<name>-brick), started, mounted through the first server."""
@@ -169,18 +184,8 @@ class Vol:
                     if line.startswith("Number of entries:")])
 
     def brick_reads(self):
-        """[READ calls] of each brick since the volume's bricks started
-        (`volume profile NAME info cumulative`)."""
-        text = self.cli("volume", "profile", self.name, "info", "cumulative", check=True).stdout
-        calls, cur = [0] * len(self.bricks), None
-        for line in text.splitlines():
-            if line.startswith("Brick: "):
-                path = line.split(":", 2)[2]
-                cur = self.bricks.index(path) if path in self.bricks else None
-            parts = line.split()
-            if cur is not None and parts and parts[-1] == "READ":
-                calls[cur] += int(parts[-2])
-        return calls
+        """[READ calls] of each brick since the volume's bricks started."""
+        return brick_calls(self.pool.nodes[0], self.name, self.bricks, "READ")
 
     def server_down(self, i):
         """Server i stops: its cairnd is stopped (it restarts nothing) and
