@@ -4,6 +4,13 @@
 
 #include "../lib/net.h"
 
+struct cl_layer;
+struct cl_volinfo;
+
+/* A protocol client of brick i of v, waiting for it as long as the
+ * volume's network.ping-timeout (brickconn.c); NULL when out of memory. */
+struct cl_layer *cli_brick_connect(const struct cl_volinfo *v, int i);
+
 /* volume heal NAME [full|info ...|summary|split-brain ...] (argv[0] is
  * "volume"), run by the CLI against the bricks; returns the exit status. */
 int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv);

@@ -12,8 +12,6 @@
 #include "../lib/log.h"
 #include "cli.h"
 
-#define HEAL_CONNECT_MS 3000
-
 static int usage(void)
 {
     fprintf(stderr,
@@ -42,11 +40,7 @@ static void set_open(struct set *s, const struct cl_volinfo *v, int first)
     s->n = v->replica;
     for (int i = 0; i < s->n; i++) {
         const struct cl_brickinfo *b = &v->bricks[first + i];
-        struct cl_proto_params pp = {.addr = b->addr,
-                                     .volume = v->name,
-                                     .brick_path = b->path,
-                                     .ping_timeout_ms = HEAL_CONNECT_MS};
-        s->ch[i] = cl_proto_new(&pp);
+        s->ch[i] = cli_brick_connect(v, first + i);
         s->names[i] = malloc(strlen(b->path) + NET_HOST_MAX + 2);
         if (s->names[i])
             sprintf(s->names[i], "%s:%s", b->addr.host, b->path);

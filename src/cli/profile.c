@@ -15,8 +15,6 @@
 #include "../rpc/opinfo.h"
 #include "cli.h"
 
-#define PROFILE_CONNECT_MS 3000
-
 struct row {
     unsigned op;
     uint64_t calls, ns, max, bytes;
@@ -101,13 +99,9 @@ int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv)
     int clear = strcmp(what, "start") == 0 || strcmp(sub, "clear") == 0;
     for (int i = 0; i < v.n_bricks; i++) {
         struct cl_brickinfo *b = &v.bricks[i];
-        struct cl_proto_params pp = {.addr = b->addr,
-                                     .volume = v.name,
-                                     .brick_path = b->path,
-                                     .ping_timeout_ms = PROFILE_CONNECT_MS};
         if (strcmp(what, "stop") == 0)
             break;
-        struct cl_layer *l = cl_proto_new(&pp);
+        struct cl_layer *l = cli_brick_connect(&v, i);
         if (!l) {
             status = 1;
             break;

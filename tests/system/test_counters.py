@@ -10,6 +10,7 @@ show too.
 
 import os
 import re
+import threading
 import time
 
 import pytest
@@ -223,3 +224,22 @@ def test_profile_usage_errors(vol):
     assert r.returncode == 1 and "Usage: volume profile" in r.stderr
     r = nodes[0].cli("volume", "profile", "nosuch", "info", check=False)
     assert r.returncode == 1 and "Profile on Volume nosuch is failed" in r.stderr, r.stderr
+
+
+def test_profile_waits_for_a_busy_brick(vol):
+    """A brick that is alive but slow to answer (here stopped for 8 s, longer
+    than the 3 s the CLI used to wait) is waited for up to the volume's
+    network.ping-timeout, and its counters are shown, not "not connected"."""
+    nodes, _ = vol
+    nodes[0].cli("volume", "set", "cv", "network.ping-timeout", "20")
+    pid = pids_with_arg("--brick-path", nodes[2].volumes["cv"][0])[0]
+    nodes[2].stop_signal(pid)
+    timer = threading.Timer(8, nodes[2].cont, (pid,))
+    timer.start()
+    try:
+        prof, text = brick_profile(nodes[0], "cv", "cumulative")
+    finally:
+        timer.join()
+        nodes[0].cli("volume", "set", "cv", "network.ping-timeout", "3")
+    assert len(prof) == 3 and all(prof.values()), text
+    assert "not connected" not in text.lower(), text
