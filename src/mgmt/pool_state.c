@@ -341,9 +341,11 @@ static struct mgmt_vol *find_id(struct mgmt_vol *list, const char *id)
     return NULL;
 }
 
-/* Carries the running processes of old's bricks over to v. */
+/* Carries the running processes of old's bricks over to v, and whether
+ * server quorum stopped them. */
 static void carry_runtime(struct mgmt_vol *v, struct mgmt_vol *old)
 {
+    v->quorum_down = old->quorum_down;
     for (int i = 0; i < v->n_bricks; i++)
         for (int j = 0; j < old->n_bricks; j++)
             if (strcmp(v->bricks[i].id, old->bricks[j].id) == 0) {
