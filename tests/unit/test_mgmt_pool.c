@@ -213,6 +213,7 @@ int main(void)
     CHECK_STR(re.uuid, m.uuid);
     CHECK_EQ(re.gen, m.gen);
     CHECK_EQ(re.n_peers, 1);
+    CHECK_STR(opt_set_get(&re.pool_opts, "cluster.server-quorum-ratio"), "60%");
 
     /* which command lines are changes (forwarded to the leader) */
     char *c1[] = {"volume", "set", "v", "k", "x"}, *c2[] = {"volume", "set", "help"},
@@ -227,6 +228,7 @@ int main(void)
 
     mgmt_state_clear(&copy);
     free(re.peers);
+    opt_set_free(&re.pool_opts);
     mgmt_state_clear(&m);
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
