@@ -29,6 +29,9 @@ struct rfh {
 struct repl {
     struct cl_layer layer;
     int n, arbiter;
+    /* cl_repl_quorum_met's need (cluster.quorum-type, -count): set by
+     * reconfigure while operations run, so read and written atomically */
+    int need;
     char *volume;
     /* suspect: the child was seen down since the last clean heal pass, so
      * its copies may be stale: reads avoid it. Atomic bits. */
@@ -49,12 +52,23 @@ struct repl {
 
 /* ---- pure helpers ---- */
 
-int cl_repl_quorum_met(int n, int arbiter, int data_op, uint32_t ok)
+int cl_repl_quorum_met(int n, int arbiter, int need, int data_op, uint32_t ok)
 {
     int c = __builtin_popcount(ok);
     if (arbiter && data_op && !(ok & ((1u << (n - 1)) - 1)))
         return 0;
+    if (need > 0)
+        return c >= need;
     return 2 * c > n || (2 * c == n && (ok & 1));
+}
+
+int cl_repl_quorum_need(const char *type, int64_t count, int n)
+{
+    if (type && strcmp(type, "none") == 0)
+        return 1;
+    if (type && strcmp(type, "fixed") == 0 && count > 0)
+        return count > n ? n : (int)count;
+    return 0;
 }
 
 static int transient(int e)
@@ -129,6 +143,12 @@ static uint32_t accused_mask(struct repl *r)
     for (int i = 0; i < r->n; i++)
         m |= cl_proto_accused(r->layer.children[i]);
     return m & ((1u << r->n) - 1);
+}
+
+static int quorum_met(struct repl *r, int data_op, uint32_t ok)
+{
+    return cl_repl_quorum_met(r->n, r->arbiter, __atomic_load_n(&r->need, __ATOMIC_RELAXED),
+                              data_op, ok);
 }
 
 static void child_failed(struct repl *r, int i, int status)
@@ -410,8 +430,7 @@ static void fan_finish(struct fan *f)
     else if (f->kind == FAN_OPEN && f->parent->args.op != RPC_OP_CREATE)
         /* Opening changes nothing: one data child that has the object will do. */
         status = first_data_ok >= 0 ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
-    else if (cl_repl_quorum_met(r->n, r->arbiter, f->data_op, ok) &&
-             (f->kind != FAN_OPEN || first_data_ok >= 0))
+    else if (quorum_met(r, f->data_op, ok) && (f->kind != FAN_OPEN || first_data_ok >= 0))
         status = 0;
     else
         status = cl_repl_merge_error(r->n, f->asked, f->errs);
@@ -591,7 +610,7 @@ static void fan_change(struct repl *r, struct cl_op *op)
     int data_op = rpc_op_is((unsigned)op->args.op, RPC_OPF_DATA);
     /* Not enough children to make a quorum: nothing is sent, so nothing is
      * half done. */
-    if (!cl_repl_quorum_met(r->n, r->arbiter, data_op, ask)) {
+    if (!quorum_met(r, data_op, ask)) {
         log_debug("%s refused: quorum not met (up 0x%x of %d)", rpc_op_name((unsigned)op->args.op),
                   ask, r->n);
         cl_op_complete(op, -ENOTCONN, NULL);
@@ -609,8 +628,7 @@ static void fan_open(struct repl *r, struct cl_op *op)
 {
     uint32_t up = up_mask(r), all = (1u << r->n) - 1;
     unsigned code = (unsigned)op->args.op;
-    if ((code == RPC_OP_CREATE && !cl_repl_quorum_met(r->n, r->arbiter, 0, up)) ||
-        !(up & data_mask(r))) {
+    if ((code == RPC_OP_CREATE && !quorum_met(r, 0, up)) || !(up & data_mask(r))) {
         cl_op_complete(op, -ENOTCONN, NULL);
         return;
     }
@@ -1066,6 +1084,25 @@ static void repl_destroy(struct cl_layer *self)
     free(r);
 }
 
+/* cluster.quorum-type and cluster.quorum-count, live: operations already
+ * past their quorum check finish under the old rule. */
+static void repl_reconfigure(struct cl_layer *self, const struct opt_set *opts)
+{
+    struct repl *r = self->priv;
+    const char *type = opt_value(opts, "cluster.quorum-type");
+    int need = cl_repl_quorum_need(type, opt_int(opts, "cluster.quorum-count"), r->n);
+    int old = __atomic_exchange_n(&r->need, need, __ATOMIC_RELAXED);
+    if (old == need)
+        return;
+    if (need == 0)
+        log_info("volume %s: quorum auto: a change needs more than half of a replica set up, or "
+                 "half with its first brick",
+                 r->volume);
+    else
+        log_info("volume %s: quorum %s: a change needs %d brick%s of a replica set up", r->volume,
+                 type, need, need == 1 ? "" : "s");
+}
+
 struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, const char *volume,
                              int heal_interval_ms)
 {
@@ -1088,6 +1125,7 @@ struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, con
     r->layer.submit = repl_submit;
     r->layer.stop = repl_stop;
     r->layer.destroy = repl_destroy;
+    r->layer.reconfigure = repl_reconfigure;
     r->layer.priv = r;
     r->n = n;
     r->arbiter = arbiter ? 1 : 0;

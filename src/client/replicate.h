@@ -18,11 +18,16 @@
 
 #define CL_REPL_MAX 16
 
-/* Whether the children in ok (bit i: child i succeeded) make a quorum of a
- * set of n (cluster.quorum-type auto: more than half, or exactly half
- * including the first child). With an arbiter (child n-1) a data change also
- * needs one data child. Pure. */
-int cl_repl_quorum_met(int n, int arbiter, int data_op, uint32_t ok);
+/* Whether the children in ok (bit i: child i succeeded, or is up) make a
+ * quorum of a set of n. need 0 is cluster.quorum-type auto: more than half,
+ * or exactly half including the first child; need k >= 1 asks for at least
+ * k children (fixed: quorum-count; none: 1). With an arbiter (child n-1) a
+ * data change also needs one data child, whatever the type. Pure. */
+int cl_repl_quorum_met(int n, int arbiter, int need, int data_op, uint32_t ok);
+/* The need of cluster.quorum-type type with cluster.quorum-count count in a
+ * set of n: 0 (auto), 1 (none) or the count, at most n. A fixed type without
+ * a count (0) is auto. Pure. */
+int cl_repl_quorum_need(const char *type, int64_t count, int n);
 
 /* The error a failed fan-out returns: the most frequent errno among children
  * that answered (not ENOTCONN/ETIMEDOUT), else -ENOTCONN. errs[i] is 0 for a

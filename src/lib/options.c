@@ -114,18 +114,17 @@ const struct opt_def opt_table[] = {
         "leaving a link-to file under the name's own (docs/replication.md, Distribute)."),
     NOEFFECT("cluster.min-free-inodes", OPT_SPACE, "5%", 0, 1125899906842624LL, NULL,
              "Cairn places new files by free space only (cluster.min-free-disk)."),
-    /* Quorum: a change here changes what a lost brick may cost, so only
-     * Cairn's behaviour is accepted (a separate change may add the rest). */
-    {"cluster.quorum-count", OPT_STRING, "", 0, 0, NULL, false,
-     "Cairn's quorum is auto (cluster.quorum-type); no count can be set.", .only = "",
-     .refused = "a fixed quorum count is not available: Cairn's quorum is auto, more than "
-                "half of each replica set, or exactly half including its first brick"},
-    {"cluster.quorum-type", OPT_ENUM, "auto", 0, 0, "none|auto|fixed", false,
-     "Changes to a replica set need more than half of its bricks up, or exactly half "
-     "including the first brick (docs/replication.md). Only auto is accepted.",
-     .only = "auto",
-     .refused = "Cairn's quorum is auto (more than half of each replica set, or exactly half "
-                "including its first brick); none and fixed are not available"},
+    /* Client quorum (docs/replication.md, "Quorum"): read by the replicate
+     * layer of every client, live. */
+    OPT("cluster.quorum-count", OPT_INT, "0", 0, 16, NULL, true,
+        "With cluster.quorum-type fixed: how many bricks of a replica set must be up for a "
+        "change (1 to the replica count; 0: not set, fixed then acts as auto). Other quorum "
+        "types ignore it, as in GlusterFS."),
+    OPT("cluster.quorum-type", OPT_ENUM, "auto", 0, 0, "none|auto|fixed", true,
+        "What a change to a replica set needs up: auto, more than half of its bricks, or "
+        "exactly half including the first; fixed, cluster.quorum-count bricks; none, any one "
+        "(an arbiter alone never takes data). Below it changes fail with ENOTCONN; reads need "
+        "one good copy. none and fixed below a majority risk split brain (docs/replication.md)."),
     NOEFFECT("cluster.read-hash-mode", OPT_INT, "1", 0, 5, NULL,
              "reads go to a good copy Cairn picks (docs/replication.md)."),
     NOEFFECT("cluster.readdir-optimize", OPT_BOOL, "on", 0, 0, NULL,
@@ -133,17 +132,16 @@ const struct opt_def opt_table[] = {
     OPT("cluster.self-heal-daemon", OPT_BOOL, "on", 0, 0, NULL, true,
         "Runs a self-heal daemon (cairn-shd) on each server holding a brick of the replicated "
         "volume. `volume heal NAME enable|disable` sets it."),
-    {"cluster.server-quorum-ratio", OPT_STRING, "", 0, 0, NULL, false,
-     "Cairn has no server quorum (cluster.server-quorum-type).", .only = "",
-     .refused = "server quorum is not available: bricks keep running when servers are lost; "
-                "changes to the pool need a majority of its servers (docs/cluster.md)"},
-    {"cluster.server-quorum-type", OPT_ENUM, "off", 0, 0, "off|none|server", false,
-     "Bricks keep running when their server loses the pool's majority; only off (none) is "
-     "accepted.",
-     .only = "off|none",
-     .refused = "server quorum is not available: bricks keep running when servers are lost, "
-                "writes are guarded by cluster.quorum-type auto, and changes to the pool need a "
-                "majority of its servers (docs/cluster.md)"},
+    /* Server quorum (docs/cluster.md, "Server quorum"): read by cairnd. */
+    {"cluster.server-quorum-ratio", OPT_SPACE, "", 0, 0, NULL, true,
+     "Pool-wide (`volume set all`): the percentage of the pool's servers a server must reach, "
+     "itself included, for the bricks of volumes with cluster.server-quorum-type server to run "
+     "on it. Empty: more than half.",
+     .pool = true},
+    OPT("cluster.server-quorum-type", OPT_ENUM, "none", 0, 0, "none|server", true,
+        "server: each server stops this volume's bricks while it reaches too few servers of the "
+        "pool (cluster.server-quorum-ratio), and starts them when it reaches enough again; "
+        "changes to the volume are refused there meanwhile. none: bricks run whatever the pool."),
     OPT("cluster.shd-max-threads", OPT_INT, "1", 1, 64, NULL, true,
         "Objects each self-heal daemon heals in parallel."),
     NOEFFECT("cluster.shd-wait-qlength", OPT_INT, "1024", 1, 655536, NULL,
@@ -923,6 +921,8 @@ void opt_print_help(FILE *out)
             fprintf(out, "Description: (no effect in Cairn: %s)\n\n", d->help);
             continue;
         }
+        if (d->pool)
+            fprintf(out, "Scope: the whole pool (volume set all %s VALUE)\n", d->name);
         fprintf(out, "Live: %s\n", d->live ? "yes" : "no (applies when the bricks restart)");
         fprintf(out, "Description: %s\n\n", d->help);
     }

@@ -30,6 +30,8 @@ struct opt_def {
     bool no_effect;
     const char *only;
     const char *refused;
+    /* set for the whole pool (`volume set all NAME VALUE`), not per volume */
+    bool pool;
 };
 
 /* Another name for an option of the table, with the same meaning. */

@@ -164,6 +164,11 @@ int mgmt_brick_spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b)
 {
     if (b->pid)
         return 0;
+    /* Server quorum lost: quorum.c starts it when the quorum is back. */
+    if (mgmt_quorum_blocks(m, v)) {
+        log_info("brick %s:%s of volume %s waits for server quorum", b->host, b->path, v->name);
+        return 0;
+    }
     /* The port first: a started volume's layout names a port for every
      * brick, even one whose process cannot run. */
     int rc = mgmt_brick_alloc_port(m, b, NULL, 0);
@@ -301,7 +306,7 @@ static void supervise_once(struct mgmt *m)
             int status;
             /* Another server's brick, or one of a volume stopped from another
              * server: the state says what should run here. */
-            if (!b->local)
+            if (!b->local || (!b->pid && mgmt_quorum_blocks(m, v)))
                 continue;
             if (b->pid && v->status != MGMT_VOL_STARTED) {
                 mgmt_brick_kill(m, b);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../lib/log.h"
 #include "pool.h"
@@ -90,10 +91,83 @@ static int check_pair(const char *key, const char *value, const char **name, cha
     return 0;
 }
 
+/* `volume set all NAME VALUE ...`: options of the whole pool. */
+static int set_all(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    struct rpc_buf e;
+    int bad = 0;
+    rpc_buf_init(&e);
+    rpc_put_u64(&e, RPC_T_OP, MGMT_E_POOL_OPTS);
+    for (int i = 3; i + 1 < argc; i += 2) {
+        char norm[1024];
+        const char *name;
+        const struct opt_def *d = opt_find(argv[i]);
+        if (d && !d->pool) {
+            fprintf(out,
+                    "volume set: failed: Not a valid option for all volumes: %s (set it per "
+                    "volume)\n",
+                    argv[i]);
+            bad = 1;
+            continue;
+        }
+        if (check_pair(argv[i], argv[i + 1], &name, norm, sizeof(norm), out)) {
+            bad = 1;
+            continue;
+        }
+        put_option(&e, name, norm);
+    }
+    if (bad) {
+        rpc_buf_free(&e);
+        return 1;
+    }
+    if (commit(m, &e, "volume set", out))
+        return 1;
+    fprintf(out, "volume set: success\n");
+    return 0;
+}
+
+/* cluster.quorum-count against the volume (1 to its replica count), and a
+ * fixed quorum-type with a count, once every pair of the command is known;
+ * 0 or 1 with the line printed. */
+static int check_quorum(const struct mgmt_vol *v, int argc, char **argv, FILE *out)
+{
+    const char *type = opt_value(&v->opts, "cluster.quorum-type");
+    const char *count = opt_value(&v->opts, "cluster.quorum-count");
+    int set_type = 0, set_count = 0;
+    for (int i = 3; i + 1 < argc; i += 2)
+        if (strcmp(opt_canonical(argv[i]), "cluster.quorum-type") == 0) {
+            type = argv[i + 1];
+            set_type = 1;
+        } else if (strcmp(opt_canonical(argv[i]), "cluster.quorum-count") == 0) {
+            count = argv[i + 1];
+            set_count = 1;
+        }
+    int replica = v->replica > 1 ? v->replica : 1;
+    long c = strtol(count, NULL, 10);
+    if (set_count && (c < 1 || c > replica)) {
+        fprintf(out,
+                "volume set: failed: %s is not a valid cluster.quorum-count for volume %s: it "
+                "must be 1 to its replica count, %d\n",
+                count, v->name, replica);
+        return 1;
+    }
+    if (set_type && strcasecmp(type, "fixed") == 0 && c < 1) {
+        fprintf(out,
+                "volume set: failed: cluster.quorum-type fixed needs cluster.quorum-count (1 to "
+                "%d): set both, e.g. `volume set %s cluster.quorum-type fixed "
+                "cluster.quorum-count %d`\n",
+                replica, v->name, replica / 2 + 1);
+        return 1;
+    }
+    return 0;
+}
+
 int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
 {
     if (argc < 5 || (argc - 3) % 2 != 0)
         return 2;
+    if (strcmp(argv[2], "all") == 0)
+        return set_all(m, argc, argv, out);
     struct mgmt_vol *v = mgmt_vol_find(m, argv[2]);
     if (!v) {
         fprintf(out, "volume set: failed: Volume %s does not exist\n", argv[2]);
@@ -131,12 +205,23 @@ int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
             continue;
         }
         const char *name;
+        const struct opt_def *d = opt_find(argv[i]);
+        if (d && d->pool) {
+            fprintf(out,
+                    "volume set: failed: Not a valid option for single volume: %s is set for the "
+                    "whole pool (volume set all %s VALUE)\n",
+                    argv[i], d->name);
+            bad = 1;
+            continue;
+        }
         if (check_pair(argv[i], argv[i + 1], &name, norm, sizeof(norm), out)) {
             bad = 1;
             continue;
         }
         put_option(&e, name, norm);
     }
+    if (!bad)
+        bad = check_quorum(v, argc, argv, out);
     if (bad) {
         rpc_buf_free(&e);
         return 1;
@@ -159,6 +244,22 @@ int mgmt_cmd_reset(struct mgmt *m, int argc, char **argv, FILE *out)
     const char *key = argc >= 4 ? argv[3] : "all";
     if (argc == 5 && strcmp(argv[4], "force") != 0)
         return 2;
+    if (strcmp(argv[2], "all") == 0) {
+        const struct opt_def *d = opt_find(key);
+        if (!d || !d->pool) {
+            fprintf(out, "volume reset: failed: `volume reset all` takes an option of the whole "
+                         "pool (cluster.server-quorum-ratio)\n");
+            return 1;
+        }
+        struct rpc_buf e;
+        rpc_buf_init(&e);
+        rpc_put_u64(&e, RPC_T_OP, MGMT_E_POOL_OPTS);
+        put_option(&e, d->name, NULL);
+        if (commit(m, &e, "volume reset", out))
+            return 1;
+        fprintf(out, "volume reset: success: reset volume successful\n");
+        return 0;
+    }
     struct mgmt_vol *v = mgmt_vol_find(m, argv[2]);
     if (!v) {
         fprintf(out, "volume reset: failed: Volume %s does not exist\n", argv[2]);
@@ -187,6 +288,17 @@ int mgmt_cmd_get(struct mgmt *m, int argc, char **argv, FILE *out)
     if (argc != 4)
         return 2;
     struct mgmt_vol *v = mgmt_vol_find(m, argv[2]);
+    if (!v && strcmp(argv[2], "all") == 0) {
+        /* the pool's own options */
+        fprintf(out, "%-40s%-40s\n%-40s%-40s\n", "Option", "Value", "------", "-----");
+        for (const struct opt_def *d = opt_table; d->name; d++)
+            if (d->pool &&
+                (strcmp(argv[3], "all") == 0 || strcmp(opt_canonical(argv[3]), d->name) == 0)) {
+                const char *val = opt_set_get(&m->pool_opts, d->name);
+                fprintf(out, "%-40s%s\n", d->name, val ? val : "(empty: more than half) (DEFAULT)");
+            }
+        return 0;
+    }
     if (!v) {
         fprintf(out, "volume get option: failed: Volume %s does not exist\n", argv[2]);
         return 1;

@@ -221,6 +221,7 @@ int main(int argc, char **argv)
     log_info("cairnd %s starting: listening on %s:%u, workdir %s", MGMT_VERSION, m->listen.host,
              m->listen.port, m->workdir);
     pthread_mutex_lock(&m->lock);
+    m->server_quorum = -1; /* bricks under server quorum wait for the first count */
     mgmt_bricks_kill_stale(m);
     for (struct mgmt_vol *v = m->vols; v; v = v->next)
         if (v->status == MGMT_VOL_STARTED)
@@ -238,7 +239,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    if (mgmt_supervisor_start(m) < 0 || mgmt_probe_start(m) < 0) {
+    if (mgmt_supervisor_start(m) < 0 || mgmt_probe_start(m) < 0 || mgmt_quorum_start(m) < 0) {
         log_error("cannot start the brick supervisor");
         mgmt_report_ready(&ready_fd, 0);
         return 1;

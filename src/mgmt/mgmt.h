@@ -48,6 +48,9 @@ struct mgmt_vol {
     int arbiter;         /* 1: the last brick of each replica set is an arbiter */
     struct opt_set opts; /* options set by `volume set`, owned */
     uint64_t gen;        /* pool generation of its last change (GETVOL, NOTIFY) */
+    /* this server stopped its bricks of the volume for want of server
+     * quorum (quorum.c); runtime only */
+    int quorum_down;
 };
 
 /* A server of the trusted pool (replicated state; pool.h). */
@@ -79,7 +82,11 @@ struct mgmt {
     uint64_t gen;             /* entries applied to the state so far */
     struct mgmt_peer *peers;  /* replicated: every server of the pool, self included */
     int n_peers;              /* 0 while standalone */
-    struct mgmt_pool *pool;   /* Raft runtime, NULL while standalone */
+    struct opt_set pool_opts; /* replicated: options set by `volume set all` */
+    /* Server quorum as this server last found it (quorum.c): 1 met, 0 lost,
+     * -1 not known yet (cairnd just started). */
+    int server_quorum;
+    struct mgmt_pool *pool; /* Raft runtime, NULL while standalone */
     struct mgmt_applier *applier;
     struct mgmt_notify *notify;
     int64_t clock_skew_test; /* seconds added to this server's clock reports (tests) */
@@ -149,6 +156,23 @@ int mgmt_probe_start(struct mgmt *m);
  * when it has left a ping unanswered for two seconds (stopped with
  * SIGSTOP, wedged). Never waits: reads what the probe thread found. */
 int mgmt_brick_online(const struct mgmt_brick *b);
+
+/* ---- quorum.c: server quorum (docs/cluster.md) ---- */
+
+/* Starts the thread that counts the pool's servers this one reaches and
+ * stops or starts the bricks of volumes with cluster.server-quorum-type
+ * server accordingly. */
+int mgmt_quorum_start(struct mgmt *m);
+/* Whether this server must not run v's bricks now (server quorum lost or
+ * not known yet). Called with m->lock held. */
+int mgmt_quorum_blocks(const struct mgmt *m, const struct mgmt_vol *v);
+/* Whether argv (a command, after "cairn") must be refused here because it
+ * changes a volume under server quorum while this server has lost it;
+ * prints the refusal. Takes m->lock. */
+int mgmt_quorum_refuses(struct mgmt *m, int argc, char **argv, FILE *out);
+/* Pure: whether active servers of total meet the ratio (a percentage;
+ * negative: not set, more than half), as GlusterFS counts it. */
+int mgmt_quorum_met(int active, int total, int ratio_pct);
 
 /* ---- brickinfo.c: BRICK/.cairn/brick.info, the marker that a directory is
  * a brick (lines volume=NAME, volume-id=UUID, brick-id=UUID) ---- */

@@ -33,6 +33,7 @@ enum mgmt_entry_kind {
     MGMT_E_VOL_DELETE = 5, /* NAME, ID volume id */
     MGMT_E_VOL_STATUS = 6, /* NAME, ID, MODE status, BRICK* {ID, PORT} ports to use */
     MGMT_E_VOL_OPTS = 7,   /* NAME, ID, FLAGS 1: reset all first, OPTION* {NAME[, DATA]} */
+    MGMT_E_POOL_OPTS = 8,  /* OPTION* {NAME[, DATA]}: `volume set all`, pool-wide */
 };
 
 /* ---- pool_state.c: identity, peers, DIR/pool.info, whole-state text ---- */

@@ -227,6 +227,36 @@ nomem:
     REFUSE(-ENOMEM, "out of memory");
 }
 
+/* `volume set all`: options of the whole pool (opt_def.pool). */
+static int apply_pool_opts(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, char *err,
+                           size_t errlen)
+{
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, e->body, e->body_len);
+    while (rpc_iter_next(&it, &f) > 0) {
+        struct rpc_msg o;
+        char key[256], val[1024], norm[1024], why[512];
+        if (f.tag != RPC_T_OPTION || rpc_msg_decode(f.val, f.len, &o, NULL) < 0 ||
+            rpc_bytes_str(&o.name, key, sizeof(key)) < 0)
+            continue;
+        const struct opt_def *d = opt_find(key);
+        if (!d || !d->pool)
+            continue;
+        int has = rpc_has(&o, RPC_T_DATA) && rpc_bytes_str(&o.data, val, sizeof(val)) == 0;
+        if (has && opt_validate(key, val, norm, sizeof(norm), why, sizeof(why)) < 0) {
+            log_warn("pool: ignoring %s=%s (%s)", key, val, why);
+            continue;
+        }
+        if (opt_set_put(&m->pool_opts, d->name, has ? norm : NULL) < 0)
+            REFUSE(-ENOMEM, "out of memory");
+        log_info("pool: %s %s%s", d->name, has ? "set to " : "reset", has ? norm : "");
+    }
+    m->gen = gen;
+    mgmt_pool_save(m);
+    return 0;
+}
+
 static int apply_peer(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, char *err,
                       size_t errlen)
 {
@@ -287,6 +317,8 @@ int mgmt_apply(struct mgmt *m, const uint8_t *data, size_t len, char *err, size_
         return apply_status(m, &e, gen, err, errlen);
     case MGMT_E_VOL_OPTS:
         return apply_opts(m, &e, gen, err, errlen);
+    case MGMT_E_POOL_OPTS:
+        return apply_pool_opts(m, &e, gen, err, errlen);
     }
     REFUSE(-EINVAL, "unknown pool entry kind %llu", (unsigned long long)e.op);
 }

@@ -674,6 +674,8 @@ int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const ch
         return bad(out, "Permission denied: cairnd accepts commands only from its own host");
     }
     int mut = mgmt_cmd_mutates(argc, argv);
+    if (mut && mgmt_quorum_refuses(m, argc, argv, out))
+        return 1;
     if (!m->pool)
         return run_here(m, argc, argv, out, mut);
     if (mut)

@@ -97,6 +97,7 @@ static int parse_peer(const char *val, struct mgmt_peer *p)
     return 0;
 }
 
+/* Peers, then the pool-wide options (`volume set all`) as option=NAME=VALUE. */
 static void format_peers(FILE *f, const struct mgmt *m)
 {
     for (int i = 0; i < m->n_peers; i++) {
@@ -104,6 +105,8 @@ static void format_peers(FILE *f, const struct mgmt *m)
         fprintf(f, "peer=%s %llu %u %s %s\n", p->uuid, (unsigned long long)p->raft_id, p->port,
                 p->raft_addr, p->host);
     }
+    for (size_t i = 0; i < m->pool_opts.n; i++)
+        fprintf(f, "option=%s=%s\n", m->pool_opts.kv[i].name, m->pool_opts.kv[i].value);
 }
 
 int mgmt_pool_save(struct mgmt *m)
@@ -133,9 +136,9 @@ int mgmt_pool_save(struct mgmt *m)
     return rc;
 }
 
-/* Parses peer= and generation= lines of text into peers/gen. */
-static int parse_pool_lines(char *text, struct mgmt_peer **peers, int *n, uint64_t *gen, char *err,
-                            size_t errlen)
+/* Parses peer=, option= and generation= lines of text into peers/opts/gen. */
+static int parse_pool_lines(char *text, struct mgmt_peer **peers, int *n, struct opt_set *opts,
+                            uint64_t *gen, char *err, size_t errlen)
 {
     int lineno = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
@@ -156,6 +159,15 @@ static int parse_pool_lines(char *text, struct mgmt_peer **peers, int *n, uint64
                 return -EINVAL;
             }
             (*n)++;
+        } else if (strncmp(line, "option=", 7) == 0) {
+            char *eq = strchr(line + 7, '=');
+            if (!eq) {
+                snprintf(err, errlen, "line %d: bad option \"%.80s\"", lineno, line + 7);
+                return -EINVAL;
+            }
+            *eq = 0;
+            if (opt_set_put(opts, line + 7, eq + 1) < 0)
+                return -ENOMEM;
         } else {
             snprintf(err, errlen, "line %d: unknown key \"%.40s\"", lineno, line);
             return -EINVAL;
@@ -210,7 +222,7 @@ int mgmt_pool_load(struct mgmt *m, char *err, size_t errlen)
         return -EINVAL;
     }
     char why[256];
-    rc = parse_pool_lines(text, &m->peers, &m->n_peers, &m->gen, why, sizeof(why));
+    rc = parse_pool_lines(text, &m->peers, &m->n_peers, &m->pool_opts, &m->gen, why, sizeof(why));
     free(text);
     if (rc < 0)
         snprintf(err, errlen, "%s is corrupted: %s", path, why);
@@ -329,9 +341,11 @@ static struct mgmt_vol *find_id(struct mgmt_vol *list, const char *id)
     return NULL;
 }
 
-/* Carries the running processes of old's bricks over to v. */
+/* Carries the running processes of old's bricks over to v, and whether
+ * server quorum stopped them. */
 static void carry_runtime(struct mgmt_vol *v, struct mgmt_vol *old)
 {
+    v->quorum_down = old->quorum_down;
     for (int i = 0; i < v->n_bricks; i++)
         for (int j = 0; j < old->n_bricks; j++)
             if (strcmp(v->bricks[i].id, old->bricks[j].id) == 0) {
@@ -353,6 +367,7 @@ int mgmt_state_replace(struct mgmt *m, const char *text, size_t len, char *err, 
     struct mgmt_vol *vols = NULL;
     int n_peers = 0, rc = 0;
     uint64_t gen = 0;
+    struct opt_set opts = {0};
     const char *p = text, *end = text + len;
     char *head = NULL;
     /* the header lines run up to the first volume= */
@@ -363,7 +378,7 @@ int mgmt_state_replace(struct mgmt *m, const char *text, size_t len, char *err, 
     head = strndup(text, hlen);
     if (!head)
         return -ENOMEM;
-    rc = parse_pool_lines(head, &peers, &n_peers, &gen, err, errlen);
+    rc = parse_pool_lines(head, &peers, &n_peers, &opts, &gen, err, errlen);
     free(head);
     if (rc < 0)
         goto fail;
@@ -407,12 +422,15 @@ int mgmt_state_replace(struct mgmt *m, const char *text, size_t len, char *err, 
     free(m->peers);
     m->peers = peers;
     m->n_peers = n_peers;
+    opt_set_free(&m->pool_opts);
+    m->pool_opts = opts;
     m->gen = gen;
     mgmt_mark_local(m);
     mgmt_pool_save(m);
     return 0;
 fail:
     free(peers);
+    opt_set_free(&opts);
     while (vols) {
         struct mgmt_vol *v = vols;
         vols = v->next;
@@ -434,6 +452,7 @@ void mgmt_state_clear(struct mgmt *m)
     free(m->peers);
     m->peers = NULL;
     m->n_peers = 0;
+    opt_set_free(&m->pool_opts);
     m->gen = 0;
     mgmt_pool_save(m);
 }

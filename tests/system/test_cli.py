@@ -570,13 +570,7 @@ def test_refused_gluster_values(c5):
     r = cli(c5, "volume", "set", "refv", "features.shard", "on")
     assert r.returncode == 1 and "sharding is not available yet" in out(r)
     assert cli(c5, "volume", "set", "refv", "features.shard", "off").returncode == 0
-    r = cli(c5, "volume", "set", "refv", "cluster.quorum-type", "none")
-    assert r.returncode == 1 and "quorum is auto" in out(r)
     assert cli(c5, "volume", "set", "refv", "cluster.quorum-type", "auto").returncode == 0
-    r = cli(c5, "volume", "set", "refv", "cluster.quorum-count", "1")
-    assert r.returncode == 1 and "cannot be set" in out(r)
-    r = cli(c5, "volume", "set", "refv", "cluster.server-quorum-type", "server")
-    assert r.returncode == 1 and "server quorum is not available" in out(r)
     r = cli(c5, "volume", "set", "refv", "storage.owner-uid", "107")
     assert r.returncode == 1 and "chown" in out(r)
     rows = get_all(c5, "refv")

@@ -47,8 +47,26 @@ static void vol_entry(struct rpc_buf *e, enum mgmt_entry_kind k, const char *nam
     rpc_put_str(e, RPC_T_ID, id);
 }
 
+/* Server quorum counts as GlusterFS's: ceil(total * ratio%), else more
+ * than half; a lone server always has it. */
+static void test_quorum_met(void)
+{
+    CHECK(mgmt_quorum_met(1, 1, -1));
+    CHECK(mgmt_quorum_met(2, 3, -1));
+    CHECK(!mgmt_quorum_met(1, 3, -1));
+    CHECK(!mgmt_quorum_met(2, 4, -1));
+    CHECK(mgmt_quorum_met(3, 4, -1));
+    CHECK(mgmt_quorum_met(1, 2, 50)); /* ceil(1.0) */
+    CHECK(!mgmt_quorum_met(1, 2, 51));
+    CHECK(mgmt_quorum_met(2, 3, 51)); /* ceil(1.53) = 2 */
+    CHECK(!mgmt_quorum_met(2, 3, 67));
+    CHECK(mgmt_quorum_met(3, 3, 100));
+    CHECK(mgmt_quorum_met(0, 3, 0));
+}
+
 int main(void)
 {
+    test_quorum_met();
     char dir[] = "/tmp/cairn-test-mgmtpool-XXXXXX", b1[300], b2[300], err[512], marker[400];
     const char *id1 = "11111111-1111-4111-8111-111111111111";
     const char *id2 = "22222222-2222-4222-8222-222222222222";
@@ -137,9 +155,24 @@ int main(void)
     CHECK(mgmt_peer_for_host(&m, "127.0.0.8") != NULL);
     CHECK(mgmt_peer_for_host(&m, "127.0.0.9") == NULL);
 
+    /* a pool-wide option (volume set all), validated on apply */
+    rpc_buf_init(&e);
+    rpc_put_u64(&e, RPC_T_OP, MGMT_E_POOL_OPTS);
+    mk = rpc_put_begin(&e, RPC_T_OPTION);
+    rpc_put_str(&e, RPC_T_NAME, "cluster.server-quorum-ratio");
+    rpc_put_str(&e, RPC_T_DATA, "60");
+    rpc_put_end(&e, mk);
+    mk = rpc_put_begin(&e, RPC_T_OPTION); /* a volume's option: not the pool's */
+    rpc_put_str(&e, RPC_T_NAME, "cluster.quorum-type");
+    rpc_put_str(&e, RPC_T_DATA, "none");
+    rpc_put_end(&e, mk);
+    CHECK_EQ(apply(&e, err, sizeof(err)), 0);
+    CHECK_STR(opt_set_get(&m.pool_opts, "cluster.server-quorum-ratio"), "60%");
+    CHECK(opt_set_get(&m.pool_opts, "cluster.quorum-type") == NULL);
+
     /* the whole state survives its text form */
     uint64_t gen = m.gen;
-    CHECK_EQ(gen, 5); /* refused entries do not count here (the applier counts them) */
+    CHECK_EQ(gen, 6); /* refused entries do not count here (the applier counts them) */
     char *text = mgmt_state_format(&m);
     CHECK(text != NULL);
     struct mgmt copy = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -150,6 +183,7 @@ int main(void)
     char *again = mgmt_state_format(&copy);
     CHECK(again && strcmp(text, again) == 0);
     CHECK_EQ(copy.gen, gen);
+    CHECK_STR(opt_set_get(&copy.pool_opts, "cluster.server-quorum-ratio"), "60%");
     CHECK_EQ(mgmt_state_replace(&copy, "generation=1\npeer=bad\n", 22, err, sizeof(err)), -EINVAL);
     CHECK_EQ(copy.gen, gen); /* a bad state changes nothing */
     free(text);
@@ -179,6 +213,7 @@ int main(void)
     CHECK_STR(re.uuid, m.uuid);
     CHECK_EQ(re.gen, m.gen);
     CHECK_EQ(re.n_peers, 1);
+    CHECK_STR(opt_set_get(&re.pool_opts, "cluster.server-quorum-ratio"), "60%");
 
     /* which command lines are changes (forwarded to the leader) */
     char *c1[] = {"volume", "set", "v", "k", "x"}, *c2[] = {"volume", "set", "help"},
@@ -193,6 +228,7 @@ int main(void)
 
     mgmt_state_clear(&copy);
     free(re.peers);
+    opt_set_free(&re.pool_opts);
     mgmt_state_clear(&m);
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

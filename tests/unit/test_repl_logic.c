@@ -8,25 +8,41 @@
 static void test_quorum(void)
 {
     /* replica 3, quorum auto: two of three */
-    CHECK(cl_repl_quorum_met(3, 0, 1, 0x7));
-    CHECK(cl_repl_quorum_met(3, 0, 1, 0x3));
-    CHECK(cl_repl_quorum_met(3, 0, 1, 0x6));
-    CHECK(!cl_repl_quorum_met(3, 0, 1, 0x1));
-    CHECK(!cl_repl_quorum_met(3, 0, 1, 0x4));
-    CHECK(!cl_repl_quorum_met(3, 0, 1, 0x0));
+    CHECK(cl_repl_quorum_met(3, 0, 0, 1, 0x7));
+    CHECK(cl_repl_quorum_met(3, 0, 0, 1, 0x3));
+    CHECK(cl_repl_quorum_met(3, 0, 0, 1, 0x6));
+    CHECK(!cl_repl_quorum_met(3, 0, 0, 1, 0x1));
+    CHECK(!cl_repl_quorum_met(3, 0, 0, 1, 0x4));
+    CHECK(!cl_repl_quorum_met(3, 0, 0, 1, 0x0));
     /* replica 2: exactly half counts only with the first brick */
-    CHECK(cl_repl_quorum_met(2, 0, 1, 0x1));
-    CHECK(!cl_repl_quorum_met(2, 0, 1, 0x2));
-    CHECK(cl_repl_quorum_met(2, 0, 1, 0x3));
+    CHECK(cl_repl_quorum_met(2, 0, 0, 1, 0x1));
+    CHECK(!cl_repl_quorum_met(2, 0, 0, 1, 0x2));
+    CHECK(cl_repl_quorum_met(2, 0, 0, 1, 0x3));
     /* arbiter (child 2): a data change needs a data brick besides quorum */
-    CHECK(cl_repl_quorum_met(3, 1, 1, 0x5));
-    CHECK(cl_repl_quorum_met(3, 1, 1, 0x3));
-    CHECK(!cl_repl_quorum_met(3, 1, 1, 0x4)); /* the arbiter alone */
-    CHECK(cl_repl_quorum_met(3, 1, 0, 0x6));  /* metadata: arbiter + one data brick */
+    CHECK(cl_repl_quorum_met(3, 1, 0, 1, 0x5));
+    CHECK(cl_repl_quorum_met(3, 1, 0, 1, 0x3));
+    CHECK(!cl_repl_quorum_met(3, 1, 0, 1, 0x4)); /* the arbiter alone */
+    CHECK(cl_repl_quorum_met(3, 1, 0, 0, 0x6));  /* metadata: arbiter + one data brick */
     /* replica 4: three of four, or two including the first */
-    CHECK(cl_repl_quorum_met(4, 0, 1, 0x7));
-    CHECK(cl_repl_quorum_met(4, 0, 1, 0x9));
-    CHECK(!cl_repl_quorum_met(4, 0, 1, 0xc));
+    CHECK(cl_repl_quorum_met(4, 0, 0, 1, 0x7));
+    CHECK(cl_repl_quorum_met(4, 0, 0, 1, 0x9));
+    CHECK(!cl_repl_quorum_met(4, 0, 0, 1, 0xc));
+    /* fixed: at least need children, whichever they are */
+    CHECK(cl_repl_quorum_met(3, 0, 2, 1, 0x6));
+    CHECK(!cl_repl_quorum_met(3, 0, 2, 1, 0x4));
+    CHECK(!cl_repl_quorum_met(3, 0, 3, 1, 0x3));
+    CHECK(cl_repl_quorum_met(4, 0, 2, 1, 0xc)); /* half, without the first */
+    /* none (need 1): any one child, but data still needs a data child */
+    CHECK(cl_repl_quorum_met(3, 0, 1, 1, 0x4));
+    CHECK(!cl_repl_quorum_met(3, 0, 1, 1, 0x0));
+    CHECK(!cl_repl_quorum_met(3, 1, 1, 1, 0x4));
+    CHECK(cl_repl_quorum_met(3, 1, 1, 0, 0x4));
+    /* what the options ask for */
+    CHECK_EQ(cl_repl_quorum_need("auto", 2, 3), 0);
+    CHECK_EQ(cl_repl_quorum_need("none", 0, 3), 1);
+    CHECK_EQ(cl_repl_quorum_need("fixed", 2, 3), 2);
+    CHECK_EQ(cl_repl_quorum_need("fixed", 0, 3), 0); /* no count: auto */
+    CHECK_EQ(cl_repl_quorum_need("fixed", 5, 3), 3); /* more than the set: all of it */
 }
 
 static void test_merge_error(void)
