@@ -239,8 +239,9 @@ static void watch(struct brick_leases *L, struct lease *l)
         pthread_cond_broadcast(&L->cond);
 }
 
-/* No lease on l's path is granted for LEASE_COOLDOWN_MS, after a change by
- * by (but for by's exclusive lease on a file, grant_file). Under L->lock. */
+/* No lease on l's path is granted for LEASE_COOLDOWN_MS after a change by
+ * connection `by`, except `by`'s exclusive lease on a file (grant_file).
+ * Under L->lock. */
 static void cool(struct brick_leases *L, struct lease *l, const struct brick_conn *by, uint64_t now)
 {
     l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
