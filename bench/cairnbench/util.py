@@ -59,6 +59,18 @@ def _kill_group(proc):
     # waiting; the system teardown aborts the mount.
 
 
+def start_group(cmd):
+    """Start cmd in the background, in a process group of its own (for
+    kill_group), its output discarded."""
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def kill_group(proc):
+    """Stop what start_group started, with everything it started."""
+    _kill_group(proc)
+
+
 def run(cmd, timeout=120, check=True, input=None, env=None, cwd=None,
         what=None):
     """Run cmd (list or shell string) in its own process group.

@@ -9,8 +9,9 @@ as a failure, never timed."""
 import json
 import os
 import shlex
+import time
 
-from cairnbench import util
+from cairnbench import gen, util
 
 q = shlex.quote
 
@@ -416,6 +417,104 @@ class Rsync(Workload):
         record("rsync", t)
 
 
+class SharedDir(Workload):
+    """Seed 002's lab writes into home directories that other clients list
+    (a shell's `ls`, a file manager, a monitoring loop). dd with bs=512 of
+    a file and rsync -a of a small tree, each into a directory that a
+    second mount of the volume lists (`ls -lR`) every second, beside the
+    same into a directory nobody lists. On Cairn each listing takes the
+    writer's exclusive lease on the file away, and the writer must get it
+    back for its writes to be written behind (docs/consistency.md,
+    "Write-behind in a shared directory"). Verified through both mounts."""
+    name = "shared-dir"
+    description = ("seed 002: dd bs=512 and rsync -a into a directory a "
+                   "second mount lists every second, and into one nobody "
+                   "lists")
+    opt_in = True
+    dd_count = 20000   # 10 MB in 512-byte writes
+    tree_files = 1000  # the small tree rsync copies (at most ctx.nfiles)
+    interval = 1.0     # seconds between the lister's listings
+
+    def metrics(self, ctx):
+        mb = self.dd_count * 512 / 1e6
+        n = self.files(ctx)
+        return [Metric("shared_dd_alone", f"dd bs=512 {mb:g} MB, nobody lists", "s", TIME),
+                Metric("shared_dd_listed", f"dd bs=512 {mb:g} MB, listed each second",
+                       "s", TIME),
+                Metric("shared_rsync_alone", f"rsync -a {n} files, nobody lists", "s", TIME),
+                Metric("shared_rsync_listed", f"rsync -a {n} files, listed each second",
+                       "s", TIME)]
+
+    def files(self, ctx):
+        return min(ctx.nfiles, self.tree_files)
+
+    def lister(self, system, path):
+        """A process of the system's prefix listing path every interval
+        seconds, from now until stopped (util.kill_group)."""
+        loop = f"while :; do ls -lR {q(path)} > /dev/null 2>&1 || true; sleep {self.interval}; done"
+        return util.start_group(list(system.prefix()) + ["/bin/bash", "-c", loop])
+
+    def listed(self, system, ctx, metric, other, t_dir, body_for_target):
+        """Time body_for_target with a lister on each target's t_dir as
+        the second client sees it (listing already when the body starts),
+        or without one when other is None."""
+        listers = []
+        try:
+            if other is not None:
+                listers = [self.lister(system, other(os.path.join(t, t_dir)))
+                           for t in system.targets()]
+                time.sleep(self.interval + 0.5)
+            return self.timed(system, ctx, metric, body_for_target)
+        finally:
+            for p in listers:
+                util.kill_group(p)
+
+    def check_dd(self, path, metric):
+        want = self.dd_count * 512
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise _tag(util.BenchFailure(f"{metric}: {e}"), metric)
+        if len(data) != want or data.count(0) != want:
+            raise _tag(util.BenchFailure(
+                f"{metric}: {path} has {len(data)} bytes, {data.count(0)} of them "
+                f"zeros; expected {want} zeros"), metric)
+
+    def run(self, system, ctx, record):
+        src, manifest = gen.cached_tree(ctx.cache_dir, self.files(ctx))
+        self.warm(ctx, src)
+        self.untimed(system, ctx, lambda t: f"mkdir {q(t)}/alone {q(t)}/listed",
+                     "mkdir (preparation)")
+        other = system.second_client()
+        try:
+            for where in ("alone", "listed"):
+                metric = f"shared_dd_{where}"
+                t = self.listed(
+                    system, ctx, metric, other if where == "listed" else None, where,
+                    lambda t: (f"dd if=/dev/zero of={q(t)}/{where}/file bs=512 "
+                               f"count={self.dd_count} status=none"))
+                for tg in system.targets():
+                    self.check_dd(os.path.join(tg, where, "file"), metric)
+                    self.check_dd(os.path.join(other(tg), where, "file"), metric)
+                record(metric, t)
+            for where in ("alone", "listed"):
+                metric = f"shared_rsync_{where}"
+                t = self.listed(
+                    system, ctx, metric, other if where == "listed" else None, where,
+                    lambda t: f"rsync -a {q(src)}/ {q(t)}/{where}/tree/")
+                self.verify_tree(system, f"{where}/tree", manifest, metric)
+                for tg in system.targets():
+                    try:
+                        util.compare_manifests(manifest, util.tree_manifest(
+                            os.path.join(other(tg), where, "tree")), metric)
+                    except (OSError, util.BenchFailure) as e:
+                        raise _tag(util.BenchFailure(f"{metric}: {e}"), metric)
+                record(metric, t)
+        finally:
+            system.end_second_client()
+
+
 PAYLOAD = "cairnbench parallel create payload line\n" * 4
 
 
@@ -511,4 +610,4 @@ class Parallel(Workload):
 def all_workloads():
     return [CopyTree(), CopyTreeLibcairn(), RemoveTree(), TarExtract("include"),
             TarExtract("kernel"), ListStat(), DdLoop(), FioRandom(),
-            FioSequential(), Rsync(), Parallel()]
+            FioSequential(), Rsync(), Parallel(), SharedDir()]

@@ -7,7 +7,8 @@
  * under it. Another connection's request reaching such a path (or listing
  * the directory of such a file) is held until the lease is returned
  * (brick_lease_admit); no exclusive lease on that path is granted then
- * for LEASE_COOLDOWN_MS (park). A file's lease is shared again when its
+ * for LEASE_COOLDOWN_MS after a change, LEASE_LOOK_COOLDOWN_MS after a
+ * look (park). A file's lease is shared again when its
  * holder's last handle of it closes.
  *
  * A lease is keyed by a request path. It covers the object's attributes and
@@ -47,6 +48,13 @@
 #include "lease_table.h"
 
 #define LEASE_COOLDOWN_MS 1000
+/* After a look held for an exclusive holder's recall, no exclusive lease on
+ * that path for this long: the looker caches what it was shown, and a
+ * writer that still has the file open takes it back soon after (it asks
+ * again while writing, docs/consistency.md, "Write-behind in a shared
+ * directory"). Shorter than the interval of a lister's loop (`ls` every
+ * second), or the writer would never get it back. */
+#define LEASE_LOOK_COOLDOWN_MS 250
 #define LEASE_RECALL_MS_DEFAULT 5000
 /* Paths tracked at most; beyond, no new leases are granted. */
 #define LEASE_MAX_PATHS (1u << 20)
@@ -231,22 +239,29 @@ static void watch(struct brick_leases *L, struct lease *l)
         pthread_cond_broadcast(&L->cond);
 }
 
-/* No lease on l's path is granted for LEASE_COOLDOWN_MS. Under L->lock. */
-static void cool(struct brick_leases *L, struct lease *l, uint64_t now)
+/* No lease on l's path is granted for LEASE_COOLDOWN_MS after a change by
+ * connection `by`, except `by`'s exclusive lease on a file (grant_file).
+ * Under L->lock. */
+static void cool(struct brick_leases *L, struct lease *l, const struct brick_conn *by, uint64_t now)
 {
     l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
     l->shared_ok = 0;
+    l->cool_by = by;
     watch(L, l);
 }
 
-/* No exclusive lease on l's path for LEASE_COOLDOWN_MS (a shared one is
- * still granted, unless the path cools down entirely already). Under
- * L->lock. */
+/* No exclusive lease on l's path for LEASE_LOOK_COOLDOWN_MS (a shared one
+ * is still granted, unless the path cools down entirely already, which
+ * this does not cut short). Under L->lock. */
 static void cool_excl(struct brick_leases *L, struct lease *l, uint64_t now)
 {
-    if (l->cooldown_until_ms <= now)
+    if (l->cooldown_until_ms <= now) {
         l->shared_ok = 1;
-    l->cooldown_until_ms = now + LEASE_COOLDOWN_MS;
+        l->cool_by = NULL;
+    }
+    l->excl_until_ms = now + LEASE_LOOK_COOLDOWN_MS;
+    if (l->cooldown_until_ms < l->excl_until_ms)
+        l->cooldown_until_ms = l->excl_until_ms;
     watch(L, l);
 }
 
@@ -399,14 +414,14 @@ static int holds(const struct lease *l, const struct brick_conn *bc)
 }
 
 /* Registers bc on path; 0, or -EAGAIN while the path cools down after a
- * conflict, -ENOMEM. Under L->lock. */
-static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *p, size_t len,
-                     uint64_t now)
+ * conflict (unless past_cool), -ENOMEM. Under L->lock. */
+static int grant_one_as(struct brick_leases *L, struct brick_conn *bc, const char *p, size_t len,
+                        uint64_t now, int past_cool)
 {
     struct lease *l = brick_ltab_find_or_add(&L->t, p, len);
     if (!l)
         return -ENOSPC;
-    if (l->cooldown_until_ms > now && !l->shared_ok)
+    if (l->cooldown_until_ms > now && !l->shared_ok && !past_cool)
         return -EAGAIN;
     int i = holds(l, bc);
     if (i >= 0)
@@ -424,6 +439,12 @@ static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *
     }
     l->h[l->n++] = (struct holder){.bc = bc};
     return 0;
+}
+
+static int grant_one(struct brick_leases *L, struct brick_conn *bc, const char *p, size_t len,
+                     uint64_t now)
+{
+    return grant_one_as(L, bc, p, len, now, 0);
 }
 
 void brick_lease_pre(struct brick_req *r)
@@ -596,7 +617,7 @@ static void conflict(struct brick_leases *L, struct brick_req *r, struct lease *
     int others = l->n - (self >= 0);
     if (others == 0 && !force)
         return;
-    cool(L, l, now);
+    cool(L, l, r->bc, now);
     recall_others(L, r, l, name, name_len, rs, now);
     if (self >= 0) {
         add_recall(rs, r->bc, l->path, name, name_len);
@@ -691,12 +712,17 @@ static int grant_file(struct brick_leases *L, struct brick_req *r, const char *p
         brick_spare_opens_by(r->b, st->st_dev, st->st_ino, r->bc) <= 0)
         return 0;
     struct lease *l = brick_ltab_find(&L->t, p, len);
-    if (l && l->cooldown_until_ms > now)
+    /* A cool-down started by r->bc's own change (its write recalled the
+     * lease of a client that listed the directory) does not stop it: the
+     * others' leases are recalled below anyway, and nobody changed the
+     * file but r->bc. */
+    int own = l && l->cooldown_until_ms > now && l->cool_by == r->bc;
+    if (l && ((l->cooldown_until_ms > now && !own) || l->excl_until_ms > now))
         return 0;
     for (int i = 0; l && i < l->n; i++)
         if (l->h[i].bc != r->bc && l->h[i].excl)
             return 0;
-    if (grant_one(L, r->bc, p, len, now) != 0 || !(l = brick_ltab_find(&L->t, p, len)))
+    if (grant_one_as(L, r->bc, p, len, now, own) != 0 || !(l = brick_ltab_find(&L->t, p, len)))
         return 0;
     struct holder *h = &l->h[holds(l, r->bc)];
     if (h->recalling)
@@ -722,16 +748,19 @@ static int holds_file(struct brick_leases *L, const struct brick_conn *bc, const
     return i >= 0 && l->h[i].xdir && !l->h[i].recalling;
 }
 
-/* After an OPEN or CREATE of r->bc made handle r->opened: when asked for
- * (ask), the file's exclusive lease. A handle of a file its connection
- * holds exclusively keeps the path, to share the lease again when the
- * connection's last handle of the file closes. 1 when held. */
+/* After an OPEN or CREATE of r->bc made handle r->opened: when it may be
+ * given (ask), the file's exclusive lease. A handle of a file its
+ * connection holds exclusively keeps the path, to share the lease again
+ * when the connection's last handle of the file closes; so does one whose
+ * request asked for it (asked), granted or not: its client asks again
+ * while it is open (an OPEN whose handle it closes at once), and this
+ * handle's close must then share the lease again. 1 when held. */
 static int open_excl(struct brick_leases *L, struct brick_req *r, const char *p, size_t len,
-                     int ask)
+                     int ask, int asked)
 {
     struct brick_fh *fh;
     struct stat st;
-    if (!r->opened || (!ask && !__atomic_load_n(&L->n_excl, __ATOMIC_RELAXED)) ||
+    if (!r->opened || (!asked && !__atomic_load_n(&L->n_excl, __ATOMIC_RELAXED)) ||
         brick_fh_get(r->bc, r->opened, 0, &fh) < 0)
         return 0;
     int ok = 0;
@@ -743,7 +772,7 @@ static int open_excl(struct brick_leases *L, struct brick_req *r, const char *p,
         unlock(L);
     }
     send_recalls(r->b, &rs);
-    if (ok && !fh->xpath) {
+    if ((ok || asked) && !fh->xpath) {
         fh->xpath = copy;
         copy = NULL;
     }
@@ -811,9 +840,14 @@ void brick_lease_post(struct brick_req *r, int rc)
     if (r->lease_ok && r->opcode == RPC_OP_READDIR && has1)
         r->lease_ok = grant_entries(r, p, len);
     if (has1 && (r->opcode == RPC_OP_OPEN || r->opcode == RPC_OP_CREATE)) {
-        int ask = rpc_has(in, RPC_T_LEASE) && (in->lease & RPC_LEASE_EXCL) &&
-                  (r->opcode == RPC_OP_OPEN || (r->lease_ok && r->lease_name));
-        if (open_excl(L, r, p, len, ask) && ask) {
+        /* A CREATE's own lease on the file is enough: its parent's may be
+         * cooling down, or dropped by this very create's conflict with
+         * another client listing the directory (docs/consistency.md,
+         * "Write-behind in a shared directory"). Admission holds whatever
+         * reaches the file by its path or lists its directory. */
+        int asked = rpc_has(in, RPC_T_LEASE) && (in->lease & RPC_LEASE_EXCL);
+        int ask = asked && (r->opcode == RPC_OP_OPEN || r->lease_ok);
+        if (open_excl(L, r, p, len, ask, asked) && ask) {
             r->lease_excl = 1;
             r->lease_ok = 1;
         }
@@ -946,7 +980,7 @@ static int park(struct brick_leases *L, struct lease *l, struct holder *h, struc
     }
     if (changes(f->hdr.opcode, &f->msg) ||
         (f->hdr.opcode == RPC_OP_OPEN && (f->msg.flags & O_ACCMODE) != O_RDONLY))
-        cool(L, l, now);
+        cool(L, l, bc, now);
     else
         cool_excl(L, l, now);
     return 1;

@@ -44,6 +44,13 @@ struct lease {
     uint64_t hash;
     uint64_t cooldown_until_ms;
     int shared_ok; /* the cool-down refuses exclusive leases only */
+    /* The connection whose change started a full cool-down (compared,
+     * never followed): it may still take the file exclusively, as its
+     * writes made the others' leases go (lease.c, grant_file). */
+    const void *cool_by;
+    /* After a look, no exclusive lease before this, whoever asks (within
+     * cooldown_until_ms). */
+    uint64_t excl_until_ms;
     struct holder *h;
     int n, cap;
     /* the tree of paths: the parent directory's node ("/" has none), the

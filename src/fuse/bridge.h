@@ -419,6 +419,9 @@ void cf_wbh_sync(struct cf *cf, uint64_t node);
 /* Whether a handle opened with flags would be written behind under an
  * exclusive lease on its file (what an OPEN or CREATE asks for). */
 int cf_wbh_wanted(struct cf *cf, int flags);
+/* The bricks refused node's exclusive lease asked with an OPEN or CREATE:
+ * its writes ask again after a while (wbehind.c). */
+void cf_wbh_refused(struct cf *cf, uint64_t node);
 /* The same, and returns (once) the error of one of them, as -errno. */
 int cf_wbh_flush(struct cf *cf, uint64_t node);
 /* Until the writes behind of every file of dir (or of all files) are on

@@ -50,13 +50,21 @@ static void ask_excl(struct fop *f)
     f->op.args.lease |= RPC_LEASE_EXCL;
 }
 
-/* Every brick granted it, and no recall came since the request went. Under
- * cf_reply_begin, so a recall after this clears what it sets. */
+/* Every brick granted it, and no recall of the file came since the
+ * request went. Its parent's lease does not matter: a create in a
+ * directory another client lists drops it at once (docs/consistency.md,
+ * "Write-behind in a shared directory"). Under cf_reply_begin, so a recall
+ * after this clears what it sets. A refusal starts write-behind's clock
+ * for asking again. */
 static void note_excl(struct fop *f, uint64_t node)
 {
     const struct rpc_msg *m = &f->op.reply->msg;
-    if (rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) && cf_lease_held(f))
+    if (!(f->op.args.lease & RPC_LEASE_EXCL))
+        return;
+    if (rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) && cf_lease_held_path(f, f->path))
         cf_known_file_excl(f->cf, node);
+    else
+        cf_wbh_refused(f->cf, node);
 }
 
 static void open_cb(struct cl_op *op)

@@ -27,6 +27,15 @@
  * directory (fop.c), a write of it that is not written behind, fsync,
  * close, fsyncdir and unmount.
  *
+ * A file written through because it is not held so (its lease was refused
+ * at the open, or recalled since: another client listed its directory or
+ * looked at it) asks for it again while it is written: at a write once
+ * WBH_ASK_MS passed since that was first seen or since the last refusal,
+ * one request at a time per file, by an OPEN whose handle is closed at
+ * once (wbh_ask). So write-behind comes back in a directory another client
+ * lists every second (docs/consistency.md, "Write-behind in a shared
+ * directory").
+ *
  * An error of a background write is logged and returned by the next fsync
  * or close of the file (once); until then its writes wait for the bricks.
  * O_SYNC, O_DSYNC and O_APPEND handles are never written behind, O_DIRECT
@@ -40,12 +49,20 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../lib/net.h"
 #include "../lib/options.h"
 #include "bridge.h"
 
 #define WBH_BUCKETS 256
 #define WBH_LINKED_MAX (1u << 20)
 #define WBH_SEND_MAX (1u << 20)
+/* Files written through that may ask for their lease again, by a hash of
+ * their node (a collision waits for the slot). */
+#define WBH_ASK_SLOTS 64
+/* How long a file is written through before it asks again: past the
+ * bricks' cool-down after another client's look (LEASE_LOOK_COOLDOWN_MS in
+ * src/brick/lease.c), or the ask is refused. */
+#define WBH_ASK_MS 250
 
 /* One extent: pending (on the file's pend list) or in flight (fly). The
  * first extent of a WRITE carries its op; the others of that WRITE follow
@@ -91,7 +108,12 @@ struct cf_wbh {
      * directory nobody holds, so they are never written behind. */
     uint64_t *linked;
     size_t n_linked, cap_linked;
-    uint64_t answered, held, extents, writes, bytes_sent, waits, failed;
+    /* Files written through, to ask for their lease again (wbh_ask). */
+    struct {
+        uint64_t node, since_ms;
+        int busy; /* an ask in flight */
+    } ask[WBH_ASK_SLOTS];
+    uint64_t answered, held, extents, writes, bytes_sent, waits, failed, asked, granted;
 };
 
 static size_t bucket(uint64_t node)
@@ -471,6 +493,128 @@ static int held(struct cf *cf, uint64_t parent, uint64_t ino)
            cf_known_is_file_excl(cf, ino);
 }
 
+/* ---- asking again for a file's lease ---- */
+
+static size_t ask_slot(uint64_t node)
+{
+    return bucket(node) % WBH_ASK_SLOTS;
+}
+
+/* ino is written through although its handle could be written behind:
+ * whether it asks for its lease now (WBH_ASK_MS after this was first seen,
+ * or after its last refusal). Under W->lock. */
+static int ask_due(struct cf_wbh *W, uint64_t ino)
+{
+    size_t i = ask_slot(ino);
+    uint64_t now = net_now_ms();
+    if (W->ask[i].node != ino) {
+        if (!W->ask[i].busy) {
+            W->ask[i].node = ino;
+            W->ask[i].since_ms = now;
+        }
+        return 0;
+    }
+    if (W->ask[i].busy || now - W->ask[i].since_ms < WBH_ASK_MS)
+        return 0;
+    W->ask[i].busy = 1;
+    return 1;
+}
+
+/* The ask of ino is over (sent: the bricks answered it; got: granted). */
+static void ask_done(struct cf_wbh *W, uint64_t ino, int sent, int got)
+{
+    pthread_mutex_lock(&W->lock);
+    size_t i = ask_slot(ino);
+    if (W->ask[i].node == ino) {
+        W->ask[i].busy = 0;
+        W->ask[i].since_ms = net_now_ms();
+    }
+    W->asked += (uint64_t)sent;
+    W->granted += (uint64_t)got;
+    pthread_mutex_unlock(&W->lock);
+}
+
+void cf_wbh_refused(struct cf *cf, uint64_t node)
+{
+    struct cf_wbh *W = cf->wbh;
+    if (!W)
+        return;
+    pthread_mutex_lock(&W->lock);
+    size_t i = ask_slot(node);
+    if (!W->ask[i].busy) {
+        W->ask[i].node = node;
+        W->ask[i].since_ms = net_now_ms();
+    }
+    pthread_mutex_unlock(&W->lock);
+}
+
+struct wbh_asking {
+    struct cl_op op;
+    struct cf *cf;
+    uint64_t node, mark; /* mark: cf_lease_mark when it went */
+    gfid_t gfid;
+    char path[PATH_MAX];
+};
+
+static void ask_cb(struct cl_op *op)
+{
+    struct wbh_asking *a = op->ctx;
+    struct cf *cf = a->cf;
+    const struct rpc_msg *m = op->status < 0 || !op->reply ? NULL : &op->reply->msg;
+    int opened = m && rpc_has(m, RPC_T_FH);
+    int got = 0;
+    cl_opstats_note(&cf->stats, RPC_OP_OPEN, op->rounds, op->status);
+    /* Granted by every brick, for the file this handle writes (its path
+     * may name another one by now), and not recalled since it went. */
+    cf_reply_begin(cf);
+    if (opened && rpc_has(m, RPC_T_LEASE) && (m->lease & RPC_LEASE_EXCL) &&
+        (m->lease & RPC_LEASE_READ) && rpc_has(m, RPC_T_ATTR) &&
+        !memcmp(&m->attr.gfid, &a->gfid, sizeof(a->gfid)) && cf_lease_kept(cf, a->mark, a->path)) {
+        cf_known_file_excl(cf, a->node);
+        got = 1;
+    }
+    cf_reply_end(cf);
+    /* Its last handle here may have closed meanwhile: cf_release clears
+     * the mark after closing the handle, this looks after setting it, so
+     * one of the two clears it. The bricks share the lease again at the
+     * close of this ask's handle then. */
+    uint64_t other;
+    if (got && cl_itable_any_fh(cf->it, a->node, &other) < 0) {
+        cf_known_file_shared(cf, a->node);
+        got = 0;
+    }
+    if (opened)
+        fop_release_orphan(cf, RPC_OP_RELEASE, m->fh);
+    ask_done(cf->wbh, a->node, 1, got);
+    cl_op_release(op);
+    free(a);
+}
+
+/* Asks the bricks for ino's exclusive lease: an OPEN (read-only: it opens
+ * nothing for writing) asking for it, whose handle is closed at once. The
+ * brick grants it as to any OPEN (grant_file in src/brick/lease.c): this
+ * mount's handles of the file do not count against it. */
+static void ask(struct cf *cf, uint64_t ino)
+{
+    struct wbh_asking *a = malloc(sizeof(*a));
+    uint64_t mark = cf_lease_mark(cf);
+    if (!a || !mark || cl_itable_gfid(cf->it, ino, &a->gfid) < 0 ||
+        cl_itable_path(cf->it, ino, NULL, a->path, sizeof(a->path)) < 0) {
+        free(a);
+        ask_done(cf->wbh, ino, 0, 0);
+        return;
+    }
+    a->cf = cf;
+    a->node = ino;
+    a->mark = mark;
+    cl_op_init(&a->op, RPC_OP_OPEN, ask_cb, a);
+    struct rpc_msg *args = &a->op.args;
+    rpc_set_str(args, RPC_T_PATH, &args->path, a->path);
+    RPC_SET(args, flags, RPC_T_FLAGS, (uint64_t)O_RDONLY);
+    RPC_SET(args, lease, RPC_T_LEASE, RPC_LEASE_READ | RPC_LEASE_EXCL);
+    cl_submit(cf->stack, &a->op);
+}
+
 /* Adds the write to f (under W->lock): to the last pending extent when it
  * continues it, else as a new one. */
 static int add(struct cf *cf, struct wbh_file *f, uint64_t fh, const char *buf, size_t size,
@@ -533,9 +677,13 @@ int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
     /* Checked under the lock: a recall clears the lease before it drains
      * (lease.c), so a write added here is drained by it. */
     struct wbh_file *f = NULL;
-    if (W->on && size <= W->window && W->bytes + size <= W->max_bytes && !is_linked(W, ino) &&
-        held(cf, parent, ino))
-        f = get(W, ino);
+    int asking = 0;
+    if (W->on && size <= W->window && W->bytes + size <= W->max_bytes && !is_linked(W, ino)) {
+        if (held(cf, parent, ino))
+            f = get(W, ino);
+        else
+            asking = ask_due(W, ino);
+    }
     int ok = f && !f->err;
     if (ok && (overlaps(f->pend, (uint64_t)off, size) || overlaps(f->fly, (uint64_t)off, size))) {
         drain(W, f);                                    /* in order: the older data goes first */
@@ -561,6 +709,8 @@ int cf_wbh_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
         maybe_free(W, f);
     }
     pthread_mutex_unlock(&W->lock);
+    if (asking)
+        ask(cf, ino); /* this write goes through; later ones may not */
     if (!queued)
         return 0;
     if (!r)
@@ -629,11 +779,13 @@ size_t cf_wbh_format(struct cf *cf, char *buf, size_t n)
         len = snprintf(buf, n,
                        "FUSE write-behind: %llu writes answered early (%llu held for the "
                        "window), %llu bytes sent in %llu extents by %llu writes, %llu waits, "
-                       "%llu failed, %zu bytes pending\n",
+                       "%llu failed, %zu bytes pending, %llu leases asked again (%llu "
+                       "granted)\n",
                        (unsigned long long)W->answered, (unsigned long long)W->held,
                        (unsigned long long)W->bytes_sent, (unsigned long long)W->extents,
                        (unsigned long long)W->writes, (unsigned long long)W->waits,
-                       (unsigned long long)W->failed, W->bytes);
+                       (unsigned long long)W->failed, W->bytes, (unsigned long long)W->asked,
+                       (unsigned long long)W->granted);
         pthread_mutex_unlock(&W->lock);
     }
     return cf_fmt_len(len, n);

@@ -58,6 +58,17 @@ class System:
         """argv prefix for workload commands (e.g. enter a namespace)."""
         return []
 
+    def second_client(self):
+        """Mount the file system once more, as another client would (the
+        shared-dir workload lists directories through it), and return a
+        function that maps a target to the same directory seen through
+        that mount. A local directory has no other client: another process
+        lists the target itself. end_second_client() undoes it."""
+        return lambda t: t
+
+    def end_second_client(self):
+        """Undo second_client(); safe to call when it did not run."""
+
     def client_pids(self):
         """PIDs of the processes that serve the mount (none for a local
         directory); their peak resident memory is measured."""

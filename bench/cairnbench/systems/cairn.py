@@ -164,11 +164,12 @@ class CairnSystem(System):
         self.cli("volume", "stop", VOLUME, check=False, input="y\n")
         self.cli("volume", "delete", VOLUME, check=False, input="y\n")
 
-    def _mount(self):
-        os.makedirs(self.mnt, exist_ok=True)
+    def _mount(self, mnt=None):
+        mnt = mnt or self.mnt
+        os.makedirs(mnt, exist_ok=True)
         util.run([self._exe("cairn-fuse"), f"{HOSTS[0]}:{PORT}:/{VOLUME}",
-                  self.mnt], timeout=60, what="cairn-fuse")
-        util.wait_for(lambda: util.is_mounted(self.mnt), 20,
+                  mnt], timeout=60, what="cairn-fuse")
+        util.wait_for(lambda: util.is_mounted(mnt), 20,
                       what="cairn-fuse mount to appear")
 
     # -- System interface ------------------------------------------------
@@ -216,6 +217,17 @@ class CairnSystem(System):
         return (f"{self._exe('cairn-copy')} {src} {HOSTS[0]}:{PORT}:/{VOLUME} "
                 f"/{rel}/{name}")
 
+    def second_client(self):
+        self._mount(self._lister_mnt())
+        return lambda t: os.path.join(self._lister_mnt(), os.path.relpath(t, self.mnt))
+
+    def end_second_client(self):
+        util.unmount(self._lister_mnt())
+
+    def _lister_mnt(self):
+        # not under self.mnt's name: client_pids() matches that
+        return os.path.join(self.root, "lister")
+
     def client_pids(self):
         return util.pids_matching([f"cairn-fuse {HOSTS[0]}:{PORT}:/{VOLUME} "
                                    f"{self.mnt}"])
@@ -240,6 +252,7 @@ class CairnSystem(System):
 
     def teardown(self):
         try:
+            self.end_second_client()
             util.unmount(self.mnt)
             if self.daemons:
                 self._delete_volume()

@@ -112,21 +112,22 @@ class GlusterSystem(System):
         self.gluster("volume", "delete", self.volume, check=False)
         self.created = False
 
-    def _mount(self):
-        os.makedirs(self.mnt, exist_ok=True)
+    def _mount(self, mnt=None):
+        mnt = mnt or self.mnt
+        os.makedirs(mnt, exist_ok=True)
         last = None
         for _ in range(5):
             rc, out, err = util.run(
                 self.ns.prefix() +
                 ["mount", "-t", "glusterfs", f"{self.host}:/{self.volume}",
-                 self.mnt], timeout=60, check=False)
-            if rc == 0 and util.is_mounted(self.mnt):
+                 mnt], timeout=60, check=False)
+            if rc == 0 and util.is_mounted(mnt):
                 try:
-                    os.stat(self.mnt)
+                    os.stat(mnt)
                     return
                 except OSError as e:
                     last = str(e)
-                    util.unmount(self.mnt)
+                    util.unmount(mnt)
             else:
                 last = (err or out).strip()
             time.sleep(1)  # bricks may still be coming up
@@ -169,6 +170,17 @@ class GlusterSystem(System):
     def prefix(self):
         return self.ns.prefix()
 
+    def second_client(self):
+        self._mount(self._lister_mnt())
+        return lambda t: os.path.join(self._lister_mnt(), os.path.relpath(t, self.mnt))
+
+    def end_second_client(self):
+        util.unmount(self._lister_mnt())
+
+    def _lister_mnt(self):
+        # not under self.mnt's name: client_pids() matches that
+        return os.path.join(self.root, "lister")
+
     def client_pids(self):
         return [p for p in util.pids_matching([f" {self.mnt}"])
                 if "--volfile-id" in util.cmdline(p)]
@@ -192,6 +204,7 @@ class GlusterSystem(System):
 
     def teardown(self):
         try:
+            self.end_second_client()
             util.unmount(self.mnt)
             if _glusterd_pids():
                 self._delete_volume()

@@ -95,11 +95,12 @@ CSSERV_LISTEN_PORT = {9421 + i}
                 n += 1
         return n
 
-    def _mount(self):
-        os.makedirs(self.mnt, exist_ok=True)
-        self._in_ns(["mfsmount", self.mnt, "-H", self.master, "-P", "9421"],
+    def _mount(self, mnt=None):
+        mnt = mnt or self.mnt
+        os.makedirs(mnt, exist_ok=True)
+        self._in_ns(["mfsmount", mnt, "-H", self.master, "-P", "9421"],
                     what="mfsmount")
-        util.wait_for(lambda: util.is_mounted(self.mnt), 20,
+        util.wait_for(lambda: util.is_mounted(mnt), 20,
                       what="mfsmount to appear")
 
     def _start(self):
@@ -143,6 +144,7 @@ CSSERV_LISTEN_PORT = {9421 + i}
             time.sleep(1)
 
     def _stop(self):
+        self.end_second_client()
         util.unmount(self.mnt)
         for i in range(1, NCS + 1):
             cfg = f"{self.csdir(i)}/mfschunkserver.cfg"
@@ -175,6 +177,16 @@ CSSERV_LISTEN_PORT = {9421 + i}
 
     def prefix(self):
         return self.ns.prefix()
+
+    def second_client(self):
+        self._mount(self._lister_mnt())
+        return lambda t: os.path.join(self._lister_mnt(), os.path.relpath(t, self.mnt))
+
+    def end_second_client(self):
+        util.unmount(self._lister_mnt())
+
+    def _lister_mnt(self):
+        return os.path.join(self.root, "lister")
 
     def make_cold(self):
         util.unmount(self.mnt)
