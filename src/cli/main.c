@@ -149,11 +149,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "Request to cairnd on %s:%u failed: %s\n", addr.host, addr.port, why);
     } else if (reply) {
         status = rpc_has(&reply->msg, RPC_T_STATUS) ? (int)reply->msg.status : 1;
-        /* an XML document goes to stdout also when it reports an error */
-        FILE *out = status == 0 || xml ? stdout : stderr;
-        if (rpc_has(&reply->msg, RPC_T_TEXT))
-            fwrite(reply->msg.text.p, 1, reply->msg.text.len, out);
-        fflush(out);
+        const char *text = rpc_has(&reply->msg, RPC_T_TEXT) ? (const char *)reply->msg.text.p : "";
+        int len = rpc_has(&reply->msg, RPC_T_TEXT) ? (int)reply->msg.text.len : 0;
+        if (xml && (len < 5 || memcmp(text, "<?xml", 5) != 0)) {
+            /* text from before the command ran (a pool without quorum,
+             * a refusal): still a document */
+            while (len > 0 && text[len - 1] == '\n')
+                len--;
+            char *t = strndup(text, (size_t)len);
+            if (status == 0)
+                xml_output_doc(stdout, t ? t : "");
+            else
+                xml_fail(XML_ERRNO_INTERNAL, "%s", t ? t : "out of memory");
+            free(t);
+        } else {
+            /* an XML document goes to stdout also when it reports an error */
+            FILE *out = status == 0 || xml ? stdout : stderr;
+            fwrite(text, 1, (size_t)len, out);
+            fflush(out);
+        }
     }
     rpc_frame_free(reply);
     rpc_conn_close(c, 0);

@@ -20,7 +20,10 @@ static size_t utf8_char(const unsigned char *s)
     unsigned c = s[0];
     if (c < 0x80)
         return c >= 0x20 || c == '\t' || c == '\n' || c == '\r' ? 1 : 0;
-    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
     if (!n)
         return 0;
     unsigned cp = c & (0x7F >> n);
@@ -216,5 +219,14 @@ void xml_error_doc(FILE *out, int op_errno, const char *errstr)
     struct xml_writer w;
     xml_begin(&w, out);
     xml_op_status(&w, -1, op_errno, errstr);
+    xml_end(&w);
+}
+
+void xml_output_doc(FILE *out, const char *text)
+{
+    struct xml_writer w;
+    xml_begin(&w, out);
+    xml_op_status(&w, 0, 0, NULL);
+    xml_leaf(&w, "output", text);
     xml_end(&w);
 }

@@ -18,15 +18,15 @@
 
 /* glusterd's error numbers (glusterd-errno.h) in <opErrno>, which scripts
  * written for GlusterFS compare against: never renumber. */
-#define XML_ERRNO_INTERNAL 30800   /* any other failure */
-#define XML_ERRNO_NO_VOLUME 30806  /* volume does not exist */
+#define XML_ERRNO_INTERNAL 30800    /* any other failure */
+#define XML_ERRNO_NO_VOLUME 30806   /* volume does not exist */
 #define XML_ERRNO_NOT_STARTED 30810 /* volume is not started */
 
 struct xml_writer {
     FILE *out;
-    int depth;        /* open elements */
-    int mixed;        /* > 0: depth of the element whose content stays on one line */
-    int pending;      /* the innermost start tag still lacks its '>' */
+    int depth;   /* open elements */
+    int mixed;   /* > 0: depth of the element whose content stays on one line */
+    int pending; /* the innermost start tag still lacks its '>' */
     const char *open[XML_DEPTH_MAX];
 };
 
@@ -39,6 +39,9 @@ void xml_end(struct xml_writer *w);
 void xml_op_status(struct xml_writer *w, int ret, int op_errno, const char *errstr);
 /* A whole error document: <cliOutput> with opRet -1, op_errno, errstr. */
 void xml_error_doc(FILE *out, int op_errno, const char *errstr);
+/* A whole document for a command without an XML form of its own: opRet 0
+ * and its text output in <output> (GlusterFS's generic form). */
+void xml_output_doc(FILE *out, const char *text);
 
 /* Opens <name> (with attribute attr="aval" unless attr is NULL) on a line of
  * its own; its children go on the following lines, one level deeper. Closed

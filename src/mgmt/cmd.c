@@ -48,15 +48,10 @@ static int run_wrapped(struct mgmt *m, int n, char **args, FILE *out)
     fclose(f);
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
         text[--len] = 0;
-    if (rc != 0) {
+    if (rc != 0)
         xml_error_doc(out, XML_ERRNO_INTERNAL, text);
-    } else {
-        struct xml_writer w;
-        xml_begin(&w, out);
-        xml_op_status(&w, 0, 0, NULL);
-        xml_leaf(&w, "output", text);
-        xml_end(&w);
-    }
+    else
+        xml_output_doc(out, text);
     free(text);
     return rc;
 }
