@@ -2,7 +2,8 @@
 GlusterFS's `gluster --xml` documents, parsed with xml.etree as scripts
 written for GlusterFS parse them, and checked against the text output and
 against the real processes (pids, a brick that stops answering, an entry
-that needs healing). One cairnd on 127.0.0.12.
+that needs healing). One cairnd on 127.0.0.12; a pool of three on
+127.0.0.24-26 for the uuids and pids of other servers' bricks.
 
 Run: /usr/bin/python3 -m pytest tests/system/test_cli_xml.py
 """
@@ -15,7 +16,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from cairn_cluster import Cluster, alive, exe, pids_with_arg
+import replica_pool
+from cairn_cluster import Cluster, exe, pids_with_arg
 
 HOST = "127.0.0.12"
 
@@ -253,3 +255,43 @@ def test_errors(c):
     assert r.returncode != 0
     root = ET.fromstring(r.stdout.encode())
     assert root.findtext("opRet") == "-1" and "Connection failed" in root.findtext("opErrstr")
+
+
+def test_pool():
+    """Bricks of three servers: each brick's uuid is its server's, each
+    pid is the process on that server, and detail reads only local ones."""
+    pool = replica_pool.Pool(["127.0.0.24", "127.0.0.25", "127.0.0.26"], "st-xmlpool-")
+    try:
+        pool.start()
+        bricks = []
+        for n in pool.nodes:
+            path = os.path.join(n.root, "pv-brick")
+            os.makedirs(path)
+            bricks.append(path)
+            n.volumes["pv"] = [path]
+        a = pool.nodes[0]
+        a.cli("volume", "create", "pv", "replica", "3",
+              *[f"{n.host}:{p}" for n, p in zip(pool.nodes, bricks)], "force")
+        a.cli("volume", "start", "pv")
+        uuids = [self_uuid(n) for n in pool.nodes]
+        assert len(set(uuids)) == 3
+        for n in pool.nodes:  # every server gives the same answer
+            (v,) = xml(n, "--xml", "volume", "info", "pv").findall("volInfo/volumes/volume")
+            bs = v.findall("bricks/brick")
+            assert [b.findtext("name") for b in bs] == [
+                f"{m.host}:{p}" for m, p in zip(pool.nodes, bricks)]
+            assert [b.get("uuid") for b in bs] == [b.findtext("hostUuid") for b in bs] == uuids
+        for i, n in enumerate(pool.nodes):
+            wait_for(lambda: all(x.findtext("status") == "1" for x in nodes(n, "pv")), 15,
+                     f"every brick online as {n.host} sees it")
+            ns = nodes(n, "pv")
+            assert [x.findtext("peerid") for x in ns] == uuids + [uuids[i]]
+            assert [x.findtext("hostname") for x in ns[:3]] == [m.host for m in pool.nodes]
+            for x, path in zip(ns, bricks):
+                assert int(x.findtext("pid")) == pids_with_arg("--brick-path", path)[0]
+            assert ns[3].findtext("hostname") == "Self-heal Daemon"
+        dn = xml(a, "--xml", "volume", "status", "pv", "detail").findall(
+            "volStatus/volumes/volume/node")
+        assert [x.find("sizeTotal") is not None for x in dn] == [True, False, False]
+    finally:
+        pool.close()
