@@ -12,8 +12,10 @@ struct cl_volinfo;
 struct cl_layer *cli_brick_connect(const struct cl_volinfo *v, int i);
 
 /* volume heal NAME [full|info ...|summary|split-brain ...] (argv[0] is
- * "volume"), run by the CLI against the bricks; returns the exit status. */
-int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv);
+ * "volume"), run by the CLI against the bricks; returns the exit status.
+ * xml: GlusterFS's healInfo document for info [summary|split-brain], an
+ * error document for the rest. */
+int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml);
 /* Whether this heal command is answered by cairnd (enable, disable,
  * statistics). */
 int cli_heal_by_cairnd(int argc, char **argv);

@@ -1,7 +1,8 @@
 /* cairn volume heal NAME [info [summary|split-brain] | summary | full |
  * split-brain ...]: run by the CLI itself, as a client of the volume's
  * bricks (the layout comes from cairnd's GETVOL). enable, disable and
- * statistics go to cairnd (src/mgmt/cmd_heal.c). */
+ * statistics go to cairnd (src/mgmt/cmd_heal.c). heal info also in
+ * GlusterFS's XML (--xml; docs/cli.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "../client/client.h"
 #include "../client/heal.h"
 #include "../lib/log.h"
+#include "../lib/xml.h"
 #include "cli.h"
 
 static int usage(void)
@@ -133,15 +135,108 @@ static int resolve(struct set *s, const struct cl_volinfo *v, enum what w, const
     return 0;
 }
 
-int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv)
+/* --xml: the visitor of heal info that writes GlusterFS's healInfo bricks.
+ * Cairn's bricks do not know their server's uuid: hostUuid is "-", what
+ * GlusterFS prints when it cannot learn it. */
+struct xml_report {
+    struct xml_writer *w;
+    char **names;
+    int mode; /* as cl_heal_report: 0 list, 1 summary, 2 split-brain */
+};
+
+static void xml_brick_cb(void *arg, int i)
+{
+    struct xml_report *x = arg;
+    xml_open(x->w, "brick", "hostUuid", "-");
+    xml_leaf(x->w, "name", x->names[i] ? x->names[i] : "-");
+}
+
+static void xml_entry_cb(void *arg, const char *gfid, const char *path, enum cl_heal_state s)
+{
+    struct xml_report *x = arg;
+    if (x->mode == 1 || (x->mode == 2 && s != CL_HEAL_ST_SPLIT))
+        return;
+    char only_gfid[64];
+    snprintf(only_gfid, sizeof(only_gfid), "<gfid:%s>", gfid);
+    xml_leaf_attr(x->w, "file", "gfid", gfid, path ? path : only_gfid);
+}
+
+static void xml_brick_end_cb(void *arg, int i, int err, unsigned total, const unsigned cnt[3])
+{
+    struct xml_report *x = arg;
+    struct xml_writer *w = x->w;
+    xml_leaf(w, "status",
+             err == 0           ? "Connected"
+             : err == -ENOTCONN ? "Transport endpoint is not connected"
+                                : strerror(-err));
+    if (x->mode == 1) {
+        if (err) {
+            xml_leaf(w, "totalNumberOfEntries", "-");
+            xml_leaf(w, "numberOfEntriesInHealPending", "-");
+            xml_leaf(w, "numberOfEntriesInSplitBrain", "-");
+            xml_leaf(w, "numberOfEntriesPossiblyHealing", "-");
+        } else {
+            xml_leaf_int(w, "totalNumberOfEntries", total);
+            xml_leaf_int(w, "numberOfEntriesInHealPending", cnt[CL_HEAL_ST_PENDING]);
+            xml_leaf_int(w, "numberOfEntriesInSplitBrain", cnt[CL_HEAL_ST_SPLIT]);
+            xml_leaf_int(w, "numberOfEntriesPossiblyHealing", cnt[CL_HEAL_ST_HEALING]);
+        }
+    } else if (err) {
+        xml_leaf(w, "numberOfEntries", "-");
+    } else {
+        xml_leaf_int(w, "numberOfEntries", x->mode == 2 ? cnt[CL_HEAL_ST_SPLIT] : total);
+    }
+    xml_close(w);
+}
+
+/* heal info [summary|split-brain] --xml: every replica set's bricks. */
+static int xml_heal_info(const struct cl_volinfo *v, int mode)
+{
+    static const struct cl_heal_visitor visit = {xml_brick_cb, xml_entry_cb, xml_brick_end_cb};
+    struct xml_writer w;
+    xml_begin(&w, stdout);
+    xml_open(&w, "healInfo", NULL, NULL);
+    xml_open(&w, "bricks", NULL, NULL);
+    for (int f = 0; f + v->replica <= v->n_bricks; f += v->replica) {
+        struct set s;
+        set_open(&s, v, f);
+        struct xml_report x = {.w = &w, .names = s.names, .mode = mode};
+        /* A brick that is down is part of the answer, not a failure. */
+        cl_heal_walk(s.ch, s.n, v->arbiter, &visit, &x);
+        set_close(&s);
+    }
+    xml_close(&w);
+    xml_close(&w);
+    xml_op_status(&w, 0, 0, NULL); /* after healInfo, where GlusterFS puts it */
+    xml_end(&w);
+    return 0;
+}
+
+int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml)
 {
     const char *name = argv[2], *file, *brick;
     enum what w;
-    if (parse(argc, argv, &w, &file, &brick) < 0)
+    if (parse(argc, argv, &w, &file, &brick) < 0) {
+        if (xml) {
+            xml_error_doc(stdout, EINVAL,
+                          "Usage: volume heal <VOLNAME> info [summary | split-brain]");
+            return 1;
+        }
         return usage();
+    }
+    if (xml && w != INFO && w != SUMMARY && w != INFO_SPLIT) {
+        xml_error_doc(stdout, EOPNOTSUPP,
+                      "only volume heal <VOLNAME> info [summary | split-brain] has XML output; "
+                      "run this one without --xml");
+        return 1;
+    }
     struct cl_volinfo v;
     char err[512];
     int rc = cl_volume_fetch(mgmt, name, 10000, &v, err, sizeof(err));
+    if (rc < 0 && xml) {
+        xml_error_doc(stdout, -rc, err);
+        return 1;
+    }
     if (rc < 0) {
         fprintf(stderr,
                 "Launching heal operation to perform index self heal on volume %s has "
@@ -150,9 +245,19 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv)
         return 1;
     }
     if (v.replica < 2) {
-        fprintf(stderr, "Volume %s is not of type replicate\n", name);
+        char msg[512];
+        snprintf(msg, sizeof(msg), "Volume %s is not of type replicate", name);
+        if (xml)
+            xml_error_doc(stdout, EOPNOTSUPP, msg);
+        else
+            fprintf(stderr, "%s\n", msg);
         cl_volinfo_free(&v);
         return 1;
+    }
+    if (xml) {
+        rc = xml_heal_info(&v, w == INFO ? 0 : w == SUMMARY ? 1 : 2);
+        cl_volinfo_free(&v);
+        return rc;
     }
     int status = 0, found = 0, matched_brick = 0;
     unsigned split = 0;

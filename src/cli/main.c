@@ -1,6 +1,8 @@
 /* cairn: the command line. Sends its arguments to cairnd (MGMT_CLI), prints
- * the answer and exits with the command's status. */
+ * the answer and exits with the command's status. With --xml the answer is
+ * GlusterFS's XML document (docs/cli.md), on stdout even for an error. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../lib/options.h"
+#include "../lib/xml.h"
 #include "../rpc/conn.h"
 #include "cli.h"
 
@@ -19,8 +22,24 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] <command> ...\n"
-               "       cairn help | --version | volume set help\n");
+    fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] [--xml] <command> ...\n"
+               "       cairn help | --version | volume set help\n"
+               "--xml: output as GlusterFS's `gluster --xml` does (volume info, volume status,\n"
+               "       volume heal VOL info [summary|split-brain]; other commands in <output>)\n");
+}
+
+/* --xml: a failure the CLI meets itself (no daemon, no answer), as the
+ * error document scripts expect on stdout; the exit status. */
+static int xml_fail(int op_errno, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int xml_fail(int op_errno, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    xml_error_doc(stdout, op_errno, msg);
+    return 1;
 }
 
 /* Commands the CLI answers itself, with or without a daemon: the help
@@ -43,7 +62,7 @@ static int run_locally(int argc, char **argv)
 int main(int argc, char **argv)
 {
     const char *remote = "127.0.0.1";
-    int i = 1;
+    int i = 1, xml = 0;
     log_init("cairn", LOG_ERROR);
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--remote-host") == 0 && i + 1 < argc)
@@ -52,6 +71,8 @@ int main(int argc, char **argv)
             remote = argv[i] + 14;
         else if (strcmp(argv[i], "--mode=script") == 0)
             continue;
+        else if (strcmp(argv[i], "--xml") == 0)
+            xml = 1;
         else if (strcmp(argv[i], "--version") == 0) {
             printf("cairn %s\n", CLI_VERSION);
             return 0;
@@ -62,6 +83,14 @@ int main(int argc, char **argv)
         } else
             break;
     }
+    /* gluster also takes --xml after the command */
+    int n = i;
+    for (int j = i; j < argc; j++)
+        if (strcmp(argv[j], "--xml") == 0)
+            xml = 1;
+        else
+            argv[n++] = argv[j];
+    argc = n;
     if (i == argc) {
         usage(stderr);
         return 1;
@@ -71,16 +100,24 @@ int main(int argc, char **argv)
         return local;
     struct net_addr addr;
     if (net_parse_addr(remote, CAIRN_MGMT_PORT, &addr) < 0) {
+        if (xml)
+            return xml_fail(EINVAL, "Invalid --remote-host %s", remote);
         fprintf(stderr, "Invalid --remote-host %s\n", remote);
         return 1;
     }
     if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "heal") == 0 &&
         !cli_heal_by_cairnd(argc - i, argv + i))
-        return cli_volume_heal(&addr, argc - i, argv + i);
-    if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "profile") == 0)
+        return cli_volume_heal(&addr, argc - i, argv + i, xml);
+    if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "profile") == 0) {
+        if (xml)
+            return xml_fail(EOPNOTSUPP, "volume profile has no XML output; run it without --xml");
         return cli_volume_profile(&addr, argc - i, argv + i);
+    }
     int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
     if (fd < 0) {
+        if (xml)
+            return xml_fail(-fd, "Connection failed. Please check if cairnd is running on %s:%u.",
+                            addr.host, addr.port);
         fprintf(stderr, "Connection failed. Please check if cairnd is running on %s:%u.\n",
                 addr.host, addr.port);
         return 1;
@@ -92,6 +129,8 @@ int main(int argc, char **argv)
     }
     struct rpc_buf body;
     rpc_buf_init(&body);
+    if (xml) /* cairnd answers with the XML document */
+        rpc_put_str(&body, RPC_T_ARG, "--xml");
     for (int j = i; j < argc; j++)
         rpc_put_str(&body, RPC_T_ARG, argv[j]);
     struct rpc_frame *reply = NULL;
@@ -100,16 +139,35 @@ int main(int argc, char **argv)
     int status = 1;
     if (rc < 0) {
         const char *why = rc == -ETIMEDOUT ? "no answer in time" : strerror(-rc);
-        if (reply && rpc_has(&reply->msg, RPC_T_TEXT))
+        if (xml && reply && rpc_has(&reply->msg, RPC_T_TEXT))
+            xml_fail(-rc, "%.*s", (int)reply->msg.text.len, reply->msg.text.p);
+        else if (xml)
+            xml_fail(-rc, "Request to cairnd on %s:%u failed: %s", addr.host, addr.port, why);
+        else if (reply && rpc_has(&reply->msg, RPC_T_TEXT))
             fprintf(stderr, "%.*s\n", (int)reply->msg.text.len, reply->msg.text.p);
         else
             fprintf(stderr, "Request to cairnd on %s:%u failed: %s\n", addr.host, addr.port, why);
     } else if (reply) {
         status = rpc_has(&reply->msg, RPC_T_STATUS) ? (int)reply->msg.status : 1;
-        FILE *out = status == 0 ? stdout : stderr;
-        if (rpc_has(&reply->msg, RPC_T_TEXT))
-            fwrite(reply->msg.text.p, 1, reply->msg.text.len, out);
-        fflush(out);
+        const char *text = rpc_has(&reply->msg, RPC_T_TEXT) ? (const char *)reply->msg.text.p : "";
+        int len = rpc_has(&reply->msg, RPC_T_TEXT) ? (int)reply->msg.text.len : 0;
+        if (xml && (len < 5 || memcmp(text, "<?xml", 5) != 0)) {
+            /* text from before the command ran (a pool without quorum,
+             * a refusal): still a document */
+            while (len > 0 && text[len - 1] == '\n')
+                len--;
+            char *t = strndup(text, (size_t)len);
+            if (status == 0)
+                xml_output_doc(stdout, t ? t : "");
+            else
+                xml_fail(XML_ERRNO_INTERNAL, "%s", t ? t : "out of memory");
+            free(t);
+        } else {
+            /* an XML document goes to stdout also when it reports an error */
+            FILE *out = status == 0 || xml ? stdout : stderr;
+            fwrite(text, 1, (size_t)len, out);
+            fflush(out);
+        }
     }
     rpc_frame_free(reply);
     rpc_conn_close(c, 0);

@@ -78,6 +78,23 @@ enum cl_heal_state {
     CL_HEAL_ST_HEALING, /* could not be looked at everywhere (possibly healing) */
 };
 
+/* What heal info finds, child by child (cl_heal_walk): brick_cb before a
+ * child's entries; entry_cb for each, with its gfid as text and its path
+ * from the volume's root (NULL when the index knows only the gfid);
+ * brick_end_cb after them, with err 0 and the count of entries in total and
+ * per state, or err -errno when the child's index could not be read (a
+ * child that is down: -ENOTCONN). */
+struct cl_heal_visitor {
+    void (*brick_cb)(void *arg, int child);
+    void (*entry_cb)(void *arg, const char *gfid, const char *path, enum cl_heal_state s);
+    void (*brick_end_cb)(void *arg, int child, int err, unsigned total, const unsigned count[3]);
+};
+
+/* Walks every child's index entries, classifying each; the last child's
+ * error, or 0. Uses the children synchronously. */
+int cl_heal_walk(struct cl_layer **children, int n, int arbiter, const struct cl_heal_visitor *v,
+                 void *arg);
+
 /* heal info: every up child's index entries with their state, in GlusterFS's
  * layout; mode 0: list, 1: summary, 2: split-brain only. Adds the entries
  * in split brain to *split when non-NULL. 0 or -errno. */

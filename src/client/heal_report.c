@@ -1,5 +1,5 @@
-/* heal info: each child's index entries and what state they are in, in
- * GlusterFS's layout (docs/cli.md). */
+/* heal info: each child's index entries and what state they are in
+ * (cl_heal_walk), and GlusterFS's text of them (docs/cli.md). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,27 +16,23 @@ static enum cl_heal_state classify(struct hctx *h, const char *path, const gfid_
     return CL_HEAL_ST_PENDING;
 }
 
-int cl_heal_report(struct cl_layer **children, char **names, int n, int arbiter, int mode,
-                   FILE *out, unsigned *split_total)
+int cl_heal_walk(struct cl_layer **children, int n, int arbiter, const struct cl_heal_visitor *v,
+                 void *arg)
 {
     struct hctx h = {.ch = children, .n = n, .arbiter = arbiter};
     int rc = 0;
     for (int i = 0; i < n; i++) {
-        fprintf(out, "Brick %s\n", names[i] ? names[i] : "?");
+        v->brick_cb(arg, i);
         char *idx = NULL;
         size_t len;
+        unsigned total = 0, cnt[3] = {0};
         int r = cl_proto_connected(children[i]) ? cl__heal_read_index(children[i], &idx, &len)
                                                 : -ENOTCONN;
         if (r < 0) {
-            const char *why = r == -ENOTCONN ? "Transport endpoint is not connected" : strerror(-r);
-            if (mode == 1)
-                fprintf(out, "Status: %s\nTotal Number of entries: -\n\n", why);
-            else
-                fprintf(out, "Status: %s\nNumber of entries: -\n\n", why);
+            v->brick_end_cb(arg, i, r, 0, cnt);
             rc = r;
             continue;
         }
-        unsigned total = 0, cnt[3] = {0};
         for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
             *nl = 0;
             char *sp = strchr(line, ' ');
@@ -49,34 +45,77 @@ int cl_heal_report(struct cl_layer **children, char **names, int n, int arbiter,
                 s = classify(&h, sp + 1, &g);
             total++;
             cnt[s]++;
-            if (mode == 1 || (mode == 2 && s != CL_HEAL_ST_SPLIT))
-                continue;
-            if (named)
-                fprintf(out, "%s", sp + 1);
-            else
-                fprintf(out, "<gfid:%s>", line);
-            if (mode == 0 && s == CL_HEAL_ST_SPLIT)
-                fprintf(out, " - Is in split-brain");
-            else if (mode == 0 && s == CL_HEAL_ST_HEALING)
-                fprintf(out, " - Possibly undergoing heal");
-            fprintf(out, "\n");
+            v->entry_cb(arg, line, named ? sp + 1 : NULL, s);
         }
         free(idx);
-        if (split_total)
-            *split_total += cnt[CL_HEAL_ST_SPLIT];
-        fprintf(out, "Status: Connected\n");
-        if (mode == 1)
-            fprintf(out,
-                    "Total Number of entries: %u\nNumber of entries in heal pending: %u\n"
-                    "Number of entries in split-brain: %u\n"
-                    "Number of entries possibly healing: %u\n\n",
-                    total, cnt[CL_HEAL_ST_PENDING], cnt[CL_HEAL_ST_SPLIT], cnt[CL_HEAL_ST_HEALING]);
-        else if (mode == 2)
-            fprintf(out, "Number of entries in split-brain: %u\n\n", cnt[CL_HEAL_ST_SPLIT]);
-        else
-            fprintf(out, "Number of entries: %u\n\n", total);
+        v->brick_end_cb(arg, i, 0, total, cnt);
     }
     return rc;
+}
+
+/* cl_heal_report's visitor: GlusterFS's text. */
+struct text_report {
+    FILE *out;
+    char **names;
+    int mode;
+    unsigned *split;
+};
+
+static void text_brick_cb(void *arg, int i)
+{
+    struct text_report *t = arg;
+    fprintf(t->out, "Brick %s\n", t->names[i] ? t->names[i] : "?");
+}
+
+static void text_entry_cb(void *arg, const char *gfid, const char *path, enum cl_heal_state s)
+{
+    struct text_report *t = arg;
+    if (t->mode == 1 || (t->mode == 2 && s != CL_HEAL_ST_SPLIT))
+        return;
+    if (path)
+        fprintf(t->out, "%s", path);
+    else
+        fprintf(t->out, "<gfid:%s>", gfid);
+    if (t->mode == 0 && s == CL_HEAL_ST_SPLIT)
+        fprintf(t->out, " - Is in split-brain");
+    else if (t->mode == 0 && s == CL_HEAL_ST_HEALING)
+        fprintf(t->out, " - Possibly undergoing heal");
+    fprintf(t->out, "\n");
+}
+
+static void text_brick_end_cb(void *arg, int i, int err, unsigned total, const unsigned cnt[3])
+{
+    struct text_report *t = arg;
+    FILE *out = t->out;
+    if (err < 0) {
+        const char *why = err == -ENOTCONN ? "Transport endpoint is not connected" : strerror(-err);
+        if (t->mode == 1)
+            fprintf(out, "Status: %s\nTotal Number of entries: -\n\n", why);
+        else
+            fprintf(out, "Status: %s\nNumber of entries: -\n\n", why);
+        return;
+    }
+    if (t->split)
+        *t->split += cnt[CL_HEAL_ST_SPLIT];
+    fprintf(out, "Status: Connected\n");
+    if (t->mode == 1)
+        fprintf(out,
+                "Total Number of entries: %u\nNumber of entries in heal pending: %u\n"
+                "Number of entries in split-brain: %u\n"
+                "Number of entries possibly healing: %u\n\n",
+                total, cnt[CL_HEAL_ST_PENDING], cnt[CL_HEAL_ST_SPLIT], cnt[CL_HEAL_ST_HEALING]);
+    else if (t->mode == 2)
+        fprintf(out, "Number of entries in split-brain: %u\n\n", cnt[CL_HEAL_ST_SPLIT]);
+    else
+        fprintf(out, "Number of entries: %u\n\n", total);
+}
+
+int cl_heal_report(struct cl_layer **children, char **names, int n, int arbiter, int mode,
+                   FILE *out, unsigned *split_total)
+{
+    static const struct cl_heal_visitor text = {text_brick_cb, text_entry_cb, text_brick_end_cb};
+    struct text_report t = {.out = out, .names = names, .mode = mode, .split = split_total};
+    return cl_heal_walk(children, n, arbiter, &text, &t);
 }
 
 int cl_heal_info(struct cl_layer **children, char **names, int n, FILE *out)

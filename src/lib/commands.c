@@ -38,6 +38,8 @@ static const struct cmd_usage cmds[] = {
     {NULL, "peer detach <HOSTNAME> [force]", "remove a server from the pool"},
     {NULL, "peer status", "list the other servers of the pool"},
     {NULL, "pool list", "list every server of the pool"},
+    {NULL, "--xml volume info|status|heal <VOLNAME> info ...",
+     "GlusterFS's `gluster --xml` output (--xml may also follow the command)"},
     {NULL, "help", "show this list"},
     {NULL, "--version", "show the version"},
 };

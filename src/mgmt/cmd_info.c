@@ -1,5 +1,6 @@
 /* volume info, list and status: read-only views in GlusterFS's layout, so
- * scripts and habits written for `gluster volume info/status` keep working. */
+ * scripts and habits written for `gluster volume info/status` keep working;
+ * info and status also as `gluster --xml` prints them (docs/cli.md). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 
+#include "../lib/xml.h"
 #include "pool.h"
 #include "shd.h"
 
@@ -60,6 +62,100 @@ int mgmt_cmd_info(struct mgmt *m, int argc, char **argv, FILE *out)
         return 1;
     }
     print_info(v, out);
+    return 0;
+}
+
+/* The uuid of the server that serves b (GlusterFS's brick uuid and
+ * hostUuid); the null uuid when no server of the pool does, as GlusterFS
+ * prints for a brick it cannot place. */
+static const char *host_uuid(struct mgmt *m, const struct mgmt_brick *b)
+{
+    if (b->local)
+        return m->uuid;
+    struct mgmt_peer *p = mgmt_peer_for_host(m, b->host);
+    return p ? p->uuid : "00000000-0000-0000-0000-000000000000";
+}
+
+/* GlusterFS's volume type numbers and names (cli1-xdr.x, vol_type_str):
+ * scripts compare against both. */
+enum { XML_TYPE_DISTRIBUTE = 0, XML_TYPE_REPLICATE = 2, XML_TYPE_DIST_REPLICATE = 7 };
+
+static void xml_info(struct mgmt *m, const struct mgmt_vol *v, struct xml_writer *w)
+{
+    int r = v->replica > 1 ? v->replica : 1, sets = v->n_bricks / r;
+    int type = r == 1     ? XML_TYPE_DISTRIBUTE
+               : sets > 1 ? XML_TYPE_DIST_REPLICATE
+                          : XML_TYPE_REPLICATE;
+    xml_open(w, "volume", NULL, NULL);
+    xml_leaf(w, "name", v->name);
+    xml_leaf(w, "id", v->id);
+    xml_leaf_int(w, "status", v->status); /* Created 0, Started 1, Stopped 2, as GlusterFS */
+    xml_leaf(w, "statusStr", mgmt_status_name(v->status));
+    xml_leaf_int(w, "snapshotCount", 0);
+    xml_leaf_int(w, "brickCount", v->n_bricks);
+    xml_leaf_int(w, "distCount", sets);
+    xml_leaf_int(w, "replicaCount", r);
+    xml_leaf_int(w, "arbiterCount", r > 1 && v->arbiter ? 1 : 0);
+    xml_leaf_int(w, "disperseCount", 0);
+    xml_leaf_int(w, "redundancyCount", 0);
+    xml_leaf_int(w, "type", type);
+    xml_leaf(w, "typeStr",
+             type == XML_TYPE_DISTRIBUTE  ? "Distribute"
+             : type == XML_TYPE_REPLICATE ? "Replicate"
+                                          : "Distributed-Replicate");
+    xml_leaf_int(w, "transport", 0); /* tcp */
+    xml_open(w, "bricks", NULL, NULL);
+    for (int i = 0; i < v->n_bricks; i++) {
+        const struct mgmt_brick *b = &v->bricks[i];
+        char name[NET_HOST_MAX + PATH_MAX + 2];
+        snprintf(name, sizeof(name), "%s:%s", b->host, b->path);
+        const char *uuid = host_uuid(m, b);
+        xml_open_mixed(w, "brick", "uuid", uuid, name);
+        xml_leaf(w, "name", name);
+        xml_leaf(w, "hostUuid", uuid);
+        xml_leaf_int(w, "isArbiter", r > 1 && v->arbiter && i % r == r - 1);
+        xml_close(w);
+    }
+    xml_close(w);
+    xml_leaf_int(w, "optCount", (long long)v->opts.n);
+    xml_open(w, "options", NULL, NULL);
+    for (size_t i = 0; i < v->opts.n; i++) {
+        xml_open(w, "option", NULL, NULL);
+        xml_leaf(w, "name", v->opts.kv[i].name);
+        xml_leaf(w, "value", v->opts.kv[i].value);
+        xml_close(w);
+    }
+    xml_close(w);
+    xml_close(w);
+}
+
+int mgmt_xml_info(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    if (argc > 3)
+        return 2;
+    struct mgmt_vol *one = NULL;
+    if (argc == 3 && strcmp(argv[2], "all") != 0) {
+        one = mgmt_vol_find(m, argv[2]);
+        if (!one) {
+            char err[MGMT_VOLNAME_MAX + 64];
+            snprintf(err, sizeof(err), "Volume %s does not exist", argv[2]);
+            xml_error_doc(out, XML_ERRNO_NO_VOLUME, err);
+            return 1;
+        }
+    }
+    struct xml_writer w;
+    int count = 0;
+    xml_begin(&w, out);
+    xml_op_status(&w, 0, 0, NULL);
+    xml_open(&w, "volInfo", NULL, NULL);
+    xml_open(&w, "volumes", NULL, NULL);
+    for (struct mgmt_vol *v = m->vols; v; v = v->next)
+        if (!one || v == one) {
+            xml_info(m, v, &w);
+            count++;
+        }
+    xml_leaf_int(&w, "count", count);
+    xml_end(&w);
     return 0;
 }
 
@@ -256,6 +352,122 @@ static void print_status(const struct mgmt_vol *v, int detail, FILE *out)
     }
     fprintf(out, " \nTask Status of Volume %s\n" RULE "\n", v->name);
     fprintf(out, "There are no active volume tasks\n \n");
+}
+
+/* One <node> of volume status, as GlusterFS writes it: a process that is
+ * down has port N/A and pid -1. Cairn has no RDMA: rdma is always N/A. The
+ * element is left open for the detail fields. */
+static void xml_node(struct xml_writer *w, const char *hostname, const char *path,
+                     const char *peerid, int on, unsigned port, int pid)
+{
+    char p[16];
+    snprintf(p, sizeof(p), on && port ? "%u" : "N/A", port);
+    xml_open(w, "node", NULL, NULL);
+    xml_leaf(w, "hostname", hostname);
+    xml_leaf(w, "path", path);
+    xml_leaf(w, "peerid", peerid);
+    xml_leaf_int(w, "status", on ? 1 : 0);
+    xml_leaf(w, "port", p);
+    xml_open(w, "ports", NULL, NULL);
+    xml_leaf(w, "tcp", p);
+    xml_leaf(w, "rdma", "N/A");
+    xml_close(w);
+    xml_leaf_int(w, "pid", on ? pid : -1);
+}
+
+/* The file system of a brick of this server, as status detail shows it.
+ * Fields that cannot be read are left out, as GlusterFS does. */
+static void xml_detail(const struct mgmt_brick *b, struct xml_writer *w)
+{
+    struct stat st;
+    struct statvfs sv;
+    char fs[PATH_MAX], dev[PATH_MAX], mopts[PATH_MAX], real[PATH_MAX];
+    if (stat(b->path, &st) != 0 || statvfs(b->path, &sv) != 0)
+        return;
+    if (!realpath(b->path, real))
+        snprintf(real, sizeof(real), "%s", b->path);
+    find_mount(real, st.st_dev, fs, dev, mopts, sizeof(fs));
+    xml_leaf_fmt(w, "sizeTotal", "%llu", (unsigned long long)sv.f_blocks * sv.f_frsize);
+    xml_leaf_fmt(w, "sizeFree", "%llu", (unsigned long long)sv.f_bavail * sv.f_frsize);
+    xml_leaf(w, "device", dev);
+    xml_leaf_fmt(w, "blockSize", "%llu", (unsigned long long)sv.f_bsize);
+    xml_leaf(w, "mntOptions", mopts);
+    xml_leaf(w, "fsName", fs);
+    xml_leaf_fmt(w, "inodesTotal", "%llu", (unsigned long long)sv.f_files);
+    xml_leaf_fmt(w, "inodesFree", "%llu", (unsigned long long)sv.f_ffree);
+}
+
+/* One <volume> of volStatus: the rows of the text view (print_status). */
+static void xml_status(struct mgmt *m, const struct mgmt_vol *v, int detail, struct xml_writer *w)
+{
+    int shd = !detail && v->replica >= 2; /* this server's self-heal daemon (shd.c) */
+    xml_open(w, "volume", NULL, NULL);
+    xml_leaf(w, "volName", v->name);
+    xml_leaf_int(w, "nodeCount", v->n_bricks + shd);
+    for (int i = 0; i < v->n_bricks; i++) {
+        const struct mgmt_brick *b = &v->bricks[i];
+        unsigned port;
+        int pid, on = brick_state(b, &port, &pid);
+        xml_node(w, b->host, b->path, host_uuid(m, b), on, port, pid);
+        if (detail && (b->local || !gathered))
+            xml_detail(b, w);
+        xml_close(w);
+    }
+    if (shd) {
+        pid_t sp = mgmt_shd_pid(v->id);
+        xml_node(w, "Self-heal Daemon", "localhost", m->uuid, sp != 0, 0, (int)sp);
+        xml_close(w);
+    }
+    if (!detail) { /* no rebalance or remove-brick tasks */
+        xml_open(w, "tasks", NULL, NULL);
+        xml_close(w);
+    }
+    xml_close(w);
+}
+
+static int xml_status_cmd(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    int detail = 0;
+    if (argc > 4)
+        return 2;
+    if (argc >= 3 && strcmp(argv[argc - 1], "detail") == 0) {
+        detail = 1;
+        argc--;
+    }
+    if (argc == 4)
+        return 2;
+    struct mgmt_vol *one = NULL;
+    if (argc == 3 && strcmp(argv[2], "all") != 0) {
+        char err[MGMT_VOLNAME_MAX + 64];
+        one = mgmt_vol_find(m, argv[2]);
+        if (!one || one->status != MGMT_VOL_STARTED) {
+            snprintf(err, sizeof(err),
+                     one ? "Volume %s is not started" : "Volume %s does not exist", argv[2]);
+            xml_error_doc(out, one ? XML_ERRNO_NOT_STARTED : XML_ERRNO_NO_VOLUME, err);
+            return 1;
+        }
+    }
+    struct xml_writer w;
+    xml_begin(&w, out);
+    xml_op_status(&w, 0, 0, NULL);
+    xml_open(&w, "volStatus", NULL, NULL);
+    xml_open(&w, "volumes", NULL, NULL);
+    for (struct mgmt_vol *v = m->vols; v; v = v->next)
+        if (one ? v == one : v->status == MGMT_VOL_STARTED)
+            xml_status(m, v, detail, &w);
+    xml_end(&w);
+    return 0;
+}
+
+int mgmt_xml_status(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    if (m->n_peers > 1)
+        gather_remote(m);
+    int rc = xml_status_cmd(m, argc, argv, out);
+    free(remote);
+    remote = NULL;
+    n_remote = gathered = 0;
+    return rc;
 }
 
 static int status_cmd(struct mgmt *m, int argc, char **argv, FILE *out);

@@ -390,7 +390,7 @@ int mgmt_cmd_peer(struct mgmt *m, int argc, char **argv, FILE *out)
 int mgmt_cmd_mutates(int argc, char **argv)
 {
     int i = 0;
-    while (i < argc && strcmp(argv[i], "--mode=script") == 0)
+    while (i < argc && (strcmp(argv[i], "--mode=script") == 0 || strcmp(argv[i], "--xml") == 0))
         i++;
     if (argc - i < 2)
         return 0;
