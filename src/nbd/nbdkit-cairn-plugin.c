@@ -176,12 +176,17 @@ static int open_export(void)
     rc = cairn_open(vol, file_path, O_RDWR, 0, &fd);
     if (rc == -ENOENT && create_size >= 0)
         rc = create_file(&fd);
+    if (rc < 0)
+        fd = NULL;
     struct stat st;
     if (rc == 0 && (rc = cairn_fstat(fd, &st)) == 0 && !S_ISREG(st.st_mode))
         rc = -EISDIR;
     if (rc == 0)
         return 0;
-    if (rc == -ENOENT)
+    if (rc == -ENOENT && create_size >= 0)
+        nbdkit_error("cairn: %s: cannot create it in volume %s: no such directory", file_path,
+                     volume_spec);
+    else if (rc == -ENOENT)
         nbdkit_error("cairn: %s: no such file in volume %s (size=SIZE creates it)", file_path,
                      volume_spec);
     else if (rc == -EISDIR)
