@@ -290,6 +290,8 @@ def test_bad_parameters(r3vol, image):
     rc, out = start_fails([f"volume={spec(r3vol)}", f"file=/{name}/missing.img"])
     assert rc != 0 and f"/{name}/missing.img: no such file in volume" in out, out
     assert not os.path.exists(os.path.join(r3vol.m1, name, "missing.img"))
+    rc, out = start_fails([f"volume={spec(r3vol)}", f"file=/{name}/no/x.img", "size=1M"])
+    assert rc != 0 and f"/{name}/no/x.img: cannot create it in volume" in out, out
     rc, out = start_fails([f"volume={spec(r3vol)}", f"file=/{name}", "size=1M"])
     assert rc != 0 and "not a regular file" in out, out
     rc, out = start_fails([f"volume={spec(r3vol)}", f"file=/{name}/x.img", "colour=blue"])
