@@ -24,7 +24,8 @@ SIZE = 32 * MiB
 # Applied to the NBD image and to the local copy alike: unaligned offsets
 # and lengths, writes across 1 MiB boundaries and larger than libcairn's
 # 1 MiB request, a discard (NBD trim), a zero that must keep the blocks
-# (NO_HOLE: ZERO_RANGE) and one that may punch a hole (-u), a flush.
+# (NO_HOLE: ZERO_RANGE) and one that may punch a hole (-u), a flush. qemu-io
+# opens the image writethrough: every write comes with FUA (as -f asks).
 WRITES = [
     "write -P 0xab 0 1M",
     "write -P 0xcd 1048000 100000",
@@ -33,6 +34,7 @@ WRITES = [
     "write -P 0x77 16777215 2",
     "write -P 0x33 10M 2M",
     "write -P 0x44 31M 1M",
+    "write -f -P 0x99 20M 65537",
     "discard 6M 1M",
     "write -z 10489856 300000",
     "write -z -u 11M 512k",
@@ -56,6 +58,7 @@ READS = [
     "read -P 0 11534337 524287",
     "read -P 0x33 12058624 524288",
     "read -P 0x44 31M 1M",
+    "read -P 0x99 20M 65537",
 ]
 
 
@@ -214,6 +217,7 @@ def test_two_connections_at_once(r3vol, image):
         export = info["exports"][0]
         assert export["can_multi_conn"] is True and export["can_flush"] is True, export
         assert export["can_zero"] is True and export["can_trim"] is True, export
+        assert export["can_fua"] is True, export
 
         # 64 KiB pieces: A takes the even ones, B the odd ones.
         def cmds(first, pattern):
