@@ -224,9 +224,10 @@ def test_two_connections_at_once(r3vol, image):
             return [f"write -P {pattern} {i * 65536} 65536" for i in range(first, 256, 2)] + [
                 "flush"]
 
+        # writeback: plain writes, then one flush each (no FUA per write)
         procs = []
         for first, pattern in ((0, "0x0a"), (1, "0x0b")):
-            args = ["qemu-io", "-f", "raw"]
+            args = ["qemu-io", "-f", "raw", "-t", "writeback"]
             for c in cmds(first, pattern):
                 args += ["-c", c]
             procs.append(subprocess.Popen(args + [uri], stdout=subprocess.PIPE,
