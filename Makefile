@@ -75,7 +75,7 @@ NBD_TARGET := nbd-plugin-skipped
 endif
 # nbdkit provides the nbdkit_* symbols when it loads the plugin: no -z defs.
 NBD_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werror \
-	-Wno-unused-parameter -O2 -g -fPIC -shared -pthread $(SANFLAGS) -Iinclude \
+	-Wno-unused-parameter $(OPT) -fPIC -shared -pthread $(SANFLAGS) -Iinclude \
 	$(shell pkg-config --cflags nbdkit 2>/dev/null)
 
 all: $(BINS) $(BUILD)/bin/mount.cairn $(UNIT_BINS) $(FUZZ_REPLAY) $(BUILD)/lib/libcairn.so \
