@@ -1,7 +1,8 @@
 # Cairn build. `make` builds everything into build/; `make SAN=1` builds with
 # ASan+UBSan into build-san/; `make test` runs the unit tests. `make install`
 # puts the programs, libcairn and its header and cairn.pc under PREFIX
-# (default /usr/local; DESTDIR for staging).
+# (default /usr/local; DESTDIR for staging), and the nbdkit plugin in nbdkit's
+# plugin directory when nbdkit-plugin-dev is installed.
 CC ?= cc
 SAN ?= 0
 ifeq ($(SAN),1)
@@ -63,8 +64,22 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%-replay,$(FUZZ_SRC))
 # Test tools on the library (tests/libcairn/cairn_X.c -> bin/cairn-X).
 LIBCAIRN_PROGS := $(BUILD)/examples/cairn-example $(BUILD)/bin/cairn-copy $(BUILD)/bin/cairn-shell
 
+# The nbdkit plugin (src/nbd/, docs/nbd.md) needs nbdkit's plugin header
+# (Debian: nbdkit-plugin-dev); without it the build says so and goes on.
+NBDKIT_PLUGINDIR ?= $(shell pkg-config --variable=plugindir nbdkit 2>/dev/null)
+NBD_PLUGIN := $(BUILD)/lib/nbdkit-cairn-plugin.so
+ifneq ($(NBDKIT_PLUGINDIR),)
+NBD_TARGET := $(NBD_PLUGIN)
+else
+NBD_TARGET := nbd-plugin-skipped
+endif
+# nbdkit provides the nbdkit_* symbols when it loads the plugin: no -z defs.
+NBD_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werror \
+	-Wno-unused-parameter $(OPT) -fPIC -shared -pthread $(SANFLAGS) -Iinclude \
+	$(shell pkg-config --cflags nbdkit 2>/dev/null)
+
 all: $(BINS) $(BUILD)/bin/mount.cairn $(UNIT_BINS) $(FUZZ_REPLAY) $(BUILD)/lib/libcairn.so \
-	$(LIBCAIRN_PROGS)
+	$(LIBCAIRN_PROGS) $(NBD_TARGET)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -90,6 +105,15 @@ $(BUILD)/examples/cairn-example: examples/cairn_example.c include/cairn/cairn.h 
 $(BUILD)/bin/cairn-%: tests/libcairn/cairn_%.c include/cairn/cairn.h $(BUILD)/lib/libcairn.so
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBCAIRN_USER_CFLAGS) -D_GNU_SOURCE -o $@ $< $(LIBCAIRN_USER_LIBS)
+
+# Beside libcairn.so in the build tree; `make install` links it again to
+# find libcairn in LIBDIR.
+$(NBD_PLUGIN): src/nbd/nbdkit-cairn-plugin.c include/cairn/cairn.h $(BUILD)/lib/libcairn.so
+	$(CC) $(NBD_CFLAGS) -o $@ $< -L$(BUILD)/lib -lcairn -Wl,-rpath,'$$ORIGIN' $(SANFLAGS)
+
+nbd-plugin-skipped:
+	@echo "nbdkit-cairn-plugin.so: skipped, nbdkit's plugin header is missing" \
+		"(apt-get install nbdkit-plugin-dev)"
 
 $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -154,6 +178,15 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		src/libcairn/cairn.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
+ifneq ($(NBDKIT_PLUGINDIR),)
+	install -d $(DESTDIR)$(NBDKIT_PLUGINDIR) $(BUILD)/install
+	$(CC) $(NBD_CFLAGS) -o $(BUILD)/install/nbdkit-cairn-plugin.so src/nbd/nbdkit-cairn-plugin.c \
+		-L$(BUILD)/lib -lcairn -Wl,-rpath,$(LIBDIR) $(SANFLAGS)
+	install -m 755 $(BUILD)/install/nbdkit-cairn-plugin.so \
+		$(DESTDIR)$(NBDKIT_PLUGINDIR)/nbdkit-cairn-plugin.so
+else
+	@echo "nbdkit-cairn-plugin.so: not installed, nbdkit's plugin header is missing"
+endif
 
 clean:
 	rm -rf build build-san build-fuzz
@@ -165,5 +198,5 @@ format:
 format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 
-.PHONY: all test install clean format format-check fuzz
+.PHONY: all test install clean format format-check fuzz nbd-plugin-skipped
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
