@@ -422,9 +422,16 @@ static void fan_finish(struct fan *f)
         return;
     }
     int chosen = first_data_ok >= 0 ? first_data_ok : first_ok;
+    int sync_op = f->kind == FAN_SYNC && f->parent->args.op == RPC_OP_FSYNC;
     int status;
     if (f->kind == FAN_CLOSE)
         status = 0;
+    else if (sync_op)
+        /* Durable where a quorum says so; the children that failed it
+         * may have lost what they had taken (a write-back error of the
+         * brick's disk, a server gone before it wrote out): they are
+         * marked below like children that missed a change. */
+        status = quorum_met(r, 1, ok) ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
     else if (f->kind == FAN_SYNC)
         status = ok ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
     else if (f->kind == FAN_OPEN && f->parent->args.op != RPC_OP_CREATE)
@@ -506,8 +513,8 @@ static void fan_finish(struct fan *f)
      * disk, a failing one, a read-only one): they are marked below, read
      * from by nobody until healed, and named in the log. One that a
      * quorum refused fails with the error most children gave. */
-    int change =
-        f->kind == FAN_CHANGE || (f->kind == FAN_OPEN && f->parent->args.op == RPC_OP_CREATE);
+    int change = f->kind == FAN_CHANGE || sync_op ||
+                 (f->kind == FAN_OPEN && f->parent->args.op == RPC_OP_CREATE);
     for (int i = 0; i < r->n && failed && ok && change; i++)
         if ((failed >> i & 1) && !transient(f->errs[i]))
             note_failure(r, f, i, status);
@@ -528,7 +535,7 @@ static void fan_finish(struct fan *f)
             if ((failed >> i & 1) && !transient(f->errs[i]))
                 definite |= 1u << i;
         uint32_t on = ok, against = failed;
-        if (status < 0 && definite) {
+        if (status < 0 && definite && !sync_op) {
             on = definite;
             against = ok;
         }

@@ -176,6 +176,37 @@ def test_failing_disk_writes_eio_with_two_writers(pool):
         v.close()
 
 
+def test_failing_fsync_is_marked(pool):
+    """Brick 2's disk fails fsync with EIO (a write-back error: what it took
+    may be gone): fsync on the mount still succeeds, two copies are
+    durable, and brick 2's copy is marked for heal, never trusted as it is;
+    heal then makes every copy what the application wrote."""
+    v = Vol(pool, options={"cluster.self-heal-daemon": "off"})
+    try:
+        a = v.mounts[0]
+        arm(v.bricks[2], "fail fsync EIO 0 sticky")
+        want = {}
+        for i in range(3):
+            data = os.urandom(200000 + i)
+            with open(os.path.join(a.path, f"s{i}"), "wb") as f:
+                f.write(data)
+                os.fsync(f.fileno())
+            want[f"s{i}"] = sha(data)
+        info = v.heal("info").stdout
+        for name in want:
+            assert f"/{name}" in info, info
+        arm(v.bricks[2], "reset")
+        wait_until(lambda: v.heal().returncode == 0 and v.heal_entries() == 0, 120,
+                   "heal to finish")
+        for brick in v.bricks:
+            assert file_sums(brick, list(want)) == want, brick
+        fresh = v.mount("fresh")
+        assert file_sums(fresh.path, list(want)) == want
+        v.unmount(fresh)
+    finally:
+        v.close()
+
+
 def test_write_stored_in_part_is_marked(pool):
     """Brick 2's disk takes only the first 4 KiB of a write, then says
     ENOSPC (a disk filling up during the write): the brick answers a short
