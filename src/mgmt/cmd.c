@@ -12,10 +12,19 @@ struct cmd {
 };
 
 static const struct cmd volume_cmds[] = {
-    {"create", mgmt_cmd_create}, {"start", mgmt_cmd_start}, {"stop", mgmt_cmd_stop},
-    {"delete", mgmt_cmd_delete}, {"info", mgmt_cmd_info},   {"list", mgmt_cmd_list},
-    {"status", mgmt_cmd_status}, {"set", mgmt_cmd_set},     {"get", mgmt_cmd_get},
-    {"reset", mgmt_cmd_reset},   {"heal", mgmt_cmd_heal},   {NULL, NULL},
+    {"create", mgmt_cmd_create},
+    {"import", mgmt_cmd_import},
+    {"start", mgmt_cmd_start},
+    {"stop", mgmt_cmd_stop},
+    {"delete", mgmt_cmd_delete},
+    {"info", mgmt_cmd_info},
+    {"list", mgmt_cmd_list},
+    {"status", mgmt_cmd_status},
+    {"set", mgmt_cmd_set},
+    {"get", mgmt_cmd_get},
+    {"reset", mgmt_cmd_reset},
+    {"heal", mgmt_cmd_heal},
+    {NULL, NULL},
 };
 
 int mgmt_cli_run(struct mgmt *m, int argc, char **argv, FILE *out)
