@@ -4,7 +4,7 @@
 set -e
 need="build-essential pkg-config libfuse3-dev fuse3 attr acl libraft-dev libuv1-dev liburing-dev"
 if [ "$1" = "--test" ]; then
-    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest xfsprogs rsync fio"
+    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest xfsprogs rsync fio glusterfs-server"
 fi
 missing=""
 for p in $need; do
