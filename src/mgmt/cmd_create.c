@@ -80,14 +80,6 @@ static int import_bricks(struct mgmt_vol *v, int force, int keep, FILE *out, cha
 {
     char first[GFID_STRLEN] = "", id[GFID_STRLEN], line[PATH_MAX + 512];
     int replica = v->replica > 1 ? v->replica : 1;
-    if (v->n_bricks != replica) {
-        snprintf(err, errlen,
-                 "importing a distributed GlusterFS volume (%d bricks, replica %d) is not "
-                 "supported yet: Cairn places files by another hash than GlusterFS; import "
-                 "replicate volumes (one replica set)",
-                 v->n_bricks, replica);
-        return -ENOTSUP;
-    }
     for (int i = 0; i < v->n_bricks; i++) {
         struct mgmt_import_brick ib = {v->bricks[i].path, i, replica, v->n_bricks, force, keep};
         int rc = mgmt_import_check(&ib, id, line, sizeof(line));
@@ -119,6 +111,21 @@ static int import_bricks(struct mgmt_vol *v, int force, int keep, FILE *out, cha
                  summary);
         fprintf(out, "volume import: %s: brick %s:%s: %s\n", v->name, v->bricks[i].host,
                 v->bricks[i].path, summary);
+    }
+    if (v->n_bricks > replica) {
+        char *paths[v->n_bricks];
+        unsigned long made;
+        for (int i = 0; i < v->n_bricks; i++)
+            paths[i] = v->bricks[i].path;
+        int rc = mgmt_import_place(paths, v->n_bricks, replica, &made, line, sizeof(line));
+        if (rc < 0) {
+            snprintf(err, errlen, "%s (run the import again once that is fixed)", line);
+            return rc;
+        }
+        log_info("volume import %s: %lu link-to files for Cairn's placement", v->name, made);
+        fprintf(out,
+                "volume import: %s: %lu names linked where Cairn's distribute looks for them\n",
+                v->name, made);
     }
     /* the Cairn volume keeps the GlusterFS volume's id */
     snprintf(v->id, sizeof(v->id), "%s", first);

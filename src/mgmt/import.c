@@ -41,6 +41,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "../client/distribute.h"
+#include "../lib/log.h"
 #include "../rpc/msg.h"
 
 #define GF_GFID "trusted.gfid"
@@ -101,9 +103,12 @@ static int nonzero(const uint8_t *v, ssize_t n)
 /* GlusterFS's internal names, removed once converted. */
 static int gluster_name(const char *x)
 {
-    static const char *const prefixes[] = {"trusted.gfid",      "trusted.afr.",
-                                           "trusted.glusterfs.", "trusted.pgfid.",
-                                           "trusted.bit-rot.",  "trusted.tier.",
+    static const char *const prefixes[] = {"trusted.gfid",
+                                           "trusted.afr.",
+                                           "trusted.glusterfs.",
+                                           "trusted.pgfid.",
+                                           "trusted.bit-rot.",
+                                           "trusted.tier.",
                                            NULL};
     for (int i = 0; prefixes[i]; i++)
         if (strncmp(x, prefixes[i], strlen(prefixes[i])) == 0)
@@ -117,8 +122,8 @@ static void note_unmapped(struct walk *w, const char *why)
     if (w->listed++ >= LIST_MAX)
         return;
     size_t l = strlen(w->list);
-    snprintf(w->list + l, sizeof(w->list) - l, "%s%s (%s)", l ? ", " : "",
-             w->vlen ? w->vpath : "/", why);
+    snprintf(w->list + l, sizeof(w->list) - l, "%s%s (%s)", l ? ", " : "", w->vlen ? w->vpath : "/",
+             why);
 }
 
 /* Which member of this brick's replica set client-N is: the bit of
@@ -189,9 +194,9 @@ static int convert_obj(struct walk *w, int dirfd, const char *name, struct times
     for (char *p = names; p < names + len; p += strlen(p) + 1) {
         if (strncmp(p, "trusted.ec.", 11) == 0 || strncmp(p, "trusted.glusterfs.shard.", 24) == 0) {
             werr(w,
-                     "%s%s carries %s: dispersed and sharded GlusterFS volumes cannot be imported "
-                     "(copy their files through a mount instead)",
-                     w->ib->path, w->vlen ? w->vpath : "", p);
+                 "%s%s carries %s: dispersed and sharded GlusterFS volumes cannot be imported "
+                 "(copy their files through a mount instead)",
+                 w->ib->path, w->vlen ? w->vpath : "", p);
             w->fatal = 1;
             rc = -EINVAL;
             goto out;
@@ -230,8 +235,8 @@ static int convert_obj(struct walk *w, int dirfd, const char *name, struct times
     if (has_gf && (!has_cg || memcmp(gf, cg, GFID_LEN) != 0)) {
         if (lsetxattr(x, CAIRN_GFID, gf, GFID_LEN, 0) < 0) {
             rc = -errno;
-            werr(w, "cannot set %s on %s%s: %s", CAIRN_GFID, w->ib->path,
-                     w->vpath, strerror(errno));
+            werr(w, "cannot set %s on %s%s: %s", CAIRN_GFID, w->ib->path, w->vpath,
+                 strerror(errno));
             goto out;
         }
         memcpy(cg, gf, GFID_LEN);
@@ -244,8 +249,8 @@ static int convert_obj(struct walk *w, int dirfd, const char *name, struct times
     if (bits && has_cg) {
         uint8_t old[4] = {0};
         ssize_t n = lgetxattr(x, CAIRN_PENDING, old, sizeof(old));
-        uint32_t cur = n == 4 ? (uint32_t)old[0] | (uint32_t)old[1] << 8 |
-                                    (uint32_t)old[2] << 16 | (uint32_t)old[3] << 24
+        uint32_t cur = n == 4 ? (uint32_t)old[0] | (uint32_t)old[1] << 8 | (uint32_t)old[2] << 16 |
+                                    (uint32_t)old[3] << 24
                               : 0;
         cur |= bits;
         uint8_t nv[4] = {(uint8_t)cur, (uint8_t)(cur >> 8), (uint8_t)(cur >> 16),
@@ -253,8 +258,8 @@ static int convert_obj(struct walk *w, int dirfd, const char *name, struct times
         /* the index entry first, as the brick does (docs/replication.md) */
         if ((rc = index_put(w, cg)) < 0 || lsetxattr(x, CAIRN_PENDING, nv, 4, 0) < 0) {
             rc = rc < 0 ? rc : -errno;
-            werr(w, "cannot record the pending marks of %s%s: %s",
-                     w->ib->path, w->vpath, strerror(-rc));
+            werr(w, "cannot record the pending marks of %s%s: %s", w->ib->path, w->vpath,
+                 strerror(-rc));
             goto out;
         }
         w->marks++;
@@ -266,8 +271,7 @@ static int convert_obj(struct walk *w, int dirfd, const char *name, struct times
             continue; /* the root's volume id goes last (see the top) */
         if (lremovexattr(x, p) < 0 && errno != ENODATA) {
             rc = -errno;
-            werr(w, "cannot remove %s from %s%s: %s", p, w->ib->path,
-                     w->vpath, strerror(errno));
+            werr(w, "cannot remove %s from %s%s: %s", p, w->ib->path, w->vpath, strerror(errno));
             goto out;
         }
     }
@@ -333,8 +337,7 @@ static int walk_dir(struct walk *w, int fd, int root)
     size_t n, bytes;
     char *names = list_dir(fd, &n, &bytes);
     if (!names) {
-        werr(w, "cannot read directory %s%s: %s", w->ib->path, w->vpath,
-                 strerror(errno));
+        werr(w, "cannot read directory %s%s: %s", w->ib->path, w->vpath, strerror(errno));
         return -EIO;
     }
     int rc = 0;
@@ -353,14 +356,12 @@ static int walk_dir(struct walk *w, int fd, int root)
         w->vlen += l;
         if (fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             rc = -errno;
-            werr(w, "cannot stat %s%s: %s", w->ib->path, w->vpath,
-                     strerror(errno));
+            werr(w, "cannot stat %s%s: %s", w->ib->path, w->vpath, strerror(errno));
         } else if (is_link_file(fd, p, &st)) {
             w->links++;
             if (!w->check && unlinkat(fd, p, 0) < 0 && errno != ENOENT) {
                 rc = -errno;
-                werr(w, "cannot remove link file %s%s: %s",
-                         w->ib->path, w->vpath, strerror(errno));
+                werr(w, "cannot remove link file %s%s: %s", w->ib->path, w->vpath, strerror(errno));
             }
         } else {
             struct timespec t[2];
@@ -372,8 +373,7 @@ static int walk_dir(struct walk *w, int fd, int root)
                 int sub = openat(fd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sub < 0) {
                     rc = -errno;
-                    werr(w, "cannot open %s%s: %s", w->ib->path,
-                             w->vpath, strerror(errno));
+                    werr(w, "cannot open %s%s: %s", w->ib->path, w->vpath, strerror(errno));
                 } else {
                     rc = walk_dir(w, sub, 0);
                     close(sub);
@@ -592,8 +592,7 @@ static int read_volid(const struct mgmt_import_brick *ib, char volid[GFID_STRLEN
     }
     if (report_volid(ib->path, volid) == 0)
         return 0; /* an import that stopped after its report: finish it */
-    snprintf(err, errlen,
-             "%s is not a GlusterFS brick: it has no %s (%s)", ib->path, GF_VOLID,
+    snprintf(err, errlen, "%s is not a GlusterFS brick: it has no %s (%s)", ib->path, GF_VOLID,
              n < 0 ? strerror(errno) : "wrong size");
     return -EINVAL;
 }
@@ -710,8 +709,8 @@ int mgmt_import_convert(const struct mgmt_import_brick *ib, const char *volid, c
             rc = remove_tree(root, ".glusterfs");
         }
         if (rc < 0)
-            werr(w, "cannot %s %s/.glusterfs: %s",
-                     ib->keep ? "move" : "remove", ib->path, strerror(-rc));
+            werr(w, "cannot %s %s/.glusterfs: %s", ib->keep ? "move" : "remove", ib->path,
+                 strerror(-rc));
     }
     if (rc < 0) {
         snprintf(err, errlen, "%s", w->err[0] ? w->err : strerror(-rc));
@@ -749,5 +748,158 @@ out:
     if (root >= 0)
         close(root);
     free(w);
+    return rc;
+}
+
+/* ---- distributed volumes: names where Cairn's hash looks for them ---- */
+
+struct place {
+    char *const *paths; /* every brick, volume order */
+    int replica, sets;
+    struct cl_dht_layout layout; /* the default: imported directories carry none */
+    unsigned long made, conflicts;
+    char vpath[RPC_PATH_MAX + NAME_MAX + 2];
+    size_t vlen;
+    char err[PATH_MAX + 256];
+};
+
+static int is_cairn_linkto(int dirfd, const char *name, const struct stat *st)
+{
+    if (!S_ISREG(st->st_mode) || (st->st_mode & 07777) != S_ISVTX || st->st_size != 0)
+        return 0;
+    char x[64 + NAME_MAX];
+    xname(x, sizeof(x), dirfd, name);
+    return lgetxattr(x, "trusted.cairn.linkto", NULL, 0) >= 0;
+}
+
+/* Makes the link-to file vpath -> subvolume target on every brick of set h
+ * that has the parent directory, with one id on all of them. */
+static int ensure_linkto(struct place *p, int h, const char *name, int target)
+{
+    uint8_t g[GFID_LEN];
+    int have_g = 0, missing[p->replica], rc = 0;
+    char dir[PATH_MAX];
+    for (int k = 0; k < p->replica; k++) {
+        const char *b = p->paths[h * p->replica + k];
+        missing[k] = 0;
+        size_t dl = p->vlen - strlen(name) - 1;
+        if (snprintf(dir, sizeof(dir), "%s%.*s", b, (int)dl, p->vpath) >= (int)sizeof(dir))
+            return -ENAMETOOLONG;
+        int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d < 0)
+            continue; /* this copy missed the directory: heal brings both */
+        struct stat st;
+        if (fstatat(d, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            missing[k] = errno == ENOENT;
+        } else if (is_cairn_linkto(d, name, &st)) {
+            char x[64 + NAME_MAX];
+            xname(x, sizeof(x), d, name);
+            have_g |= lgetxattr(x, CAIRN_GFID, g, sizeof(g)) == GFID_LEN;
+        } else {
+            p->conflicts++;
+            log_warn("volume import: %s%s exists on two subvolumes (%d and %d); left as it is", b,
+                     p->vpath, h, target);
+            close(d);
+            return 0;
+        }
+        close(d);
+    }
+    if (!have_g) {
+        gfid_t id;
+        gfid_generate(&id);
+        memcpy(g, id.b, GFID_LEN);
+    }
+    char v[16];
+    snprintf(v, sizeof(v), "%d", target);
+    int made = 0;
+    for (int k = 0; k < p->replica && rc == 0; k++) {
+        if (!missing[k])
+            continue;
+        size_t dl = p->vlen - strlen(name) - 1;
+        snprintf(dir, sizeof(dir), "%s%.*s", p->paths[h * p->replica + k], (int)dl, p->vpath);
+        int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d < 0)
+            continue;
+        int fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0);
+        if (fd < 0 || fchown(fd, 0, 0) < 0 || fchmod(fd, S_ISVTX) < 0 ||
+            fsetxattr(fd, CAIRN_GFID, g, GFID_LEN, 0) < 0 ||
+            fsetxattr(fd, "trusted.cairn.linkto", v, strlen(v), 0) < 0)
+            rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        close(d);
+        made = 1;
+    }
+    if (rc < 0)
+        snprintf(p->err, sizeof(p->err), "cannot make the link-to file %.4000s on subvolume %d: %s",
+                 p->vpath, h, strerror(-rc));
+    p->made += made;
+    return rc;
+}
+
+static int place_dir(struct place *p, int s, int fd, int root)
+{
+    size_t n, bytes;
+    char *names = list_dir(fd, &n, &bytes);
+    if (!names)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *e = names; e < names + bytes && rc == 0; e += strlen(e) + 1) {
+        if (root && strcmp(e, ".cairn") == 0)
+            continue;
+        size_t saved = p->vlen, l = strlen(e);
+        if (saved + l + 1 >= sizeof(p->vpath)) {
+            rc = -ENAMETOOLONG;
+            break;
+        }
+        p->vpath[p->vlen++] = '/';
+        memcpy(p->vpath + p->vlen, e, l + 1);
+        p->vlen += l;
+        struct stat st;
+        if (fstatat(fd, e, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = -errno;
+        } else if (S_ISDIR(st.st_mode)) {
+            int sub = openat(fd, e, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            rc = sub < 0 ? -errno : place_dir(p, s, sub, 0);
+            if (sub >= 0)
+                close(sub);
+        } else if (!is_cairn_linkto(fd, e, &st)) {
+            int h = cl_dht_layout_pick(&p->layout, cl_dht_hash(e, l));
+            if (h >= 0 && h != s)
+                rc = ensure_linkto(p, h, e, s);
+        }
+        p->vlen = saved;
+        p->vpath[saved] = 0;
+    }
+    free(names);
+    return rc;
+}
+
+int mgmt_import_place(char *const *paths, int n_bricks, int replica, unsigned long *made, char *err,
+                      size_t errlen)
+{
+    struct place *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->paths = paths;
+    p->replica = replica > 1 ? replica : 1;
+    p->sets = n_bricks / p->replica;
+    cl_dht_layout_default(p->sets, &p->layout);
+    int rc = 0;
+    for (int i = 0; i < n_bricks && rc == 0; i++) {
+        int fd = open(paths[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = -errno;
+            break;
+        }
+        rc = place_dir(p, i / p->replica, fd, 1);
+        close(fd);
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "%s", p->err[0] ? p->err : strerror(-rc));
+    *made = p->made;
+    if (p->conflicts)
+        log_warn("volume import: %lu name(s) exist on two subvolumes", p->conflicts);
+    free(p);
     return rc;
 }

@@ -34,4 +34,16 @@ int mgmt_import_check(const struct mgmt_import_brick *ib, char volid[GFID_STRLEN
 int mgmt_import_convert(const struct mgmt_import_brick *ib, const char *volid, char *summary,
                         size_t slen, char *err, size_t errlen);
 
+/* For a volume of several subvolumes (replica sets, or single bricks),
+ * after every brick is converted: GlusterFS placed each file by its own
+ * name hash, Cairn looks a name up where Cairn's hash puts it
+ * (docs/replication.md, Distribute). Every file, symlink or special file
+ * whose name Cairn hashes to another subvolume gets a Cairn link-to file
+ * there (on each brick of that set holding the directory, one id for
+ * all), as a rename across hash ranges leaves; no data moves. paths: every
+ * brick in volume order. *made counts the names linked. 0, or -errno with
+ * err. */
+int mgmt_import_place(char *const *paths, int n_bricks, int replica, unsigned long *made, char *err,
+                      size_t errlen);
+
 #endif
