@@ -75,18 +75,19 @@ static int is_keyword(const char *w)
 
 /* Checks and converts every brick of an import (all on this server), then
  * gives v the GlusterFS volume's id. 0, or -errno with err. */
-static int import_bricks(struct mgmt_vol *v, int force, int keep, FILE *out, char *err,
-                         size_t errlen)
+static int import_bricks(struct mgmt *m, struct mgmt_vol *v, int force, int keep, FILE *out,
+                         char *err, size_t errlen)
 {
     char first[GFID_STRLEN] = "", id[GFID_STRLEN], line[PATH_MAX + 512];
     int replica = v->replica > 1 ? v->replica : 1;
     for (int i = 0; i < v->n_bricks; i++) {
         struct mgmt_import_brick ib = {v->bricks[i].path, i, replica, v->n_bricks, force, keep};
-        int rc = mgmt_import_check(&ib, id, line, sizeof(line));
+        int rc = mgmt_owner_import(m, &v->bricks[i], "check", &ib, NULL, line, sizeof(line));
         if (rc < 0) {
             snprintf(err, errlen, "%s: %s", v->bricks[i].host, line);
             return rc;
         }
+        snprintf(id, sizeof(id), "%.36s", line);
         if (i == 0)
             snprintf(first, sizeof(first), "%s", id);
         else if (strcmp(first, id) != 0) {
@@ -100,9 +101,11 @@ static int import_bricks(struct mgmt_vol *v, int force, int keep, FILE *out, cha
     }
     for (int i = 0; i < v->n_bricks; i++) {
         struct mgmt_import_brick ib = {v->bricks[i].path, i, replica, v->n_bricks, force, keep};
-        char summary[PATH_MAX + 256];
-        int rc = mgmt_import_convert(&ib, first, summary, sizeof(summary), line, sizeof(line));
+        char summary[PATH_MAX + 512];
+        int rc =
+            mgmt_owner_import(m, &v->bricks[i], "convert", &ib, first, summary, sizeof(summary));
         if (rc < 0) {
+            snprintf(line, sizeof(line), "%s", summary);
             snprintf(err, errlen, "%s: %s (run the import again once that is fixed)",
                      v->bricks[i].host, line);
             return rc;
@@ -211,9 +214,10 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
         struct mgmt_peer *owner = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;
         if (local < 0 && !owner)
             FAIL("Host %s cannot be resolved", b->host);
-        if (owner && !mgmt_peer_is_self(m, owner) && import)
-            FAIL("%s:%s is a brick of another server: importing bricks of other servers is not "
-                 "supported yet (run the import on the server that holds every brick)",
+        if (owner && !mgmt_peer_is_self(m, owner) && import &&
+            last - first > (replica ? replica : 1))
+            FAIL("%s:%s is a brick of another server: a volume of several sets is imported only "
+                 "with every brick on one server (its link-to files go from set to set)",
                  b->host, b->path);
         if (owner && !mgmt_peer_is_self(m, owner)) {
             /* Another server's brick: it checks the directory itself, below. */
@@ -308,7 +312,7 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
     gfid_t g;
     gfid_generate(&g);
     gfid_format(&g, v->id);
-    if (import && import_bricks(v, force, keep, out, err, sizeof(err)) < 0)
+    if (import && import_bricks(m, v, force, keep, out, err, sizeof(err)) < 0)
         FAIL("%s", err);
     for (int i = 0; i < nb; i++) {
         gfid_generate(&g);

@@ -28,6 +28,7 @@ import time
 
 import pytest
 
+import replica_pool
 from cairn_cluster import Cluster, detach, kill_pid, mounted
 
 ADDR = "10.77.31.1"
@@ -449,3 +450,41 @@ def test_import_distributed_replicate(env):
     assert "many/r0" not in got and "many/n1" not in got
     with open(os.path.join(m2.path, "many", "new"), "rb") as f:
         assert f.read() == b"x" * 5000
+
+
+def test_import_bricks_of_three_servers(env):
+    """Each brick belongs to another cairnd of a pool: every server checks
+    and converts its own brick (the internal __import command)."""
+    _, g = env
+    g.bricks = [os.path.join(g.root, f"ps{i}") for i in range(3)]
+    g.start()
+    gluster_volume(g, "gimpp", g.bricks)
+    fill(g.mnt)
+    os.kill(g.brick_pid(g.bricks[0]), signal.SIGKILL)
+    change_while_down(g.mnt)
+    expected, expected_links = tree(g.mnt)
+    gluster_stop(g, "gimpp")
+    before = [brick_inodes(b) for b in g.bricks]
+
+    pool = replica_pool.Pool(["127.0.0.62", "127.0.0.63", "127.0.0.64"], "st-import-pool-")
+    try:
+        pool.start()
+        first = pool.nodes[0]
+        bricks = [f"{n.host}:{b}" for n, b in zip(pool.nodes, g.bricks)]
+        # the third server runs the command: the work still goes to each owner
+        r = pool.nodes[2].cli("volume", "import", "pooled", "replica", "3", *bricks, "force")
+        assert "success" in r.stdout, r.stdout
+        first.volumes["pooled"] = list(g.bricks)
+        for b, was in zip(g.bricks, before):
+            assert brick_inodes(b) == was, f"{b}: inodes changed"
+            assert gluster_names(b) == []
+        with open(os.path.join(g.bricks[1], ".cairn/import-report")) as f:
+            assert "heal /a/b/f6" in f.read()
+        first.cli("volume", "start", "pooled")
+        m = first.mount("pooled", os.path.join(first.root, "pmnt"))
+        got, got_links = tree(m.path)
+        assert got == expected
+        assert got_links == expected_links
+        heal_until_identical(first, "pooled", [g.bricks])
+    finally:
+        pool.close()
