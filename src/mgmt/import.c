@@ -439,8 +439,9 @@ static int keep_orphans(struct walk *w, int root)
             char *names = list_dir(f2, &n, &bytes);
             for (char *p = names; names && p < names + bytes && rc == 0; p += strlen(p) + 1) {
                 struct stat st;
+                /* a dropped DHT link file leaves its handle here with one link */
                 if (fstatat(f2, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-                    st.st_nlink != 1)
+                    st.st_nlink != 1 || is_link_file(f2, p, &st))
                     continue;
                 w->orphans++;
                 if (w->check)
@@ -820,6 +821,9 @@ static int ensure_linkto(struct place *p, int h, const char *name, int target)
         int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (d < 0)
             continue;
+        /* the directory keeps the times GlusterFS's clients saw */
+        struct stat dst;
+        int keep_times = fstat(d, &dst) == 0;
         int fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0);
         if (fd < 0 || fchown(fd, 0, 0) < 0 || fchmod(fd, S_ISVTX) < 0 ||
             fsetxattr(fd, CAIRN_GFID, g, GFID_LEN, 0) < 0 ||
@@ -827,6 +831,10 @@ static int ensure_linkto(struct place *p, int h, const char *name, int target)
             rc = -errno;
         if (fd >= 0)
             close(fd);
+        if (keep_times) {
+            struct timespec t[2] = {dst.st_atim, dst.st_mtim};
+            futimens(d, t);
+        }
         close(d);
         made = 1;
     }
