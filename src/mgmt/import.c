@@ -25,7 +25,12 @@
  *
  * Every step can be repeated: an interrupted import is finished by running
  * it again (the volume id is then read from the report, written before
- * the root's GlusterFS volume id is removed). */
+ * the root's GlusterFS volume id is removed).
+ *
+ * A brick is converted by the cairnd of its server (cmd_create.c asks the
+ * owner, pool_rpc.c's __import). A volume of several sets then gets Cairn
+ * link-to files where Cairn's hash looks for names GlusterFS's hash placed
+ * (mgmt_import_place, below), with every brick on this server. */
 #include "import.h"
 
 #include <dirent.h>
