@@ -858,7 +858,7 @@ static int place_dir(struct place *p, int s, int fd, int root)
         return -ENOMEM;
     int rc = 0;
     for (char *e = names; e < names + bytes && rc == 0; e += strlen(e) + 1) {
-        if (root && strcmp(e, ".cairn") == 0)
+        if (root && root_special(e))
             continue;
         size_t saved = p->vlen, l = strlen(e);
         if (saved + l + 1 >= sizeof(p->vpath)) {
