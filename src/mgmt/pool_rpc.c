@@ -186,9 +186,14 @@ int mgmt_owner_import(struct mgmt *m, const struct mgmt_brick *b, const char *st
 {
     struct mgmt_peer *p = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;
     if (!p || mgmt_peer_is_self(m, p)) {
-        if (strcmp(step, "check") == 0)
-            return mgmt_import_check(ib, out, out, outlen) < 0 ? -EINVAL : 0;
-        return mgmt_import_convert(ib, volid, out, outlen, out, outlen) < 0 ? -EINVAL : 0;
+        /* the walk runs without the state lock (the caller holds cmd_lock,
+         * so no other change interleaves): it may take long */
+        pthread_mutex_unlock(&m->lock);
+        int rc = strcmp(step, "check") == 0
+                     ? mgmt_import_check(ib, out, out, outlen)
+                     : mgmt_import_convert(ib, volid, out, outlen, out, outlen);
+        pthread_mutex_lock(&m->lock);
+        return rc < 0 ? -EINVAL : 0;
     }
     char index[16], replica[16], n[16];
     snprintf(index, sizeof(index), "%d", ib->index);
