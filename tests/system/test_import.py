@@ -8,11 +8,12 @@ byte of the tree, no file may have been copied (inode numbers on the
 bricks unchanged), no GlusterFS name may remain, and Cairn's heal must
 make the three bricks identical.
 
-glusterd refuses bricks on loopback addresses, so the test gives its
-network namespace (the system tests run under `unshare -n`) a veth pair
-and runs glusterd there with its own working, run and log directories and
-CLI socket (a glusterd.vol of its own), so it shares nothing with a
-glusterd on the machine. scripts/test.sh installs glusterfs-server and sets
+glusterd refuses bricks on loopback addresses, so the test makes a network
+namespace of its own (`ip netns add`, a veth pair inside it) and runs
+glusterd, its bricks and its FUSE client there (nsenter --net), with its
+own working, run and log directories and CLI socket (a glusterd.vol of its
+own), so it shares nothing with a glusterd on the machine, whether or not
+the tests run under `unshare -n`. scripts/test.sh installs glusterfs-server and sets
 CAIRN_TEST_GLUSTERFS=1: then a missing GlusterFS fails the test instead of
 skipping it.
 """
@@ -48,17 +49,6 @@ def _need_gluster():
     pytest.skip(why)
 
 
-def _links():
-    """This network namespace's interfaces (/sys/class/net shows the
-    namespace sysfs was mounted in; /proc/self/net is this one's)."""
-    with open("/proc/self/net/dev") as f:
-        return sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
-
-
-def _private_netns():
-    return _links() in (["lo"], sorted(["lo", *VETH]))
-
-
 def _pids_under(root):
     """GlusterFS processes (glusterd, glusterfsd, glusterfs) whose command
     line names something under root."""
@@ -84,16 +74,24 @@ class Gluster:
         self.sock = os.path.join(self.work, "glusterd.socket")
         self.bricks = [os.path.join(root, f"gb{i}") for i in range(3)]
         self.mnt = os.path.join(root, "gmnt")
+        # glusterd, its bricks and its FUSE client run in a network namespace
+        # of their own (entered with nsenter, so mounts stay shared)
+        self.ns = f"cairn-import-{os.getpid()}"
+        self.prefix = ["nsenter", f"--net=/run/netns/{self.ns}"]
 
     def start(self):
         for sub in ("lib", "run", "log"):
             os.makedirs(os.path.join(self.work, sub), exist_ok=True)
-        if VETH[0] not in _links():
-            subprocess.run(["ip", "link", "add", VETH[0], "type", "veth", "peer", "name",
-                            VETH[1]], check=True)
-            subprocess.run(["ip", "addr", "add", f"{ADDR}/24", "dev", VETH[0]], check=True)
+        if not os.path.exists(f"/run/netns/{self.ns}"):
+            subprocess.run(["ip", "netns", "add", self.ns], check=True)
+            ip = ["ip", "netns", "exec", self.ns, "ip"]
+            subprocess.run(ip + ["link", "set", "lo", "up"], check=True)
+            # made inside the namespace: nothing outside it gets a link
+            subprocess.run(ip + ["link", "add", VETH[0], "type", "veth", "peer", "name",
+                                 VETH[1]], check=True)
+            subprocess.run(ip + ["addr", "add", f"{ADDR}/24", "dev", VETH[0]], check=True)
             for v in VETH:
-                subprocess.run(["ip", "link", "set", v, "up"], check=True)
+                subprocess.run(ip + ["link", "set", v, "up"], check=True)
         vol = os.path.join(self.work, "glusterd.vol")
         with open(vol, "w") as f:
             f.write(f"""volume management
@@ -108,7 +106,7 @@ class Gluster:
     option event-threads 1
 end-volume
 """)
-        subprocess.run(["glusterd", "-f", vol, "-p", os.path.join(self.work, "glusterd.pid"),
+        subprocess.run(self.prefix + ["glusterd", "-f", vol, "-p", os.path.join(self.work, "glusterd.pid"),
                         "-l", os.path.join(self.work, "log", "glusterd.log")], check=True,
                        timeout=60)
         end = time.time() + 30
@@ -125,7 +123,7 @@ end-volume
             return ""
 
     def cli(self, *args, check=True):
-        r = subprocess.run(["gluster", "--mode=script", f"--glusterd-sock={self.sock}", *args],
+        r = subprocess.run(self.prefix + ["gluster", "--mode=script", f"--glusterd-sock={self.sock}", *args],
                            capture_output=True, text=True, timeout=120)
         if check and r.returncode != 0:
             raise AssertionError(f"gluster {' '.join(args)}: {r.stdout}{r.stderr}")
@@ -150,16 +148,13 @@ end-volume
         detach(self.mnt)
         for pid in _pids_under(self.root):
             kill_pid(pid, wait=2)
-        for v in VETH[:1]:
-            subprocess.run(["ip", "link", "del", v], stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(["ip", "netns", "delete", self.ns], stderr=subprocess.DEVNULL,
+                       check=False)
 
 
 @pytest.fixture(scope="module")
 def env():
     _need_gluster()
-    if not _private_netns():
-        pytest.skip("run inside a private network namespace (unshare -n): the test adds "
-                    "a veth pair for glusterd")
     c = Cluster(host=CAIRN_HOST, prefix="st-import-")
     g = Gluster(c.root)
     try:
@@ -283,7 +278,7 @@ def gluster_volume(g, name, bricks):
     g.cli("volume", "create", name, "replica", "3", *[f"{ADDR}:{b}" for b in bricks], "force")
     g.cli("volume", "start", name)
     os.makedirs(g.mnt, exist_ok=True)
-    subprocess.run(["mount", "-t", "glusterfs", "-o", f"log-file={g.work}/log/mnt-{name}.log",
+    subprocess.run(g.prefix + ["mount", "-t", "glusterfs", "-o", f"log-file={g.work}/log/mnt-{name}.log",
                     f"{ADDR}:/{name}", g.mnt], check=True, timeout=60)
     assert mounted(g.mnt)
 
