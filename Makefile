@@ -119,7 +119,8 @@ $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
-$(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ)
+# cairnd takes the distribute layer's pure name hash for volume import.
+$(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ) $(BUILD)/obj/src/client/dht_layout.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
 

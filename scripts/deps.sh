@@ -4,7 +4,7 @@
 set -e
 need="build-essential pkg-config libfuse3-dev fuse3 attr acl libraft-dev libuv1-dev liburing-dev nbdkit-plugin-dev"
 if [ "$1" = "--test" ]; then
-    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest xfsprogs rsync fio nbdkit qemu-utils libnbd-bin"
+    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest xfsprogs rsync fio nbdkit qemu-utils libnbd-bin glusterfs-server"
 fi
 missing=""
 for p in $need; do
@@ -15,5 +15,8 @@ if [ -n "$missing" ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
     apt-get install -y -q $missing >/dev/null
+    # The package starts glusterd where systemd runs; the import test and
+    # the benchmark run their own, each in a network namespace of its own.
+    case "$missing" in *glusterfs-server*) systemctl disable --now glusterd >/dev/null 2>&1 || true ;; esac
 fi
 modprobe fuse 2>/dev/null || true

@@ -19,6 +19,8 @@
 #define CONNECT_TIMEOUT_MS 5000
 /* volume stop waits for brick processes; leave it room. */
 #define CALL_TIMEOUT_MS 120000
+/* volume import walks whole bricks: as long as that takes. */
+#define IMPORT_TIMEOUT_MS (24 * 3600 * 1000)
 
 static void usage(FILE *f)
 {
@@ -134,7 +136,10 @@ int main(int argc, char **argv)
     for (int j = i; j < argc; j++)
         rpc_put_str(&body, RPC_T_ARG, argv[j]);
     struct rpc_frame *reply = NULL;
-    int rc = rpc_conn_call_sync(c, RPC_OP_MGMT_CLI, &body, &reply, CALL_TIMEOUT_MS);
+    int import =
+        argc - i >= 2 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "import") == 0;
+    int rc = rpc_conn_call_sync(c, RPC_OP_MGMT_CLI, &body, &reply,
+                                import ? IMPORT_TIMEOUT_MS : CALL_TIMEOUT_MS);
     rpc_buf_free(&body);
     int status = 1;
     if (rc < 0) {

@@ -14,6 +14,10 @@ static const struct cmd_usage cmds[] = {
      "volume create <NEW-VOLNAME> [replica <COUNT> [arbiter 1]] [transport tcp] <NEW-BRICK> ... "
      "[force]",
      "create a new volume of the given bricks (HOST:/abs/path; missing directories are made)"},
+    {"import",
+     "volume import <NEW-VOLNAME> [replica <COUNT> [arbiter 1]] <GLUSTERFS-BRICK> ... "
+     "[keep-glusterfs] [force]",
+     "make a volume of the bricks of a stopped GlusterFS volume, in place (docs/migrating.md)"},
     {"start", "volume start <VOLNAME> [force]", "start a volume's bricks"},
     {"stop", "volume stop <VOLNAME> [force]", "stop a volume's bricks"},
     {"delete", "volume delete <VOLNAME>", "delete a stopped volume"},

@@ -18,6 +18,7 @@ struct cmd {
 
 static const struct cmd volume_cmds[] = {
     {"create", mgmt_cmd_create, NULL},
+    {"import", mgmt_cmd_import, NULL},
     {"start", mgmt_cmd_start, NULL},
     {"stop", mgmt_cmd_stop, NULL},
     {"delete", mgmt_cmd_delete, NULL},

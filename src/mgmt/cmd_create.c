@@ -1,18 +1,22 @@
-/* volume create: argument parsing and every check, done before anything is
- * written, so a refused create leaves no trace. A missing brick directory
- * is checked to be creatable here and made by its server when the create
- * is applied (pool_apply.c). */
+/* volume create and volume import: argument parsing and every check, done
+ * before anything is written, so a refused create leaves no trace. A
+ * missing brick directory is checked to be creatable here and made by its
+ * server when the create is applied (pool_apply.c). An import takes the
+ * same path: the same words and checks, then the GlusterFS bricks are
+ * checked and converted in place (import.c) before the volume is
+ * committed. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../lib/log.h"
+#include "import.h"
 #include "pool.h"
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
-        fprintf(out, "volume create: %s: failed: ", name);                                         \
+        fprintf(out, "volume %s: %s: failed: ", verb, name);                                       \
         fprintf(out, __VA_ARGS__);                                                                 \
         fputc('\n', out);                                                                          \
         goto fail;                                                                                 \
@@ -69,18 +73,85 @@ static int is_keyword(const char *w)
     return 0;
 }
 
-int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
+/* Checks and converts every brick of an import (all on this server), then
+ * gives v the GlusterFS volume's id. 0, or -errno with err. */
+static int import_bricks(struct mgmt *m, struct mgmt_vol *v, int force, int keep, FILE *out,
+                         char *err, size_t errlen)
+{
+    char first[GFID_STRLEN] = "", id[GFID_STRLEN], line[PATH_MAX + 512];
+    int replica = v->replica > 1 ? v->replica : 1;
+    for (int i = 0; i < v->n_bricks; i++) {
+        struct mgmt_import_brick ib = {v->bricks[i].path, i, replica, v->n_bricks, force, keep};
+        int rc = mgmt_owner_import(m, &v->bricks[i], "check", &ib, NULL, line, sizeof(line));
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: %s", v->bricks[i].host, line);
+            return rc;
+        }
+        snprintf(id, sizeof(id), "%.36s", line);
+        if (i == 0)
+            snprintf(first, sizeof(first), "%s", id);
+        else if (strcmp(first, id) != 0) {
+            snprintf(err, errlen,
+                     "%s:%s belongs to GlusterFS volume %s, %s:%s to volume %s: every brick must "
+                     "come from the same GlusterFS volume",
+                     v->bricks[i].host, v->bricks[i].path, id, v->bricks[0].host, v->bricks[0].path,
+                     first);
+            return -EINVAL;
+        }
+    }
+    for (int i = 0; i < v->n_bricks; i++) {
+        struct mgmt_import_brick ib = {v->bricks[i].path, i, replica, v->n_bricks, force, keep};
+        char summary[PATH_MAX + 512];
+        int rc =
+            mgmt_owner_import(m, &v->bricks[i], "convert", &ib, first, summary, sizeof(summary));
+        if (rc < 0) {
+            snprintf(line, sizeof(line), "%s", summary);
+            snprintf(err, errlen, "%s: %s (run the import again once that is fixed)",
+                     v->bricks[i].host, line);
+            return rc;
+        }
+        log_info("volume import %s: brick %s:%s: %s", v->name, v->bricks[i].host, v->bricks[i].path,
+                 summary);
+        fprintf(out, "volume import: %s: brick %s:%s: %s\n", v->name, v->bricks[i].host,
+                v->bricks[i].path, summary);
+    }
+    if (v->n_bricks > replica) {
+        char *paths[v->n_bricks];
+        unsigned long made;
+        for (int i = 0; i < v->n_bricks; i++)
+            paths[i] = v->bricks[i].path;
+        int rc = mgmt_import_place(paths, v->n_bricks, replica, &made, line, sizeof(line));
+        if (rc < 0) {
+            snprintf(err, errlen, "%s (run the import again once that is fixed)", line);
+            return rc;
+        }
+        log_info("volume import %s: %lu link-to files for Cairn's placement", v->name, made);
+        fprintf(out,
+                "volume import: %s: %lu names linked where Cairn's distribute looks for them\n",
+                v->name, made);
+    }
+    /* the Cairn volume keeps the GlusterFS volume's id */
+    snprintf(v->id, sizeof(v->id), "%s", first);
+    return 0;
+}
+
+static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, int import)
 {
     if (argc < 4)
         return 2;
-    const char *name = argv[2];
-    char err[PATH_MAX + 512];
-    int force = 0, nb = 0, first = 3, last = argc;
+    const char *name = argv[2], *verb = import ? "import" : "create";
+    char err[2 * PATH_MAX + 1024];
+    int force = 0, keep = 0, nb = 0, first = 3, last = argc;
     struct mgmt_vol *v = NULL;
     char(*real)[PATH_MAX] = NULL;
     struct mgmt_peer **remote = NULL;
-    if (strcmp(argv[argc - 1], "force") == 0) {
-        force = 1;
+    for (;;) {
+        if (last > first && strcmp(argv[last - 1], "force") == 0 && !force)
+            force = 1;
+        else if (import && last > first && strcmp(argv[last - 1], "keep-glusterfs") == 0 && !keep)
+            keep = 1;
+        else
+            break;
         last--;
     }
     if (mgmt_check_volname(name, err, sizeof(err)) < 0)
@@ -143,6 +214,11 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         struct mgmt_peer *owner = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;
         if (local < 0 && !owner)
             FAIL("Host %s cannot be resolved", b->host);
+        if (owner && !mgmt_peer_is_self(m, owner) && import &&
+            last - first > (replica ? replica : 1))
+            FAIL("%s:%s is a brick of another server: a volume of several sets is imported only "
+                 "with every brick on one server (its link-to files go from set to set)",
+                 b->host, b->path);
         if (owner && !mgmt_peer_is_self(m, owner)) {
             /* Another server's brick: it checks the directory itself, below. */
             for (int j = 0; j < nb; j++)
@@ -163,6 +239,10 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
         snprintf(label, sizeof(label), "%s:%s", b->host, b->path);
         if (mgmt_brick_dir_usable(label, b->path, &st, &missing, err, sizeof(err)) < 0)
             FAIL("%s", err);
+        if (import && missing)
+            FAIL("Brick directory %s is missing: import takes the bricks of an existing "
+                 "GlusterFS volume",
+                 label);
         mgmt_brick_canonical(b->path, real[nb]);
         for (int j = 0; j < nb; j++) {
             if (remote[j])
@@ -232,6 +312,8 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
     gfid_t g;
     gfid_generate(&g);
     gfid_format(&g, v->id);
+    if (import && import_bricks(m, v, force, keep, out, err, sizeof(err)) < 0)
+        FAIL("%s", err);
     for (int i = 0; i < nb; i++) {
         gfid_generate(&g);
         gfid_format(&g, v->bricks[i].id);
@@ -251,7 +333,7 @@ int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
     rpc_buf_free(&e);
     if (rc < 0)
         FAIL("%s", err);
-    fprintf(out, "volume create: %s: success: please start the volume to access data\n", name);
+    fprintf(out, "volume %s: %s: success: please start the volume to access data\n", verb, name);
     free(real);
     free(remote);
     mgmt_vol_free(v);
@@ -261,4 +343,14 @@ fail:
     free(remote);
     mgmt_vol_free(v);
     return 1;
+}
+
+int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    return create_or_import(m, argc, argv, out, 0);
+}
+
+int mgmt_cmd_import(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    return create_or_import(m, argc, argv, out, 1);
 }

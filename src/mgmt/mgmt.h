@@ -224,6 +224,9 @@ void mgmt_brick_canonical(const char *path, char *out);
  * status. Called with m->lock held. */
 int mgmt_cli_run(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_create(struct mgmt *m, int argc, char **argv, FILE *out);
+/* volume import: volume create over the bricks of a stopped GlusterFS
+ * volume, converted in place (import.c). */
+int mgmt_cmd_import(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_start(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_stop(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_delete(struct mgmt *m, int argc, char **argv, FILE *out);

@@ -128,6 +128,14 @@ int mgmt_cmd_internal(struct mgmt *m, int argc, char **argv, FILE *out);
  * checks before create/start and the spawn/kill after a status change. */
 int mgmt_owner_check_bricks(struct mgmt *m, const char *owner_uuid, const char *volname, int force,
                             int n, char **paths, char *err, size_t errlen);
+struct mgmt_import_brick;
+/* volume import's work on the server owning brick b (this one or another
+ * of the pool, which runs it as __import): step "check" puts the GlusterFS
+ * volume id in out, "convert" (given volid) the brick's summary line; on
+ * failure out holds the reason. 0 or -errno. */
+int mgmt_owner_import(struct mgmt *m, const struct mgmt_brick *b, const char *step,
+                      const struct mgmt_import_brick *ib, const char *volid, char *out,
+                      size_t outlen);
 /* Asks the owners of volname's bricks to check them and name their ports;
  * adds BRICK {ID, PORT} fields to entry. */
 int mgmt_prepare_start_entry(struct mgmt *m, const char *volname, int force, struct rpc_buf *entry,

@@ -22,6 +22,7 @@
 
 #include "../lib/log.h"
 #include "../rpc/conn.h"
+#include "import.h"
 #include "pool.h"
 
 #define PEER_CONNECT_MS 2000
@@ -172,6 +173,49 @@ int mgmt_owner_check_bricks(struct mgmt *m, const char *owner_uuid, const char *
         snprintf(err, errlen, "%s", text ? text : "brick check failed");
     if (rc > 0)
         err[strcspn(err, "\n")] = 0;
+    free(text);
+    return rc < 0 ? rc : rc > 0 ? -EINVAL : 0;
+}
+
+/* An import walks a whole brick: wait as long as it takes. */
+#define IMPORT_CALL_MS (24 * 3600 * 1000)
+
+int mgmt_owner_import(struct mgmt *m, const struct mgmt_brick *b, const char *step,
+                      const struct mgmt_import_brick *ib, const char *volid, char *out,
+                      size_t outlen)
+{
+    struct mgmt_peer *p = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;
+    if (!p || mgmt_peer_is_self(m, p)) {
+        /* the walk runs without the state lock (the caller holds cmd_lock,
+         * so no other change interleaves): it may take long */
+        pthread_mutex_unlock(&m->lock);
+        int rc = strcmp(step, "check") == 0
+                     ? mgmt_import_check(ib, out, out, outlen)
+                     : mgmt_import_convert(ib, volid, out, outlen, out, outlen);
+        pthread_mutex_lock(&m->lock);
+        return rc < 0 ? -EINVAL : 0;
+    }
+    char index[16], replica[16], n[16];
+    snprintf(index, sizeof(index), "%d", ib->index);
+    snprintf(replica, sizeof(replica), "%d", ib->replica);
+    snprintf(n, sizeof(n), "%d", ib->n_bricks);
+    const char *argv[] = {"__import",
+                          step,
+                          index,
+                          replica,
+                          n,
+                          ib->force ? "force" : "-",
+                          ib->keep ? "keep" : "-",
+                          volid && *volid ? volid : "-",
+                          ib->path};
+    char *text = NULL, host[NET_HOST_MAX];
+    snprintf(host, sizeof(host), "%s", p->host);
+    int rc = call_peer_unlocked(m, p, 9, argv, &text, IMPORT_CALL_MS);
+    if (rc < 0)
+        snprintf(out, outlen, "Host %s is not reachable: %s", host, strerror(-rc));
+    else
+        snprintf(out, outlen, "%s", text ? text : rc ? "import failed" : "");
+    out[strcspn(out, "\n")] = 0;
     free(text);
     return rc < 0 ? rc : rc > 0 ? -EINVAL : 0;
 }
@@ -483,6 +527,25 @@ int mgmt_cmd_internal(struct mgmt *m, int argc, char **argv, FILE *out)
                                     err, sizeof(err)) < 0)
             return bad(out, err);
         return 0;
+    }
+    if (strcmp(w, "__import") == 0) {
+        if (argc != 9 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "convert") != 0))
+            return bad(out, "usage: __import check|convert INDEX REPLICA BRICKS force|- keep|- "
+                            "VOLID|- PATH");
+        struct mgmt_import_brick ib = {argv[8],
+                                       atoi(argv[2]),
+                                       atoi(argv[3]),
+                                       atoi(argv[4]),
+                                       strcmp(argv[5], "force") == 0,
+                                       strcmp(argv[6], "keep") == 0};
+        char text[PATH_MAX + 1024];
+        /* the walk runs without the state lock: it may take long */
+        pthread_mutex_unlock(&m->lock);
+        int rc = strcmp(argv[1], "check") == 0
+                     ? mgmt_import_check(&ib, text, text, sizeof(text))
+                     : mgmt_import_convert(&ib, argv[7], text, sizeof(text), text, sizeof(text));
+        pthread_mutex_lock(&m->lock);
+        return rc < 0 ? bad(out, text) : (fprintf(out, "%s\n", text), 0);
     }
     if (strcmp(w, "__prepare-start") == 0) {
         if (argc != 4)
