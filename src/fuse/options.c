@@ -281,11 +281,17 @@ static int parse_opts(struct cf_config *c, const char *list)
 static int parse_spec(struct cf_config *c, const char *spec)
 {
     const char *why;
-    if (cl_volspec_parse(spec, &c->server, c->volume, sizeof(c->volume), &why) < 0) {
+    if (cl_volspec_parse_dir(spec, &c->server, c->volume, sizeof(c->volume), c->subdir,
+                             sizeof(c->subdir), &why) < 0) {
         if (strcmp(why, "bad server address") == 0)
             fprintf(stderr, "cairn-fuse: bad server address in '%s'\n", spec);
+        else if (strcmp(why, "bad directory") == 0)
+            fprintf(stderr,
+                    "cairn-fuse: bad directory in '%s': write /VOLNAME/DIR, without '.', '..' "
+                    "or empty components\n",
+                    spec);
         else
-            fprintf(stderr, "cairn-fuse: '%s' is not HOST[:PORT]:/VOLNAME\n", spec);
+            fprintf(stderr, "cairn-fuse: '%s' is not HOST[:PORT]:/VOLNAME[/DIR]\n", spec);
         return -EINVAL;
     }
     snprintf(c->fsname, sizeof(c->fsname), "%s", spec);
