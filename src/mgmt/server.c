@@ -107,8 +107,13 @@ static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *
         pthread_mutex_unlock(&m->lock);
         log_warn("refusing the layout of volume %s%s to %s (auth.allow/auth.reject)", name,
                  dir ? dir : "", p->addr);
-        snprintf(text, sizeof(text), "Access to %s %s%s is not allowed from %s",
-                 dir ? "directory" : "volume", name, dir ? dir : "", p->addr);
+        if (dir)
+            snprintf(text, sizeof(text),
+                     "Access to directory %s of volume %s is not allowed from %s", dir, name,
+                     p->addr);
+        else
+            snprintf(text, sizeof(text), "Access to volume %s is not allowed from %s", name,
+                     p->addr);
         reply_text(c, f, -EACCES, text, -1);
         return;
     }
