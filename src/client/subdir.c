@@ -40,7 +40,7 @@ static int ask_one(const struct cl_volinfo *v, const struct cl_brickinfo *br, co
     if (!reply) {
         rc = 1;
     } else if (rc < 0) {
-        char text[512] = "";
+        char text[256] = "";
         if (rpc_has(&reply->msg, RPC_T_TEXT))
             rpc_bytes_str(&reply->msg.text, text, sizeof(text));
         snprintf(why, whylen, "brick %s:%s: %s", peer, br->path, *text ? text : strerror(-rc));
@@ -59,7 +59,7 @@ int cl_subdir_check(const struct cl_volinfo *v, const char *subdir, int timeout_
     if (!subdir || !strcmp(subdir, "/"))
         return 0;
     for (int i = 0; i < v->n_bricks; i++) {
-        char why[768];
+        char why[1200];
         int rc = ask_one(v, &v->bricks[i], subdir, timeout_ms, why, sizeof(why));
         if (rc == 1 || rc == -EIO) /* down, or its disk stalls: not an answer */
             continue;
