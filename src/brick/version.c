@@ -535,7 +535,7 @@ int brick_op_index(struct brick_req *r)
             const struct linux_dirent64 *d = (const void *)(buf + o);
             o += d->d_reclen;
             gfid_t g;
-            if (gfid_parse(d->d_name, &g) < 0)
+            if (gfid_parse(d->d_name, &g) < 0 || (!r->bc->subdir && seen++ < skip))
                 continue;
             char path[RPC_PATH_MAX];
             int fd = VFS->openat(dfd, d->d_name, O_RDONLY, 0);
@@ -547,8 +547,8 @@ int brick_op_index(struct brick_req *r)
             path[len] = 0;
             /* A confined connection sees the entries of its directory, by
              * its names (confine.c); OFFSET counts those alone. */
-            const char *shown = r->bc->subdir ? brick_confine_out(r->bc, path) : path;
-            if (!shown || seen++ < skip)
+            const char *shown = path;
+            if (r->bc->subdir && (!(shown = brick_confine_out(r->bc, path)) || seen++ < skip))
                 continue;
             size_t need = strlen(d->d_name) + 1 + strlen(shown) + 1;
             if (used + need > budget) {
