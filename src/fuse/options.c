@@ -1,4 +1,4 @@
-/* cairn-fuse's command line: HOST[:PORT]:/VOLNAME MOUNTPOINT [-o opts] [-f] [-d],
+/* cairn-fuse's command line: HOST[:PORT]:/VOLNAME[/DIR] MOUNTPOINT [-o opts] [-f] [-d],
  * and who may use the mount. */
 #include <ctype.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 static void usage(const char *prog)
 {
     fprintf(stderr,
-            "usage: %s HOST[:PORT]:/VOLNAME MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
+            "usage: %s HOST[:PORT]:/VOLNAME[/DIR] MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
             "  -f                    stay in the foreground\n"
             "  -d                    debug: foreground, FUSE requests traced\n"
             "  -o ping-timeout=SEC   brick liveness timeout, whole seconds (default: the\n"
