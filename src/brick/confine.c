@@ -131,8 +131,7 @@ static int rewrite(const char *dir, size_t dl, const uint8_t *in, size_t len, ui
 
 int brick_confine_frame(const char *dir, struct rpc_frame *f)
 {
-    if (!rpc_has(&f->msg, RPC_T_PATH) && !rpc_has(&f->msg, RPC_T_PATH2) &&
-        f->hdr.opcode != RPC_OP_COMPOUND)
+    if (!rpc_has(&f->msg, RPC_T_PATH) && !rpc_has(&f->msg, RPC_T_PATH2) && !f->msg.n_sub)
         return 0; /* by handle, or nothing to resolve */
     struct rpc_buf out;
     rpc_buf_init(&out);
