@@ -253,6 +253,45 @@ def test_auth_allow_per_directory(sd):
         set_auth(c, "*")
 
 
+def client_from(src, host, port):
+    """A raw protocol client whose connection comes from address src."""
+    cl = Client.__new__(Client)
+    cl.sock = socket.create_connection((host, port), timeout=10, source_address=(src, 0))
+    cl.timeout, cl.reqid = 10.0, 100
+    return cl
+
+
+def test_two_addresses_each_to_its_directory(sd):
+    """Two client addresses at once (raw clients can bind one; cairn-fuse
+    cannot): each gets its own directory, from cairnd and from a brick."""
+    c = sd
+    me, other = source_addr(), "127.0.0.95"
+    os.makedirs(os.path.join(c.full, "mine"), exist_ok=True)
+    os.makedirs(os.path.join(c.full, "theirs"), exist_ok=True)
+    host, path, port, _ = c.brick_status(VOL)[0]
+    try:
+        set_auth(c, f"/({me}),/mine({me}),/theirs({other})")
+        for src, d, ok in ((me, "/mine", True), (me, "/theirs", False), (other, "/theirs", True),
+                           (other, "/mine", False), (other, "/", False), (me, "/", True)):
+            cl = client_from(src, HOST, PORT)
+            try:
+                r = cl.call("MGMT_GETVOL", ("NAME", VOL), (SUBDIR_TAG, d))
+            finally:
+                cl.close()
+            assert (r.status == 0) == ok, (src, d, r)
+            cl = client_from(src, host, port)
+            try:
+                hs = [("NAME", VOL), ("PATH", path)] + ([(SUBDIR_TAG, d)] if d != "/" else [])
+                r = cl.call("HANDSHAKE", *hs)
+            finally:
+                cl.close()
+            assert (r.status == 0) == ok, (src, d, r)
+            if not ok:
+                assert r.status == -errno.EACCES and f"address {src} is not allowed" in r.text()
+    finally:
+        set_auth(c, "*")
+
+
 def raw_confined(c, subdir, brick=0):
     host, path, port, _ = c.brick_status(VOL)[brick]
     cl = Client(host, port)
