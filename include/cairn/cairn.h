@@ -1,6 +1,6 @@
 /* libcairn: the Cairn client stack as a C library (docs/libcairn.md).
  *
- * A program opens a volume by "HOST[:PORT]:/VOLNAME", the way mount names
+ * A program opens a volume by "HOST[:PORT]:/VOLNAME[/DIR]", the way mount names
  * it, and calls the file operations below on paths inside the volume. The
  * library talks to the bricks through the same client stack as the FUSE
  * mount (protocol -> replicate -> distribute), so other clients' leases are
@@ -65,7 +65,9 @@ const char *cairn_version(void);
 
 /* ---- volumes ---- */
 
-/* Opens the volume spec names ("HOST[:PORT]:/VOLNAME"): its layout is asked
+/* Opens the volume spec names ("HOST[:PORT]:/VOLNAME"; "HOST:/VOLNAME/DIR":
+ * directory DIR of it, which every path is then relative to, the bricks
+ * keeping the handle inside it as for a mount): its layout is asked
  * of cairnd on HOST (then of each backup server), connections to its bricks
  * are made, and a management connection stays open so that volume option
  * changes apply live. options: NULL, or comma-separated:
@@ -78,7 +80,8 @@ const char *cairn_version(void);
  *   log-level=LEVEL        error|warning|info|debug|trace (default warning;
  *                          logging settings are process-wide)
  * On success *vol is the new handle. On failure returns -errno (-EINVAL: a
- * bad spec or option; -ENOENT: no such volume or it is not started;
+ * bad spec or option; -ENOENT: no such volume or it is not started, or no
+ * directory DIR; -EACCES: auth.allow does not let this host open DIR;
  * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH: no server answered) and, when
  * err is not NULL, writes the reason (at most errlen bytes, NUL-terminated)
  * there. A brick that cannot be reached yet does not fail the open: calls

@@ -132,6 +132,8 @@ struct brick_conn {
     char addr[64];  /* numeric peer address, for auth.allow / auth.reject */
     int local_peer; /* the peer is this host (loopback or our own address) */
     void *owner;    /* the server that accepted it */
+    char *subdir;   /* confined to this directory ("/a/b", confine.c); NULL: the whole
+                       volume. Set by the handshake before handshaken, never changed after */
 };
 
 /* A new connection state with one reference; rc may be NULL. */
@@ -193,6 +195,26 @@ int brick_path_check(const uint8_t *p, size_t len);
 int brick_resolve(struct brick *b, const struct rpc_bytes *path, enum brick_loc_use use,
                   struct brick_loc *loc);
 void brick_loc_release(struct brick *b, struct brick_loc *loc);
+
+/* ---- connections confined to a directory (confine.c) ---- */
+
+/* The handshake's SUBDIR: checks it names an existing directory of the
+ * brick (no symbolic link on the way) and gives a malloc'd copy in *out
+ * (NULL for "/", the whole volume). 0, or -EINVAL, -ENAMETOOLONG, -ENOENT,
+ * -ENOTDIR with why saying what was wrong. */
+int brick_confine_open(struct brick *b, const struct rpc_bytes *dir, char **out, char *why,
+                       size_t whylen);
+/* Rewrites request f of a connection confined to dir: each PATH and PATH2
+ * (in a COMPOUND's sub-requests too), checked by brick_path_check, becomes
+ * dir + path; the body is replaced and f->msg decoded again. 0, or the
+ * errno to answer: -EINVAL / -ENAMETOOLONG for a bad path, -EBUSY for a
+ * removal, rename or link of the confined root, -EPROTO. */
+int brick_confine_frame(const char *dir, struct rpc_frame *f);
+/* Whether real path p[0..len) is in bc's directory (1 when unconfined). */
+int brick_confine_inside(const struct brick_conn *bc, const char *p, size_t len);
+/* Real path p as bc names it ("/" for its directory), or NULL when p is
+ * outside it. Points into p or at a literal. */
+const char *brick_confine_out(const struct brick_conn *bc, const char *p);
 
 /* ---- open parent directories (dircache.c) ---- */
 

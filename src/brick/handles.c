@@ -68,6 +68,7 @@ void brick_conn_put(struct brick_conn *bc)
         rpc_conn_put(bc->rc);
     free(bc->fhs);
     free(bc->fh_gen);
+    free(bc->subdir);
     pthread_mutex_destroy(&bc->lock);
     free(bc);
 }

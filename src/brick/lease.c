@@ -483,8 +483,12 @@ void brick_lease_pre(struct brick_req *r)
      * cooling down after a conflict leaves the object's lease standing: its
      * attributes and data are still cached, its name is not. */
     int parent = rpc_op_is(r->opcode, RPC_OPF_LEASE_PARENT);
+    size_t pl = brick_ltab_parent_len(p, len);
+    /* The root of a directory mount has no parent its client can name,
+     * nor could it return a lease on one (confine.c). */
     int name =
-        rc == 0 && (!parent || grant_one(L, r->bc, p, brick_ltab_parent_len(p, len), now) == 0);
+        rc == 0 &&
+        (!parent || (brick_confine_inside(r->bc, p, pl) && grant_one(L, r->bc, p, pl, now) == 0));
     unlock(L);
     r->lease_ok = rc == 0;
     r->lease_name = name;
@@ -660,10 +664,16 @@ static void send_recalls(struct brick *b, struct recalls *rs)
         struct recall *c = &rs->v[i];
         struct rpc_buf body;
         rpc_buf_init(&body);
-        rpc_put_str(&body, RPC_T_PATH, c->path);
+        /* A confined connection names paths from its directory; it holds
+         * leases only inside it (brick_lease_pre). */
+        const char *p = brick_confine_out(c->bc, c->path);
+        rpc_put_str(&body, RPC_T_PATH, p ? p : c->path);
         if (c->name[0])
             rpc_put_str(&body, RPC_T_NAME, c->name);
-        if (rpc_conn_notify(c->bc->rc, RPC_OP_LEASE_RECALL, &body) < 0)
+        if (!p)
+            log_warn("lease on %s held outside %s by %s: not recalled", c->path, c->bc->subdir,
+                     c->bc->peer);
+        else if (rpc_conn_notify(c->bc->rc, RPC_OP_LEASE_RECALL, &body) < 0)
             log_debug("lease recall of %s to %s not sent", c->path, c->bc->peer);
         rpc_buf_free(&body);
         brick_conn_put(c->bc);

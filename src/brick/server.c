@@ -109,15 +109,20 @@ static int same_str(const struct rpc_bytes *a, const char *s)
     return a->len == strlen(s) && !memcmp(a->p, s, a->len);
 }
 
+/* The directory a handshake asks for, as the connection will hold it:
+ * "/" when it names none. */
+static int same_subdir(const struct brick_conn *bc, const char *dir)
+{
+    return !strcmp(bc->subdir ? bc->subdir : "/", dir ? dir : "/");
+}
+
 static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_frame *f)
 {
     struct brick *b = s->b;
     const struct rpc_msg *m = &f->msg;
-    char text[PATH_MAX + 128] = "";
+    char text[PATH_MAX + 256] = "";
+    char *dir = NULL; /* the directory the connection is confined to */
     int rc = 0;
-    pthread_mutex_lock(&b->opt_lock);
-    int allowed = opt_addr_allowed(b->auth_allow, b->auth_reject, bc->addr);
-    pthread_mutex_unlock(&b->opt_lock);
     if (!rpc_has(m, RPC_T_NAME) || !same_str(&m->name, b->volume)) {
         rc = -ENOENT;
         snprintf(text, sizeof(text), "this brick serves volume %s, not the one asked for",
@@ -126,11 +131,31 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
         rc = -ENOENT;
         snprintf(text, sizeof(text), "this brick of volume %s is %s, not the path asked for",
                  b->volume, b->path);
-    } else if (!allowed) {
-        rc = -EACCES;
-        snprintf(text, sizeof(text), "address %s is not allowed to use volume %s", bc->addr,
-                 b->volume);
+    } else if (rpc_has(m, RPC_T_SUBDIR)) {
+        rc = brick_confine_open(b, &m->subdir, &dir, text, sizeof(text));
     }
+    if (rc == 0) {
+        pthread_mutex_lock(&b->opt_lock);
+        int allowed = opt_addr_allowed_dir(b->auth_allow, b->auth_reject, dir, bc->addr);
+        pthread_mutex_unlock(&b->opt_lock);
+        if (!allowed) {
+            rc = -EACCES;
+            if (dir)
+                snprintf(text, sizeof(text),
+                         "address %s is not allowed to mount directory %s of volume %s", bc->addr,
+                         dir, b->volume);
+            else
+                snprintf(text, sizeof(text), "address %s is not allowed to use volume %s", bc->addr,
+                         b->volume);
+        }
+    }
+    pthread_mutex_lock(&bc->lock);
+    if (rc == 0 && bc->handshaken && !same_subdir(bc, dir)) {
+        rc = -EINVAL; /* its requests were checked against the first one */
+        snprintf(text, sizeof(text), "a connection stays in the directory it was opened for (%s)",
+                 bc->subdir ? bc->subdir : "/");
+    }
+    pthread_mutex_unlock(&bc->lock);
     pthread_mutex_lock(&s->lock);
     uint64_t stalled = s->stalled_since;
     pthread_mutex_unlock(&s->lock);
@@ -144,6 +169,10 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
     rpc_buf_init(&out);
     if (rc == 0) {
         pthread_mutex_lock(&bc->lock);
+        if (!bc->handshaken) {
+            bc->subdir = dir;
+            dir = NULL;
+        }
         bc->handshaken = 1;
         pthread_mutex_unlock(&bc->lock);
         rpc_put_u64(&out, RPC_T_FEATURES, BRICK_FEATURES);
@@ -153,7 +182,8 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
             bc, rpc_has(m, RPC_T_FEATURES) && (m->features & RPC_FEATURE_ACCUSED), &gen);
         rpc_put_u64(&out, RPC_T_PENDING, accused);
         rpc_put_u64(&out, RPC_T_GEN, gen);
-        log_debug("handshake from %s", bc->peer);
+        log_debug("handshake from %s%s%s", bc->peer, bc->subdir ? " for directory " : "",
+                  bc->subdir ? bc->subdir : "");
     } else if (rc == -EIO) {
         log_debug("refused handshake from %s: %s", bc->peer, text); /* the stall is logged */
     } else {
@@ -161,6 +191,7 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
     }
     brick_send_reply(bc, RPC_OP_HANDSHAKE, f->hdr.reqid, rc, &out, text);
     rpc_buf_free(&out);
+    free(dir);
 }
 
 /* MGMT_RECONF from cairnd: only a peer on this host may change options. */
@@ -227,9 +258,19 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
     }
     pthread_mutex_lock(&bc->lock);
     int ok = bc->handshaken;
+    const char *dir = bc->subdir; /* fixed once handshaken */
     pthread_mutex_unlock(&bc->lock);
     if (!ok) {
         brick_send_reply(bc, op, f->hdr.reqid, -EACCES, NULL, "handshake first");
+        rpc_frame_free(f);
+        return;
+    }
+    int crc = dir ? brick_confine_frame(dir, f) : 0;
+    if (crc < 0) {
+        log_debug("%s from %s refused: %s (confined to %s)", rpc_op_name(op), bc->peer,
+                  strerror(-crc), dir);
+        brick_send_reply(bc, op, f->hdr.reqid, crc, NULL,
+                         crc == -EBUSY ? "the root of a directory mount stays in place" : NULL);
         rpc_frame_free(f);
         return;
     }

@@ -407,6 +407,11 @@ int brick_op_unmark(struct brick_req *r)
     if (!rpc_has(in, RPC_T_GFID) || !rpc_has(in, RPC_T_PENDING))
         return -EINVAL;
     if (!rpc_has(in, RPC_T_PATH)) {
+        /* A gfid alone may name anything on the brick: a connection
+         * confined to a directory (confine.c) leaves such entries to
+         * cairn-shd. */
+        if (r->bc->subdir)
+            return -EPERM;
         int rc = index_drop(b, &in->gfid);
         if (rc == 0)
             brick_accused_note(b, &in->gfid, 0);
@@ -543,7 +548,7 @@ int brick_op_index(struct brick_req *r)
                 waiting += seen >= skip; /* those before were counted by earlier pages */
                 continue;
             }
-            if (seen++ < skip)
+            if (!r->bc->subdir && seen++ < skip)
                 continue;
             char path[RPC_PATH_MAX];
             int fd = VFS->openat(dfd, d->d_name, O_RDONLY, 0);
@@ -553,12 +558,17 @@ int brick_op_index(struct brick_req *r)
             if (len < 0)
                 len = 0;
             path[len] = 0;
-            size_t need = strlen(d->d_name) + 1 + (size_t)len + 1;
+            /* A confined connection sees the entries of its directory, by
+             * its names (confine.c); OFFSET counts those alone. */
+            const char *shown = path;
+            if (r->bc->subdir && (!(shown = brick_confine_out(r->bc, path)) || seen++ < skip))
+                continue;
+            size_t need = strlen(d->d_name) + 1 + strlen(shown) + 1;
             if (used + need > budget) {
                 eof = 0;
                 break;
             }
-            used += (size_t)snprintf(out + used, budget - used, "%s %s\n", d->d_name, path);
+            used += (size_t)snprintf(out + used, budget - used, "%s %s\n", d->d_name, shown);
         }
         if (!eof)
             break;

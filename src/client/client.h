@@ -46,6 +46,16 @@ int cl_volinfo_parse(const struct rpc_frame *r, struct cl_volinfo *out);
 int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_ms,
                     struct cl_volinfo *out, char *err, size_t errlen);
 
+/* Asks every brick of v whether it serves directory subdir of the volume
+ * to this client (the handshake a confined connection makes, proto.c),
+ * before a mount of it: 0 when one accepts, or none answers (the mount
+ * then waits for them as any mount does); -EACCES when one refuses by
+ * auth.allow / auth.reject; -ENOENT or -ENOTDIR when every brick that
+ * answered says the directory is not there. err gets the brick's reason.
+ * subdir NULL or "/" is the whole volume: 0 at once. */
+int cl_subdir_check(const struct cl_volinfo *v, const char *subdir, int timeout_ms, char *err,
+                    size_t errlen);
+
 /* ---- protocol client layer (proto.c) ----
  * One connection to one brick. Connects and handshakes (NAME, PATH,
  * FEATURES), then sends each operation's args as one request; the reply frame
@@ -71,6 +81,8 @@ struct cl_proto_params {
     struct net_addr addr;
     const char *volume;     /* volume name, sent in the handshake */
     const char *brick_path; /* the brick's directory, sent in the handshake */
+    const char *subdir;     /* NULL: the whole volume; "/a/b": every path is under it, the
+                               brick confines the connection there (SUBDIR, protocol.md) */
     int ping_timeout_ms;    /* 0: CL_DEFAULT_PING_TIMEOUT_MS */
     cl_recall_fn recall;    /* may be NULL: recalls are then returned at once */
     void *recall_ctx;
@@ -96,6 +108,7 @@ void cl_proto_describe(struct cl_layer *l, char *out, size_t len);
 /* ---- the stack (stack.c) ---- */
 struct cl_stack_params {
     int ping_timeout_ms; /* 0: the volume's network.ping-timeout */
+    const char *subdir;  /* NULL: the whole volume; else the directory mounted (proto) */
     cl_recall_fn recall; /* lease recalls of every brick (may be NULL) */
     void *recall_ctx;
 };

@@ -34,7 +34,8 @@ struct proto {
     struct net_addr addr;
     char peer[NET_HOST_MAX + 16];
     char *volume, *brick_path;
-    int ping_ms; /* written under lock (reconfigure); read atomically without it */
+    char *subdir; /* NULL: the whole volume */
+    int ping_ms;  /* written under lock (reconfigure); read atomically without it */
     cl_recall_fn recall;
     void *recall_ctx;
 
@@ -376,6 +377,8 @@ static void start_connect(struct proto *p)
     rpc_buf_init(&b);
     rpc_put_str(&b, RPC_T_NAME, p->volume);
     rpc_put_str(&b, RPC_T_PATH, p->brick_path);
+    if (p->subdir)
+        rpc_put_str(&b, RPC_T_SUBDIR, p->subdir);
     rpc_put_u64(&b, RPC_T_FEATURES, RPC_FEATURE_ACCUSED);
     int rc = rpc_conn_call(c, RPC_OP_HANDSHAKE, &b, hs_cb, k);
     rpc_buf_free(&b);
@@ -572,6 +575,7 @@ static void proto_destroy(struct cl_layer *self)
     pthread_cond_destroy(&p->cond);
     free(p->volume);
     free(p->brick_path);
+    free(p->subdir);
     free(p);
 }
 
@@ -584,9 +588,12 @@ struct cl_layer *cl_proto_new(const struct cl_proto_params *params)
     net_format_addr(&p->addr, p->peer, sizeof(p->peer));
     p->volume = strdup(params->volume ? params->volume : "");
     p->brick_path = strdup(params->brick_path ? params->brick_path : "");
-    if (!p->volume || !p->brick_path) {
+    p->subdir = params->subdir && strcmp(params->subdir, "/") ? strdup(params->subdir) : NULL;
+    if (!p->volume || !p->brick_path ||
+        (params->subdir && strcmp(params->subdir, "/") && !p->subdir)) {
         free(p->volume);
         free(p->brick_path);
+        free(p->subdir);
         free(p);
         return NULL;
     }

@@ -1,4 +1,4 @@
-/* Naming a volume the way users write it: "HOST[:PORT]:/VOLNAME" (as mount
+/* Naming a volume the way users write it: "HOST[:PORT]:/VOLNAME[/DIR]" (as mount
  * takes it) and a list of backup cairnd servers "HOST[:PORT]:HOST[:PORT]..."
  * (mount's -o backup-servers=, libcairn's backup-servers= option). Shared
  * by the FUSE client and libcairn so both read them alike. Pure functions. */
@@ -15,6 +15,13 @@
  * to "not HOST[:PORT]:/VOLNAME" or "bad server address". */
 int cl_volspec_parse(const char *spec, struct net_addr *server, char *volume, size_t vollen,
                      const char **why);
+/* The same, also taking "HOST[:PORT]:/VOLNAME/DIR" (GlusterFS's mount of a
+ * directory of the volume): subdir gets "/DIR" with trailing slashes
+ * dropped, or "/" for the whole volume. A DIR with empty, "." or ".."
+ * components, or longer than sublen, is -EINVAL with *why "bad
+ * directory". */
+int cl_volspec_parse_dir(const char *spec, struct net_addr *server, char *volume, size_t vollen,
+                         char *subdir, size_t sublen, const char **why);
 
 /* Parses "HOST[:PORT]:HOST[:PORT]..." into out[0..max); a numeric field
  * after a host is its port. *n is the count. 0, or -EINVAL (malformed,

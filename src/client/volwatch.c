@@ -27,12 +27,14 @@ static void copy_text(const struct rpc_frame *r, char *err, size_t errlen)
 /* GETVOL on an open connection. *answered is set when the server replied
  * (with the layout or an error of its own), as opposed to a transport
  * failure. On success out holds the layout. */
-static int getvol(struct rpc_conn *c, const char *peer, const char *name, int timeout_ms,
-                  struct cl_volinfo *out, int *answered, char *err, size_t errlen)
+static int getvol(struct rpc_conn *c, const char *peer, const char *name, const char *subdir,
+                  int timeout_ms, struct cl_volinfo *out, int *answered, char *err, size_t errlen)
 {
     struct rpc_buf b;
     rpc_buf_init(&b);
     rpc_put_str(&b, RPC_T_NAME, name);
+    if (subdir && strcmp(subdir, "/"))
+        rpc_put_str(&b, RPC_T_SUBDIR, subdir);
     struct rpc_frame *reply = NULL;
     int rc = rpc_conn_call_sync(c, RPC_OP_MGMT_GETVOL, &b, &reply, timeout_ms);
     rpc_buf_free(&b);
@@ -53,8 +55,8 @@ static int getvol(struct rpc_conn *c, const char *peer, const char *name, int ti
     return rc;
 }
 
-int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name, int timeout_ms,
-                        struct cl_volinfo *out, int *used, char *err, size_t errlen)
+int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name, const char *subdir,
+                        int timeout_ms, struct cl_volinfo *out, int *used, char *err, size_t errlen)
 {
     int rc = -EINVAL;
     memset(out, 0, sizeof(*out));
@@ -81,7 +83,7 @@ int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name,
             return rc;
         }
         int answered = 0;
-        rc = getvol(c, peer, name, timeout_ms, out, &answered, err, errlen);
+        rc = getvol(c, peer, name, subdir, timeout_ms, out, &answered, err, errlen);
         rpc_conn_close(c, -ENOTCONN);
         rpc_conn_put(c);
         if (rc == 0 && used)
@@ -105,6 +107,7 @@ struct cl_volwatch {
     struct net_addr servers[CL_MAX_MGMT_SERVERS];
     int n_servers, cur;
     char *volume;
+    char *subdir; /* NULL: the whole volume */
     int timeout_ms;
     void (*changed_cb)(const struct cl_volinfo *v, void *ctx);
     void (*gone_cb)(const char *text, void *ctx);
@@ -254,7 +257,7 @@ static int try_connect(struct cl_volwatch *w, int *answered, char *err, size_t e
         goto fail;
     }
     struct cl_volinfo v;
-    rc = getvol(c, peer, w->volume, w->timeout_ms, &v, answered, err, errlen);
+    rc = getvol(c, peer, w->volume, w->subdir, w->timeout_ms, &v, answered, err, errlen);
     if (rc < 0)
         goto fail;
     log_info("management connection to cairnd at %s (volume %s, generation %llu)", peer, w->volume,
@@ -389,7 +392,9 @@ struct cl_volwatch *cl_volwatch_start(const struct cl_volwatch_params *p)
     if (p->n_servers < 1 || p->n_servers > CL_MAX_MGMT_SERVERS || !p->changed_cb)
         return NULL;
     struct cl_volwatch *w = calloc(1, sizeof(*w));
-    if (!w || !(w->volume = strdup(p->volume))) {
+    if (!w || !(w->volume = strdup(p->volume)) || (p->subdir && !(w->subdir = strdup(p->subdir)))) {
+        if (w)
+            free(w->volume);
         free(w);
         log_error("out of memory starting the management connection");
         return NULL;
@@ -410,6 +415,7 @@ struct cl_volwatch *cl_volwatch_start(const struct cl_volwatch_params *p)
         pthread_mutex_destroy(&w->lock);
         pthread_cond_destroy(&w->cond);
         free(w->volume);
+        free(w->subdir);
         free(w);
         return NULL;
     }
@@ -440,5 +446,6 @@ void cl_volwatch_stop(struct cl_volwatch *w)
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->cond);
     free(w->volume);
+    free(w->subdir);
     free(w);
 }

@@ -21,23 +21,27 @@
 
 #define CL_MAX_MGMT_SERVERS 16
 
-/* Asks each server in order for the layout of volume name until one answers.
+/* Asks each server in order for the layout of volume name until one answers
+ * (subdir, NULL or "/" for the whole volume: the directory to be mounted,
+ * which auth.allow may restrict).
  * A server that cannot be reached, or does not answer in timeout_ms, is
  * skipped; an answer (the layout, or an error such as "Volume v is not
  * started") ends the search: every server of a pool answers alike. On
  * success *used (if not NULL) is the index of the server that answered. On
  * failure returns -errno with the reason (of the last server tried, or the
  * server's answer) in err. */
-int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name, int timeout_ms,
-                        struct cl_volinfo *out, int *used, char *err, size_t errlen);
+int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name, const char *subdir,
+                        int timeout_ms, struct cl_volinfo *out, int *used, char *err,
+                        size_t errlen);
 
 struct cl_volwatch_params {
     const struct net_addr *servers; /* the main server first, then the backups */
     int n_servers;                  /* 1..CL_MAX_MGMT_SERVERS */
     int first;                      /* index of the server to connect to first */
     const char *volume;
-    uint64_t gen;   /* generation the caller already has: older layouts are ignored */
-    int timeout_ms; /* connect and GETVOL answer bound; cairnd silent this long is dead */
+    const char *subdir; /* the directory mounted (NULL: the whole volume), asked with GETVOL */
+    uint64_t gen;       /* generation the caller already has: older layouts are ignored */
+    int timeout_ms;     /* connect and GETVOL answer bound; cairnd silent this long is dead */
     /* A newer layout of the started volume. */
     void (*changed_cb)(const struct cl_volinfo *v, void *ctx);
     /* The volume is no longer served: text is cairnd's reason ("Volume v is not

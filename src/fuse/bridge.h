@@ -31,6 +31,7 @@ struct cf_config {
     struct net_addr backup[CF_MAX_BACKUPS]; /* -o backup-servers, tried in order */
     int n_backup;
     char volume[256];
+    char subdir[PATH_MAX]; /* HOST:/VOLUME/DIR: "/DIR", the mount's root; "/": the volume's */
     char mountpoint[PATH_MAX];
     char fsname[NET_HOST_MAX + 300];
     char log_file[PATH_MAX];

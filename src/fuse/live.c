@@ -188,6 +188,7 @@ int cf_live_start(struct cf *cf, const struct cf_config *cfg, const struct net_a
         .n_servers = n,
         .first = first,
         .volume = l->vol.name,
+        .subdir = cfg->subdir,
         .gen = l->vol.gen,
         .timeout_ms = MGMT_TIMEOUT_MS,
         .changed_cb = changed_cb,

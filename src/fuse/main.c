@@ -175,10 +175,19 @@ int main(int argc, char **argv)
     int n_servers = 1 + cfg.n_backup, used = 0;
     servers[0] = cfg.server;
     memcpy(servers + 1, cfg.backup, sizeof(cfg.backup[0]) * (size_t)cfg.n_backup);
-    rc = cl_volume_fetch_any(servers, n_servers, cfg.volume, FETCH_TIMEOUT_MS, &vol, &used, err,
-                             sizeof(err));
+    rc = cl_volume_fetch_any(servers, n_servers, cfg.volume, cfg.subdir, FETCH_TIMEOUT_MS, &vol,
+                             &used, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "cairn-fuse: %s\n", err);
+        return 1;
+    }
+    /* A directory the bricks would refuse fails the mount now, with their
+     * reason, not after daemonizing (cl_subdir_check). */
+    rc = cl_subdir_check(&vol, cfg.subdir, FETCH_TIMEOUT_MS, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "cairn-fuse: cannot mount directory %s of volume %s: %s (%s)\n", cfg.subdir,
+                vol.name, err, strerror(-rc));
+        cl_volinfo_free(&vol);
         return 1;
     }
     int level = cfg.log_level >= 0
@@ -220,9 +229,10 @@ int main(int argc, char **argv)
         goto out_unmount;
     char from[NET_HOST_MAX + 16];
     net_format_addr(&servers[used], from, sizeof(from));
-    log_info("mounting %s (volume %s, %s:%d%s, layout from %s) on %s", cfg.fsname, vol.name,
-             vol.bricks[0].addr.host, vol.bricks[0].addr.port, vol.bricks[0].path, from,
-             cfg.mountpoint);
+    log_info("mounting %s (volume %s%s%s, %s:%d%s, layout from %s) on %s", cfg.fsname, vol.name,
+             strcmp(cfg.subdir, "/") ? ", directory " : "",
+             strcmp(cfg.subdir, "/") ? cfg.subdir : "", vol.bricks[0].addr.host,
+             vol.bricks[0].addr.port, vol.bricks[0].path, from, cfg.mountpoint);
     if (cfg.mounter_only && (cfg.log_file[0] || !cfg.foreground))
         warn_mounter_only();
     warn_fixed_timeouts(&cfg);
@@ -231,7 +241,7 @@ int main(int argc, char **argv)
     if (fuse_daemonize(cfg.foreground) != 0)
         goto out_unmount;
 
-    struct cl_stack_params sp = {.ping_timeout_ms = cfg.ping_timeout_ms};
+    struct cl_stack_params sp = {.ping_timeout_ms = cfg.ping_timeout_ms, .subdir = cfg.subdir};
     if (cf_wb_init(&cf) < 0)
         log_error("out of memory: files are created on the bricks synchronously");
     cf_wb_configure(&cf, opt_bool(&vol.opts, "client.write-back"),

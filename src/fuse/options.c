@@ -1,4 +1,4 @@
-/* cairn-fuse's command line: HOST[:PORT]:/VOLNAME MOUNTPOINT [-o opts] [-f] [-d],
+/* cairn-fuse's command line: HOST[:PORT]:/VOLNAME[/DIR] MOUNTPOINT [-o opts] [-f] [-d],
  * and who may use the mount. */
 #include <ctype.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 static void usage(const char *prog)
 {
     fprintf(stderr,
-            "usage: %s HOST[:PORT]:/VOLNAME MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
+            "usage: %s HOST[:PORT]:/VOLNAME[/DIR] MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
             "  -f                    stay in the foreground\n"
             "  -d                    debug: foreground, FUSE requests traced\n"
             "  -o ping-timeout=SEC   brick liveness timeout, whole seconds (default: the\n"
@@ -281,11 +281,17 @@ static int parse_opts(struct cf_config *c, const char *list)
 static int parse_spec(struct cf_config *c, const char *spec)
 {
     const char *why;
-    if (cl_volspec_parse(spec, &c->server, c->volume, sizeof(c->volume), &why) < 0) {
+    if (cl_volspec_parse_dir(spec, &c->server, c->volume, sizeof(c->volume), c->subdir,
+                             sizeof(c->subdir), &why) < 0) {
         if (strcmp(why, "bad server address") == 0)
             fprintf(stderr, "cairn-fuse: bad server address in '%s'\n", spec);
+        else if (strcmp(why, "bad directory") == 0)
+            fprintf(stderr,
+                    "cairn-fuse: bad directory in '%s': write /VOLNAME/DIR, without '.', '..' "
+                    "or empty components\n",
+                    spec);
         else
-            fprintf(stderr, "cairn-fuse: '%s' is not HOST[:PORT]:/VOLNAME\n", spec);
+            fprintf(stderr, "cairn-fuse: '%s' is not HOST[:PORT]:/VOLNAME[/DIR]\n", spec);
         return -EINVAL;
     }
     snprintf(c->fsname, sizeof(c->fsname), "%s", spec);

@@ -37,10 +37,12 @@
 const struct opt_def opt_table[] = {
     OPT("auth.allow", OPT_STRING, "*", 0, 0, NULL, true,
         "Comma-separated addresses (globs like 192.168.1.*, or IPv4 CIDR blocks) allowed to "
-        "connect to the volume's bricks and fetch its layout."),
+        "connect to the volume's bricks and fetch its layout. An entry /DIR(A|B...) allows "
+        "addresses A, B... to mount directory DIR of the volume (/ is the whole volume); a "
+        "bare address applies to every mount."),
     OPT("auth.reject", OPT_STRING, "", 0, 0, NULL, true,
         "Comma-separated addresses (globs or IPv4 CIDR blocks) refused even when auth.allow "
-        "matches them."),
+        "matches them; /DIR(A|B...) refuses them a mount of DIR alone."),
     /* The two cache times without a lease accept 0 only (see opt_validate):
      * what no lease protects, no recall can drop. */
     OPT("client.attribute-timeout", OPT_TIME, "0", 0, 0, NULL, true,
@@ -521,6 +523,52 @@ bool opt_addr_pattern(const char *e, size_t n)
     return strchr(buf, ':') && strspn(buf, "0123456789abcdefABCDEF:.*?[]!-") == n;
 }
 
+/* "/dir(p|p...)": the directory a mount names and the patterns allowed
+ * (or refused) to mount it. */
+static int validate_dir_entry(const char *name, const char *e, size_t n, char *err, size_t errlen)
+{
+    const char *open = memchr(e, '(', n);
+    if (!open || e[n - 1] != ')' || memchr(open + 1, '(', (size_t)(e + n - open - 1)) ||
+        memchr(e, ')', n - 1)) {
+        snprintf(err, errlen,
+                 "'%.*s' is not a directory entry for %s: write /DIR(ADDRESS|ADDRESS...), "
+                 "directory entries separated by commas",
+                 (int)n, e, name);
+        return -EINVAL;
+    }
+    size_t dl = (size_t)(open - e);
+    if (!opt_dir_valid(e, dl)) {
+        snprintf(err, errlen,
+                 "'%.*s' in %s is not a directory of the volume: an absolute path like /a/b, "
+                 "without '.', '..', empty components or a trailing '/'",
+                 (int)dl, e, name);
+        return -EINVAL;
+    }
+    const char *end = e + n - 1; /* the ')' */
+    for (const char *q = open + 1;;) {
+        size_t k = 0;
+        while (q + k < end && q[k] != '|')
+            k++;
+        const char *a = q;
+        size_t m = k;
+        while (m && *a == ' ') {
+            a++;
+            m--;
+        }
+        while (m && a[m - 1] == ' ')
+            m--;
+        if (!addr_entry_valid(a, m)) {
+            snprintf(err, errlen, "'%.*s' is not a valid address or address pattern for %s in %s",
+                     (int)m, a, e, name);
+            return -EINVAL;
+        }
+        if (q + k == end)
+            break;
+        q += k + 1;
+    }
+    return 0;
+}
+
 static int validate_addr_list(const char *name, const char *v, char *err, size_t errlen)
 {
     if (!*v && strcmp(name, "auth.allow") == 0) {
@@ -531,7 +579,10 @@ static int validate_addr_list(const char *name, const char *v, char *err, size_t
     for (const char *p = v; *p;) {
         const char *comma = strchr(p, ',');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        if (!addr_entry_valid(p, n)) {
+        if (n && *p == '/') {
+            if (validate_dir_entry(name, p, n, err, errlen) < 0)
+                return -EINVAL;
+        } else if (!addr_entry_valid(p, n)) {
             snprintf(err, errlen, "'%.*s' is not a valid address or address pattern for %s", (int)n,
                      p, name);
             return -EINVAL;
@@ -866,23 +917,50 @@ static bool cidr_match(const char *pat, size_t n, const char *addr)
     return (net.s_addr & mask) == (a.s_addr & mask);
 }
 
-static bool list_matches(const char *list, const char *addr)
+/* One pattern (spaces around it ignored) against addr. */
+static bool pattern_matches(const char *p, size_t n, const char *addr)
+{
+    char pat[256];
+    while (n && *p == ' ') {
+        p++;
+        n--;
+    }
+    while (n && p[n - 1] == ' ')
+        n--;
+    if (!n || n >= sizeof(pat))
+        return false;
+    memcpy(pat, p, n);
+    pat[n] = 0;
+    return memchr(pat, '/', n) ? cidr_match(pat, n, addr) : fnmatch(pat, addr, 0) == 0;
+}
+
+/* Whether an entry of list that applies to a mount of dir matches addr:
+ * a bare pattern applies to every mount, "/d(p|p...)" to mounts of d
+ * alone (dir "/" is the whole volume). */
+static bool list_matches(const char *list, const char *dir, const char *addr)
 {
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");
-        char pat[256];
-        while (n && *p == ' ') {
-            p++;
-            n--;
-        }
+        const char *e = p;
         size_t m = n;
-        while (m && p[m - 1] == ' ')
+        while (m && *e == ' ') {
+            e++;
             m--;
-        if (m && m < sizeof(pat)) {
-            memcpy(pat, p, m);
-            pat[m] = 0;
-            if (memchr(pat, '/', m) ? cidr_match(pat, m, addr) : fnmatch(pat, addr, 0) == 0)
-                return true;
+        }
+        if (m && *e == '/') {
+            const char *open = memchr(e, '(', m);
+            const char *close = open ? memchr(open, ')', m - (size_t)(open - e)) : NULL;
+            size_t dl = open ? (size_t)(open - e) : 0;
+            if (close && dl == strlen(dir) && !memcmp(e, dir, dl)) {
+                for (const char *q = open + 1; q < close;) {
+                    size_t k = strcspn(q, "|)");
+                    if (pattern_matches(q, k, addr))
+                        return true;
+                    q += k + (q[k] == '|');
+                }
+            }
+        } else if (pattern_matches(e, m, addr)) {
+            return true;
         }
         p += n;
         if (*p == ',')
@@ -891,15 +969,40 @@ static bool list_matches(const char *list, const char *addr)
     return false;
 }
 
-bool opt_addr_allowed(const char *allow, const char *reject, const char *addr)
+bool opt_addr_allowed_dir(const char *allow, const char *reject, const char *dir, const char *addr)
 {
     if (!addr)
         return false;
+    if (!dir || !*dir)
+        dir = "/";
     if (strncasecmp(addr, "::ffff:", 7) == 0 && strchr(addr + 7, '.'))
         addr += 7;
-    if (reject && list_matches(reject, addr))
+    if (reject && list_matches(reject, dir, addr))
         return false;
-    return list_matches(allow ? allow : "*", addr);
+    return list_matches(allow ? allow : "*", dir, addr);
+}
+
+bool opt_addr_allowed(const char *allow, const char *reject, const char *addr)
+{
+    return opt_addr_allowed_dir(allow, reject, "/", addr);
+}
+
+bool opt_dir_valid(const char *d, size_t n)
+{
+    if (n == 0 || d[0] != '/' || n >= 4096 || memchr(d, 0, n))
+        return false;
+    if (n == 1)
+        return true;
+    for (size_t i = 1; i <= n;) {
+        size_t k = 0;
+        while (i + k < n && d[i + k] != '/')
+            k++;
+        if (k == 0 || k > 255 || (k == 1 && d[i] == '.') ||
+            (k == 2 && d[i] == '.' && d[i + 1] == '.'))
+            return false;
+        i += k + 1;
+    }
+    return true;
 }
 
 void opt_print_help(FILE *out)

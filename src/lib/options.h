@@ -94,6 +94,17 @@ void opt_space(const struct opt_set *s, const char *name, int *percent, int64_t 
  * IPv4). A match in reject wins over allow. allow NULL means "*", reject NULL
  * means "". Pure. */
 bool opt_addr_allowed(const char *allow, const char *reject, const char *addr);
+/* The same for a mount of directory dir of the volume ("/" or NULL: the
+ * whole volume), GlusterFS's form: an entry "/DIR(P|P...)" of either list
+ * applies to mounts of DIR exactly (not to its subdirectories, not to its
+ * parents), with P address patterns as above; a bare pattern applies to
+ * every mount. So "/(10.0.0.*),/s(10.0.1.5)" lets 10.0.1.5 mount /s and
+ * nothing else, and refuses a mount of any directory not listed. Pure. */
+bool opt_addr_allowed_dir(const char *allow, const char *reject, const char *dir, const char *addr);
+/* Whether d[0..n) names a directory of a volume: "/" or "/a/b", without
+ * empty, "." or ".." components or a trailing '/', components of at most
+ * 255 bytes, under 4,096 bytes in all. Pure. */
+bool opt_dir_valid(const char *d, size_t n);
 /* Whether e[0..n) is an entry that can match a numeric address: "*", an IPv4
  * or IPv6 address, a glob over their characters, or an IPv4 CIDR block.
  * Host names are not (volume set resolves them to addresses first). */

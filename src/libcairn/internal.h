@@ -29,6 +29,7 @@
 
 struct cairn_vol {
     char name[256];
+    char subdir[4096]; /* "HOST:/VOLUME/DIR": "/DIR", the root of every path; "/": none */
     struct cl_layer *stack;
     struct cl_volwatch *watch;
     struct cl_volinfo info; /* the layout the stack serves; options last applied */

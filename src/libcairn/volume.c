@@ -164,7 +164,8 @@ int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, cha
     struct cairn_vol *vol = calloc(1, sizeof(*vol));
     if (!vol)
         return -ENOMEM;
-    int rc = cl_volspec_parse(spec, &o.servers[0], vol->name, sizeof(vol->name), &bad);
+    int rc = cl_volspec_parse_dir(spec, &o.servers[0], vol->name, sizeof(vol->name), vol->subdir,
+                                  sizeof(vol->subdir), &bad);
     if (rc < 0) {
         set_err(err, errlen, "'%s': %s", spec ? spec : "(null)", bad);
         goto fail;
@@ -181,18 +182,23 @@ int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, cha
         goto fail;
     }
     int used = 0;
-    rc = cl_volume_fetch_any(o.servers, o.n_servers, vol->name, o.timeout_ms, &vol->info, &used,
-                             why, sizeof(why));
+    rc = cl_volume_fetch_any(o.servers, o.n_servers, vol->name, vol->subdir, o.timeout_ms,
+                             &vol->info, &used, why, sizeof(why));
     if (rc < 0) {
         rc = errno_of_fetch(rc, why);
         set_err(err, errlen, "%s%s", why, "");
+        goto fail;
+    }
+    if ((rc = cl_subdir_check(&vol->info, vol->subdir, o.timeout_ms, why, sizeof(why))) < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "directory %s of volume %s: %s", vol->subdir, vol->name, why);
         goto fail;
     }
     vol->ping_ms = o.ping_ms;
     vol->umask = process_umask();
     pthread_mutex_init(&vol->lock, NULL);
     pthread_cond_init(&vol->idle, NULL);
-    struct cl_stack_params sp = {.ping_timeout_ms = o.ping_ms};
+    struct cl_stack_params sp = {.ping_timeout_ms = o.ping_ms, .subdir = vol->subdir};
     rc = cl_stack_build(&vol->info, &sp, &vol->stack, why, sizeof(why));
     if (rc < 0) {
         set_err(err, errlen, "%s%s", why, "");
@@ -203,6 +209,7 @@ int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, cha
         .n_servers = o.n_servers,
         .first = used,
         .volume = vol->name,
+        .subdir = vol->subdir,
         .gen = vol->info.gen,
         .timeout_ms = o.timeout_ms,
         .changed_cb = changed_cb,

@@ -200,7 +200,8 @@ int mgmt_host_is_local(const struct mgmt *m, const char *host);
  * addresses it resolves to now, since bricks match numeric addresses. An
  * entry that is neither a pattern nor a name that resolves within
  * MGMT_RESOLVE_MS is refused: 0, or -EINVAL with every bad entry in err
- * (a set entry like "on" would otherwise refuse every client). */
+ * (a set entry like "on" would otherwise refuse every client). In a
+ * directory entry "/DIR(A|B...)" each of A, B... is rewritten the same way. */
 int mgmt_resolve_addr_list(const char *option, const char *list, char *out, size_t outlen,
                            char *err, size_t errlen);
 /* Whether path (absolute, normalized) can be a new brick of this server:

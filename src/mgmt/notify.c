@@ -17,6 +17,7 @@ struct sub {
     struct rpc_conn *c; /* a reference held while subscribed */
     char vol[MGMT_VOLNAME_MAX + 1];
     char addr[64];
+    char *dir; /* the directory it mounts (malloc'd), NULL: the whole volume */
 };
 
 struct mgmt_notify {
@@ -65,7 +66,7 @@ void mgmt_layout_body(const struct mgmt_vol *v, struct rpc_buf *b)
 
 /* Called from GETVOL with m->lock held (the caller's connection). */
 void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volname,
-                           const char *addr)
+                           const char *addr, const char *dir)
 {
     struct mgmt_notify *n = get(m);
     if (!n)
@@ -80,6 +81,7 @@ void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volna
         s->c = c;
         snprintf(s->vol, sizeof(s->vol), "%s", volname);
         snprintf(s->addr, sizeof(s->addr), "%s", addr);
+        s->dir = dir && strcmp(dir, "/") ? strdup(dir) : NULL;
     }
     pthread_mutex_unlock(&n->lock);
 }
@@ -93,6 +95,7 @@ void mgmt_notify_unsubscribe(struct mgmt *m, struct rpc_conn *c)
     for (int i = 0; i < n->n;) {
         if (n->subs[i].c == c) {
             rpc_conn_put(c);
+            free(n->subs[i].dir);
             n->subs[i] = n->subs[--n->n];
         } else {
             i++;
@@ -131,8 +134,9 @@ void mgmt_notify_volume(struct mgmt *m, const char *volname)
         struct sub *s = &n->subs[i];
         if (strcmp(s->vol, volname) != 0 || !rpc_conn_is_open(s->c))
             continue;
-        if (v && !opt_addr_allowed(allow, reject, s->addr)) {
-            log_info("not notifying %s about volume %s: auth.allow/auth.reject", s->addr, volname);
+        if (v && !opt_addr_allowed_dir(allow, reject, s->dir, s->addr)) {
+            log_info("not notifying %s about volume %s%s: auth.allow/auth.reject", s->addr, volname,
+                     s->dir ? s->dir : "");
             continue;
         }
         if (rpc_conn_notify(s->c, RPC_OP_MGMT_GETVOL, &b) < 0)

@@ -154,9 +154,10 @@ int mgmt_cmd_mutates(int argc, char **argv);
 
 /* ---- notify.c: clients told about volume changes ---- */
 struct rpc_conn;
-/* addr: the client's numeric address (auth.allow/auth.reject apply). */
+/* addr: the client's numeric address, dir the directory it mounts (NULL or
+ * "/": the whole volume); auth.allow/auth.reject apply to both. */
 void mgmt_notify_subscribe(struct mgmt *m, struct rpc_conn *c, const char *volname,
-                           const char *addr);
+                           const char *addr, const char *dir);
 void mgmt_notify_unsubscribe(struct mgmt *m, struct rpc_conn *c);
 /* Sends the current layout of volname to every subscribed connection. m->lock held. */
 void mgmt_notify_volume(struct mgmt *m, const char *volname);

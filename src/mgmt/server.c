@@ -76,10 +76,22 @@ out:
 
 static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
 {
-    char name[MGMT_VOLNAME_MAX + 1], text[256];
+    char name[MGMT_VOLNAME_MAX + 1], text[RPC_PATH_MAX + 256];
     if (!rpc_has(&f->msg, RPC_T_NAME) || rpc_bytes_str(&f->msg.name, name, sizeof(name)) < 0) {
         reply_text(c, f, -EINVAL, "volume name missing or too long", -1);
         return;
+    }
+    /* A mount of a directory of the volume names it: auth.allow may list
+     * who may mount which directory (its existence is the bricks' to say). */
+    char dirbuf[RPC_PATH_MAX];
+    const char *dir = NULL;
+    if (rpc_has(&f->msg, RPC_T_SUBDIR)) {
+        if (rpc_bytes_str(&f->msg.subdir, dirbuf, sizeof(dirbuf)) < 0 ||
+            !opt_dir_valid(dirbuf, strlen(dirbuf))) {
+            reply_text(c, f, -EINVAL, "malformed directory of the volume", -1);
+            return;
+        }
+        dir = strcmp(dirbuf, "/") ? dirbuf : NULL;
     }
     struct mgmt *m = p->m;
     pthread_mutex_lock(&m->lock);
@@ -90,11 +102,18 @@ static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *
         reply_text(c, f, -ENOENT, text, -1);
         return;
     }
-    if (!opt_addr_allowed(opt_value(&v->opts, "auth.allow"), opt_value(&v->opts, "auth.reject"),
-                          p->addr)) {
+    if (!opt_addr_allowed_dir(opt_value(&v->opts, "auth.allow"), opt_value(&v->opts, "auth.reject"),
+                              dir, p->addr)) {
         pthread_mutex_unlock(&m->lock);
-        log_warn("refusing the layout of volume %s to %s (auth.allow/auth.reject)", name, p->addr);
-        snprintf(text, sizeof(text), "Access to volume %s is not allowed from %s", name, p->addr);
+        log_warn("refusing the layout of volume %s%s to %s (auth.allow/auth.reject)", name,
+                 dir ? dir : "", p->addr);
+        if (dir)
+            snprintf(text, sizeof(text),
+                     "Access to directory %s of volume %s is not allowed from %s", dir, name,
+                     p->addr);
+        else
+            snprintf(text, sizeof(text), "Access to volume %s is not allowed from %s", name,
+                     p->addr);
         reply_text(c, f, -EACCES, text, -1);
         return;
     }
@@ -108,7 +127,7 @@ static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *
     rpc_buf_init(&b);
     mgmt_layout_body(v, &b);
     /* The connection now hears about changes of this volume (notify.c). */
-    mgmt_notify_subscribe(m, c, v->name, p->addr);
+    mgmt_notify_subscribe(m, c, v->name, p->addr, dir);
     pthread_mutex_unlock(&m->lock);
     rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, &b);
     rpc_buf_free(&b);

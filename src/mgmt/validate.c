@@ -181,21 +181,22 @@ static int resolve_within(const char *host, uint64_t ms, struct addrinfo **res, 
     return rc;
 }
 
-/* Appends s (n bytes) to out as one more comma-separated entry, unless it is
- * there already. */
-static int append_entry(char *out, size_t outlen, const char *s, size_t n)
+/* Appends s (n bytes) to out as one more entry after separator sep, unless
+ * it is there already. */
+static int append_entry(char *out, size_t outlen, const char *s, size_t n, char sep)
 {
     size_t l = strlen(out);
+    const char seps[2] = {sep, 0};
     for (const char *p = out; *p;) {
-        size_t k = strcspn(p, ",");
+        size_t k = strcspn(p, seps);
         if (k == n && strncmp(p, s, n) == 0)
             return 0;
-        p += k + (p[k] == ',');
+        p += k + (p[k] == sep);
     }
     if (l + n + 2 > outlen)
         return -E2BIG;
     if (l)
-        out[l++] = ',';
+        out[l++] = sep;
     memcpy(out + l, s, n);
     out[l + n] = 0;
     return 0;
@@ -211,6 +212,85 @@ static void add_reason(char *err, size_t errlen, const char *fmt, const char *a,
     snprintf(err + l, errlen - l, fmt, a, b);
 }
 
+/* One entry p[0..n): appended to out (after sep) as it is, as the one
+ * spelling of an IPv6 address, or as the addresses a host name resolves
+ * to. 0, 1 (a reason added to err) or -E2BIG. */
+static int resolve_one(const char *option, const char *p, size_t n, char *out, size_t outlen,
+                       char sep, uint64_t end, char *err, size_t errlen)
+{
+    char e[256];
+    if (n == 0 || n >= sizeof(e)) /* empty or absurd: opt_validate words the refusal */
+        return append_entry(out, outlen, p, n, sep);
+    memcpy(e, p, n);
+    e[n] = 0;
+    struct in6_addr a6;
+    char text[INET6_ADDRSTRLEN];
+    if (inet_pton(AF_INET6, e, &a6) == 1) { /* one spelling, as peers are printed */
+        inet_ntop(AF_INET6, &a6, text, sizeof(text));
+        return append_entry(out, outlen, text, strlen(text), sep);
+    }
+    if (opt_addr_pattern(e, n))
+        return append_entry(out, outlen, e, n, sep);
+    if (strcspn(e, "*?[") != n || strspn(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789.-_") != n) {
+        add_reason(err, errlen,
+                   "'%s' is neither an address, an address pattern (like 192.168.1.*, "
+                   "10.0.0.0/8) nor a host name: a pattern over host names never matches, "
+                   "since %s is checked against the client's address",
+                   e, option);
+        return 1;
+    }
+    uint64_t now = net_now_ms();
+    struct addrinfo *res = NULL;
+    const char *why;
+    int rc = now < end ? resolve_within(e, end - now, &res, &why) : -ETIMEDOUT;
+    if (rc < 0) {
+        add_reason(err, errlen,
+                   rc == -ETIMEDOUT ? "'%s' is not an address, and resolving it as a host "
+                                      "name took too long%s"
+                                    : "'%s' is not an address, and no host of that name "
+                                      "resolves (%s)",
+                   e, rc == -ETIMEDOUT ? "" : why);
+        return 1;
+    }
+    rc = 0;
+    for (struct addrinfo *ai = res; ai && rc == 0; ai = ai->ai_next) {
+        const void *addr = ai->ai_family == AF_INET
+                               ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                               : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+        if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+            !inet_ntop(ai->ai_family, addr, text, sizeof(text)))
+            continue;
+        rc = append_entry(out, outlen, text, strlen(text), sep);
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
+/* "/DIR(A|B...)": each of A, B... resolved as above, '|' between them. */
+static int resolve_dir_entry(const char *option, const char *p, size_t n, char *out, size_t outlen,
+                             uint64_t end, char *err, size_t errlen)
+{
+    const char *open = memchr(p, '(', n);
+    if (!open || p[n - 1] != ')') /* malformed: opt_validate words the refusal */
+        return append_entry(out, outlen, p, n, ',');
+    char inner[1024] = "", whole[1200];
+    int bad = 0, rc;
+    for (const char *q = open + 1; q < p + n - 1;) {
+        size_t k = strcspn(q, "|)");
+        if ((rc = resolve_one(option, q, k, inner, sizeof(inner), '|', end, err, errlen)) < 0)
+            return rc;
+        bad |= rc;
+        q += k + (q[k] == '|');
+    }
+    if (bad)
+        return 1;
+    int w = snprintf(whole, sizeof(whole), "%.*s(%s)", (int)(open - p), p, inner);
+    if (w < 0 || (size_t)w >= sizeof(whole))
+        return -E2BIG;
+    return append_entry(out, outlen, whole, (size_t)w, ',');
+}
+
 int mgmt_resolve_addr_list(const char *option, const char *list, char *out, size_t outlen,
                            char *err, size_t errlen)
 {
@@ -219,68 +299,12 @@ int mgmt_resolve_addr_list(const char *option, const char *list, char *out, size
     out[0] = err[0] = 0;
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");
-        char e[256];
-        if (n == 0 || n >= sizeof(e)) {
-            /* empty or absurd: opt_validate words the refusal */
-            if (append_entry(out, outlen, p, n) < 0)
-                goto too_long;
-            p += n + (p[n] == ',');
-            continue;
-        }
-        memcpy(e, p, n);
-        e[n] = 0;
+        int rc = n && *p == '/' ? resolve_dir_entry(option, p, n, out, outlen, end, err, errlen)
+                                : resolve_one(option, p, n, out, outlen, ',', end, err, errlen);
+        if (rc < 0)
+            goto too_long;
+        bad |= rc;
         p += n + (p[n] == ',');
-        struct in6_addr a6;
-        char text[INET6_ADDRSTRLEN];
-        if (inet_pton(AF_INET6, e, &a6) == 1) { /* one spelling, as peers are printed */
-            inet_ntop(AF_INET6, &a6, text, sizeof(text));
-            if (append_entry(out, outlen, text, strlen(text)) < 0)
-                goto too_long;
-            continue;
-        }
-        if (opt_addr_pattern(e, n)) {
-            if (append_entry(out, outlen, e, n) < 0)
-                goto too_long;
-            continue;
-        }
-        if (strcspn(e, "*?[") != n ||
-            strspn(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                      "0123456789.-_") != n) {
-            add_reason(err, errlen,
-                       "'%s' is neither an address, an address pattern (like 192.168.1.*, "
-                       "10.0.0.0/8) nor a host name: a pattern over host names never matches, "
-                       "since %s is checked against the client's address",
-                       e, option);
-            bad = 1;
-            continue;
-        }
-        uint64_t now = net_now_ms();
-        struct addrinfo *res = NULL;
-        const char *why;
-        int rc = now < end ? resolve_within(e, end - now, &res, &why) : -ETIMEDOUT;
-        if (rc < 0) {
-            add_reason(err, errlen,
-                       rc == -ETIMEDOUT ? "'%s' is not an address, and resolving it as a host "
-                                          "name took too long%s"
-                                        : "'%s' is not an address, and no host of that name "
-                                          "resolves (%s)",
-                       e, rc == -ETIMEDOUT ? "" : why);
-            bad = 1;
-            continue;
-        }
-        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-            const void *addr = ai->ai_family == AF_INET
-                                   ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
-                                   : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
-            if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
-                !inet_ntop(ai->ai_family, addr, text, sizeof(text)))
-                continue;
-            if (append_entry(out, outlen, text, strlen(text)) < 0) {
-                freeaddrinfo(res);
-                goto too_long;
-            }
-        }
-        freeaddrinfo(res);
     }
     if (bad)
         return -EINVAL;

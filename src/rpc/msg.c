@@ -26,7 +26,8 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_LEASE] = K_U64,    [RPC_T_PATTR] = K_ATTR,    [RPC_T_NOXATTRS] = K_U64,
     [RPC_T_XATTRS] = K_BYTES, [RPC_T_EXTENTS] = K_BYTES, [RPC_T_LAYOUT] = K_BYTES,
     [RPC_T_LINKTO] = K_BYTES, [RPC_T_OPSTAT] = K_REP,    [RPC_T_CALLS] = K_U64,
-    [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_WAITING] = K_U64,
+    [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_SUBDIR] = K_STR,
+    [RPC_T_WAITING] = K_U64,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -120,6 +121,8 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
         return &m->linkto;
     case RPC_T_EXTENTS:
         return &m->extents;
+    case RPC_T_SUBDIR:
+        return &m->subdir;
     default:
         return NULL;
     }

@@ -155,7 +155,9 @@ enum rpc_tag {
     RPC_T_CALLS = 57,   /* u: number of requests */
     RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
     RPC_T_NSECMAX = 59, /* u: the longest latency, nanoseconds */
-    RPC_T_WAITING = 60, /* u: INDEX reply: entries left out, waiting for members named down */
+    RPC_T_SUBDIR = 60,  /* s: HANDSHAKE, MGMT_GETVOL: the directory a mount of a part of the
+                           volume is confined to ("/a/b") */
+    RPC_T_WAITING = 61, /* u: INDEX reply: entries left out, waiting for members named down */
     RPC_T_MAX = 64,
 };
 
@@ -285,7 +287,8 @@ struct rpc_msg {
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status, err,
         pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls, nsec,
         nsecmax, noxattrs, waiting;
-    struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents;
+    struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents,
+        subdir;
     gfid_t gfid;
     struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;

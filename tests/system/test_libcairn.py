@@ -413,7 +413,7 @@ def test_open_unreachable_server():
 
 
 def test_open_bad_spec_and_options(r3vol):
-    for args in (["nohost"], ["h:/a/b"], [spec(r3vol), "bogus=1"], [spec(r3vol), "timeout=x"]):
+    for args in (["nohost"], ["h:/a/b/../c"], [spec(r3vol), "bogus=1"], [spec(r3vol), "timeout=x"]):
         r = subprocess.run([exe("cairn-shell")] + args, capture_output=True, text=True,
                            timeout=60, input="")
         assert r.returncode == 1 and "EINVAL" in r.stderr, (args, r.stderr)

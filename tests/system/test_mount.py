@@ -249,6 +249,30 @@ def test_mount_fstab_line(cluster, vol, mnt, mount_helper):
     mount_fstab_line(cluster, vol, mnt, mount_helper, "defaults,_netdev")
 
 
+def test_mount_fstab_line_of_a_directory(cluster, vol, mnt, mount_helper):
+    """HOST:/VOLUME/DIR in fstab mounts DIR as the root (test_subdir_mount.py
+    has the rest)."""
+    d = os.path.join(vol.m1, "fstab-dir")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f"), "wb") as f:
+        f.write(b"in the directory")
+    fstab = os.path.join(cluster.root, "fstab")
+    with open(fstab, "w") as f:
+        f.write(f"{cluster.host}:/{vol.name}/fstab-dir/ {mnt} cairn defaults,_netdev 0 0\n")
+    r = subprocess.run(["mount", "-T", fstab, mnt], capture_output=True, text=True, timeout=30,
+                       env=mount_helper)
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        assert os.listdir(mnt) == ["f"]
+        with open(os.path.join(mnt, "f"), "rb") as f:
+            assert f.read() == b"in the directory"
+    finally:
+        r = subprocess.run(["umount", mnt], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    os.unlink(os.path.join(d, "f"))
+    os.rmdir(d)
+
+
 def test_mount_read_only_option(cluster, vol, mnt):
     r, _ = run_fuse(f"{cluster.remote}:/{vol.name}", mnt, "-o", "ro")
     assert r.returncode == 0, r.stderr

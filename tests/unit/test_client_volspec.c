@@ -30,6 +30,38 @@ static void test_spec(void)
     CHECK_EQ(cl_volspec_parse(NULL, &a, vol, sizeof(vol), NULL), -EINVAL);
 }
 
+/* HOST:/VOLNAME/DIR: GlusterFS's mount of a directory of the volume. */
+static void test_spec_dir(void)
+{
+    struct net_addr a;
+    char vol[16], dir[32];
+    const char *why;
+    CHECK_EQ(cl_volspec_parse_dir("h:/gv0", &a, vol, sizeof(vol), dir, sizeof(dir), &why), 0);
+    CHECK_STR(vol, "gv0");
+    CHECK_STR(dir, "/");
+    CHECK_EQ(cl_volspec_parse_dir("h:7000:/gv0/a/b", &a, vol, sizeof(vol), dir, sizeof(dir), &why),
+             0);
+    CHECK_STR(vol, "gv0");
+    CHECK_STR(dir, "/a/b");
+    CHECK_EQ(a.port, 7000);
+    CHECK_EQ(cl_volspec_parse_dir("h:/gv0/a/", &a, vol, sizeof(vol), dir, sizeof(dir), &why), 0);
+    CHECK_STR(dir, "/a");
+    CHECK_EQ(cl_volspec_parse_dir("h:/gv0/", &a, vol, sizeof(vol), dir, sizeof(dir), &why), 0);
+    CHECK_STR(dir, "/");
+    const char *bad[] = {"h:/gv0/a/../b",
+                         "h:/gv0/./a",
+                         "h:/gv0//a",
+                         "h:/gv0/..",
+                         "h:/gv0/0123456789012345678901234567890123",
+                         NULL};
+    for (int i = 0; bad[i]; i++) {
+        CHECK_EQ(cl_volspec_parse_dir(bad[i], &a, vol, sizeof(vol), dir, sizeof(dir), &why),
+                 -EINVAL);
+        CHECK_STR(why, "bad directory");
+    }
+    CHECK_EQ(cl_volspec_parse_dir("h://a", &a, vol, sizeof(vol), dir, sizeof(dir), &why), -EINVAL);
+}
+
 static void test_servers(void)
 {
     struct net_addr s[3];
@@ -54,6 +86,7 @@ static void test_servers(void)
 int main(void)
 {
     test_spec();
+    test_spec_dir();
     test_servers();
     return check_summary("test_client_volspec");
 }

@@ -212,7 +212,7 @@ int main(void)
 
     /* the first fetch: an unreachable server is skipped */
     struct net_addr list1[] = {down, a.addr};
-    CHECK_EQ(cl_volume_fetch_any(list1, 2, "vw", 2000, &v, &used, err, sizeof(err)), 0);
+    CHECK_EQ(cl_volume_fetch_any(list1, 2, "vw", NULL, 2000, &v, &used, err, sizeof(err)), 0);
     CHECK_EQ(used, 1);
     CHECK_EQ(v.gen, 5);
     CHECK_EQ(v.n_bricks, 1);
@@ -221,12 +221,12 @@ int main(void)
     /* a server's refusal ends the search (every server answers alike) */
     struct net_addr list2[] = {refuser.addr, a.addr};
     int before = a.getvols;
-    CHECK_EQ(cl_volume_fetch_any(list2, 2, "vw", 2000, &v, &used, err, sizeof(err)), -ESRCH);
+    CHECK_EQ(cl_volume_fetch_any(list2, 2, "vw", NULL, 2000, &v, &used, err, sizeof(err)), -ESRCH);
     CHECK_STR(err, "Volume vw is not started");
     CHECK_EQ(a.getvols, before);
     /* nothing reachable: the reason names the last server */
     struct net_addr list3[] = {down};
-    CHECK(cl_volume_fetch_any(list3, 1, "vw", 2000, &v, &used, err, sizeof(err)) < 0);
+    CHECK(cl_volume_fetch_any(list3, 1, "vw", NULL, 2000, &v, &used, err, sizeof(err)) < 0);
     CHECK(strstr(err, "127.0.0.89:25281") != NULL);
 
     /* the watcher: subscribed to a, b as the backup */

@@ -72,7 +72,10 @@ static void test_args(void)
     CHECK_EQ(cairn_vol_open("nohost", NULL, &vol, err, sizeof(err)), -EINVAL);
     CHECK(vol == NULL);
     CHECK(strstr(err, "HOST[:PORT]:/VOLNAME") != NULL);
-    CHECK_EQ(cairn_vol_open("h:/v/w", NULL, &vol, err, sizeof(err)), -EINVAL);
+    /* a directory of the volume is taken (h:/v/w), a malformed one is not */
+    CHECK_EQ(cairn_vol_open("h:/v/w/../x", NULL, &vol, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "bad directory") != NULL);
+    CHECK_EQ(cairn_vol_open("h:/v//w", NULL, &vol, err, sizeof(err)), -EINVAL);
     CHECK_EQ(cairn_vol_open(NULL, NULL, &vol, NULL, 0), -EINVAL);
     CHECK_EQ(cairn_vol_open("h:/v", NULL, NULL, err, sizeof(err)), -EINVAL);
     CHECK_EQ(cairn_vol_open("h:/v", "bogus=1", &vol, err, sizeof(err)), -EINVAL);

@@ -382,6 +382,54 @@ static void test_addr(void)
     CHECK(!opt_addr_allowed("*", "", NULL));
 }
 
+/* GlusterFS's per-directory form: /DIR(A|B), bare entries for every mount. */
+static void test_addr_dir(void)
+{
+    const char *allow = "/(192.168.10.*|192.168.11.*),/sub1(192.168.1.*),/sub2(10.0.0.0/8)";
+#define OK(a, r, d, addr) opt_addr_allowed_dir(a, r, d, addr)
+    CHECK(OK(allow, "", "/", "192.168.11.4"));
+    CHECK(OK(allow, "", NULL, "192.168.10.4"));
+    CHECK(!OK(allow, "", "/", "192.168.1.4"));
+    CHECK(OK(allow, "", "/sub1", "192.168.1.4"));
+    CHECK(!OK(allow, "", "/sub1", "192.168.10.4")); /* the whole volume's entry is not sub1's */
+    CHECK(!OK(allow, "", "/sub1/deeper", "192.168.1.4")); /* exactly the directory named */
+    CHECK(OK(allow, "", "/sub2", "10.9.9.9"));
+    CHECK(!OK(allow, "", "/sub3", "10.9.9.9"));
+    CHECK(!opt_addr_allowed(allow, "", "192.168.1.4"));
+    CHECK(opt_addr_allowed(allow, "", "192.168.11.4"));
+    /* a bare entry applies to every directory */
+    CHECK(OK("10.0.0.1,/s(10.0.0.2)", "", "/s", "10.0.0.1"));
+    CHECK(OK("10.0.0.1,/s(10.0.0.2)", "", "/t", "10.0.0.1"));
+    CHECK(OK("10.0.0.1,/s(10.0.0.2)", "", "/s", "10.0.0.2"));
+    CHECK(!OK("10.0.0.1,/s(10.0.0.2)", "", "/", "10.0.0.2"));
+    CHECK(OK("*", "", "/a/b", "1.2.3.4"));
+    /* reject per directory, and bare */
+    CHECK(!OK("*", "/s(10.0.0.2)", "/s", "10.0.0.2"));
+    CHECK(OK("*", "/s(10.0.0.2)", "/", "10.0.0.2"));
+    CHECK(!OK("*", "10.0.0.2", "/s", "10.0.0.2"));
+    CHECK(OK(" /s( 10.0.0.2 | 10.0.0.3 ) ", "", "/s", "10.0.0.3"));
+#undef OK
+    char norm[256], err[256];
+    CHECK_EQ(opt_validate("auth.allow", allow, norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_STR(norm, allow);
+    CHECK_EQ(
+        opt_validate("auth.reject", "10.0.0.1,/a/b(1.2.3.4)", norm, sizeof(norm), err, sizeof(err)),
+        0);
+    const char *bad[] = {"/s(1.2.3.4",       "/s1.2.3.4)",   "/s()",
+                         "/s(1.2.3.4|)",     "/s(|1.2.3.4)", "/s(a b)",
+                         "/a/../b(1.2.3.4)", "/a/(1.2.3.4)", "//a(1.2.3.4)",
+                         "/s((1.2.3.4))",    "/s(1.2.3.4)x", NULL};
+    for (int i = 0; bad[i]; i++) {
+        CHECK_EQ(opt_validate("auth.allow", bad[i], norm, sizeof(norm), err, sizeof(err)), -EINVAL);
+        CHECK(strstr(err, "auth.allow") != NULL);
+    }
+    CHECK(opt_dir_valid("/", 1));
+    CHECK(opt_dir_valid("/a/b", 4));
+    CHECK(!opt_dir_valid("/a/", 3));
+    CHECK(!opt_dir_valid("a", 1));
+    CHECK(!opt_dir_valid("", 0));
+}
+
 static void test_help(void)
 {
     char *buf = NULL;
@@ -405,6 +453,7 @@ int main(void)
     test_addr_pattern();
     test_set();
     test_addr();
+    test_addr_dir();
     test_help();
     return check_summary("test_options");
 }
