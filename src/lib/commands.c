@@ -34,7 +34,10 @@ static const struct cmd_usage cmds[] = {
      "[<FILE>]}]",
      "self-heal: enable/disable the self-heal daemon, crawl statistics (info, full and "
      "split-brain run in the CLI)"},
-    {NULL, "volume set <VOLNAME> group virt|metadata-cache|small-file", "apply an option profile"},
+    {NULL,
+     "volume set <VOLNAME> group "
+     "virt|distributed-virt|metadata-cache|nl-cache|db-workload|small-file",
+     "apply an option profile"},
     {NULL, "volume set help", "list every volume option"},
     {"profile", "volume profile <VOLNAME> {start|stop|info [cumulative|incremental|clear]}",
      "requests per operation on every brick (run by the CLI)"},

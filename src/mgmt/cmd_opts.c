@@ -27,12 +27,36 @@ static const char *const group_metadata_cache[] = {
     /* long kernel caching of names and attributes, dropped by recalls
      * (GlusterFS pairs its md-cache timeout with cache invalidation alike) */
     "client.leases", "on", "client.lease-cache-timeout", "600", NULL};
+static const char *const group_nl_cache[] = {
+    /* names found missing answered from leased listings, for as long as
+     * the metadata cache (GlusterFS's group caches negative lookups 600 s
+     * with cache invalidation) */
+    "client.leases", "on", "client.lease-cache-timeout", "600", NULL};
+static const char *const group_db_workload[] = {
+    /* databases cache for themselves and sync what they write: no read
+     * ahead or write-behind of their own files, O_DIRECT that waits for
+     * the bricks, more disk threads (GlusterFS's group turns its client
+     * caches off likewise) */
+    "performance.read-ahead",
+    "off",
+    "performance.write-behind",
+    "off",
+    "performance.strict-o-direct",
+    "on",
+    "performance.io-thread-count",
+    "32",
+    NULL};
 static const char *const group_small_file[] = {
     /* many small files: more disk threads, lookups cached under leases */
     "performance.io-thread-count", "32", "client.leases", "on", NULL};
 static const struct group groups[] = {
     {"virt", group_virt},
+    /* VM images on a distributed volume: what Cairn has of it is virt's
+     * (sharding is not there yet) */
+    {"distributed-virt", group_virt},
     {"metadata-cache", group_metadata_cache},
+    {"nl-cache", group_nl_cache},
+    {"db-workload", group_db_workload},
     {"small-file", group_small_file},
     {NULL, NULL},
 };
@@ -188,7 +212,8 @@ int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
             if (!g->name) {
                 fprintf(out,
                         "volume set: failed: Unable to open file '%s'. Error: No such file or "
-                        "directory (groups: virt, metadata-cache, small-file)\n",
+                        "directory (groups: virt, distributed-virt, metadata-cache, nl-cache, "
+                        "db-workload, small-file)\n",
                         argv[i + 1]);
                 bad = 1;
                 continue;

@@ -22,12 +22,19 @@ from cairn_cluster import Cluster
 
 HOST = "127.0.0.64"
 GROUPS = ("virt", "metadata-cache", "small-file")
+# Groups whose options are those of another, or none the scenarios below
+# could tell apart from the others: checked on one brick only (CI time).
+MORE_GROUPS = ("distributed-virt", "nl-cache", "db-workload")
 
 # What each group leaves set: every option of the group, by `volume get`.
 GROUP_VALUES = {
     "virt": {"network.ping-timeout": "20", "performance.io-thread-count": "32"},
     "metadata-cache": {"client.leases": "on", "client.lease-cache-timeout": "600"},
     "small-file": {"performance.io-thread-count": "32", "client.leases": "on"},
+    "distributed-virt": {"network.ping-timeout": "20", "performance.io-thread-count": "32"},
+    "nl-cache": {"client.leases": "on", "client.lease-cache-timeout": "600"},
+    "db-workload": {"performance.read-ahead": "off", "performance.write-behind": "off",
+                    "performance.strict-o-direct": "on", "performance.io-thread-count": "32"},
 }
 
 
@@ -61,7 +68,7 @@ def grouped(cluster, group, bricks):
     return _VOLS[key]
 
 
-@pytest.fixture(params=[(g, n) for g in GROUPS for n in (1, 3)],
+@pytest.fixture(params=[(g, n) for g in GROUPS for n in (1, 3)] + [(g, 1) for g in MORE_GROUPS],
                 ids=lambda p: f"{p[0]}-{p[1]}brick")
 def pair(cluster, request):
     return grouped(cluster, *request.param)
