@@ -425,24 +425,32 @@ static void xml_status(struct mgmt *m, const struct mgmt_vol *v, int detail, str
     xml_close(w);
 }
 
-static int xml_status_cmd(struct mgmt *m, int argc, char **argv, FILE *out)
+/* volume status [VOLNAME|all] [detail]: the volume named (NULL: all) and
+ * detail. 0, or 2 for a usage error. */
+static int status_args(int argc, char **argv, const char **name, int *detail)
 {
-    int detail = 0;
+    *detail = 0;
     if (argc > 4)
         return 2;
     if (argc >= 3 && strcmp(argv[argc - 1], "detail") == 0) {
-        detail = 1;
+        *detail = 1;
         argc--;
     }
     if (argc == 4)
         return 2;
+    *name = argc == 3 && strcmp(argv[2], "all") != 0 ? argv[2] : NULL;
+    return 0;
+}
+
+static int xml_status_cmd(struct mgmt *m, const char *name, int detail, FILE *out)
+{
     struct mgmt_vol *one = NULL;
-    if (argc == 3 && strcmp(argv[2], "all") != 0) {
+    if (name) {
         char err[MGMT_VOLNAME_MAX + 64];
-        one = mgmt_vol_find(m, argv[2]);
+        one = mgmt_vol_find(m, name);
         if (!one || one->status != MGMT_VOL_STARTED) {
             snprintf(err, sizeof(err),
-                     one ? "Volume %s is not started" : "Volume %s does not exist", argv[2]);
+                     one ? "Volume %s is not started" : "Volume %s does not exist", name);
             xml_error_doc(out, one ? XML_ERRNO_NOT_STARTED : XML_ERRNO_NO_VOLUME, err);
             return 1;
         }
@@ -459,42 +467,9 @@ static int xml_status_cmd(struct mgmt *m, int argc, char **argv, FILE *out)
     return 0;
 }
 
-int mgmt_xml_status(struct mgmt *m, int argc, char **argv, FILE *out)
+static int status_cmd(struct mgmt *m, const char *name, int detail, FILE *out)
 {
-    if (m->n_peers > 1)
-        gather_remote(m);
-    int rc = xml_status_cmd(m, argc, argv, out);
-    free(remote);
-    remote = NULL;
-    n_remote = gathered = 0;
-    return rc;
-}
-
-static int status_cmd(struct mgmt *m, int argc, char **argv, FILE *out);
-
-int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out)
-{
-    if (m->n_peers > 1)
-        gather_remote(m);
-    int rc = status_cmd(m, argc, argv, out);
-    free(remote);
-    remote = NULL;
-    n_remote = gathered = 0;
-    return rc;
-}
-
-static int status_cmd(struct mgmt *m, int argc, char **argv, FILE *out)
-{
-    int detail = 0;
-    if (argc > 4)
-        return 2;
-    if (argc >= 3 && strcmp(argv[argc - 1], "detail") == 0) {
-        detail = 1;
-        argc--;
-    }
-    if (argc == 4)
-        return 2;
-    if (argc == 2 || strcmp(argv[2], "all") == 0) {
+    if (!name) {
         int any = 0;
         for (struct mgmt_vol *v = m->vols; v; v = v->next)
             if (v->status == MGMT_VOL_STARTED) {
@@ -505,9 +480,9 @@ static int status_cmd(struct mgmt *m, int argc, char **argv, FILE *out)
             fprintf(out, m->vols ? "No volumes are started\n" : "No volumes present\n");
         return 0;
     }
-    struct mgmt_vol *v = mgmt_vol_find(m, argv[2]);
+    struct mgmt_vol *v = mgmt_vol_find(m, name);
     if (!v) {
-        fprintf(out, "Volume %s does not exist\n", argv[2]);
+        fprintf(out, "Volume %s does not exist\n", name);
         return 1;
     }
     if (v->status != MGMT_VOL_STARTED) {
@@ -516,4 +491,31 @@ static int status_cmd(struct mgmt *m, int argc, char **argv, FILE *out)
     }
     print_status(v, detail, out);
     return 0;
+}
+
+/* Both forms of volume status, with the other servers' bricks gathered
+ * for the time of the command. */
+static int status_gathered(struct mgmt *m, int xml, int argc, char **argv, FILE *out)
+{
+    const char *name;
+    int detail;
+    if (status_args(argc, argv, &name, &detail))
+        return 2;
+    if (m->n_peers > 1)
+        gather_remote(m);
+    int rc = xml ? xml_status_cmd(m, name, detail, out) : status_cmd(m, name, detail, out);
+    free(remote);
+    remote = NULL;
+    n_remote = gathered = 0;
+    return rc;
+}
+
+int mgmt_xml_status(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    return status_gathered(m, 1, argc, argv, out);
+}
+
+int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    return status_gathered(m, 0, argc, argv, out);
 }

@@ -77,3 +77,19 @@ class System:
     def describe(self):
         """Details recorded in the JSON results."""
         return {"label": self.label}
+
+
+class SecondMount:
+    """second_client() for a system mounted through self._mount(mnt): a
+    second mount of the same volume beside self.mnt (named apart from it:
+    client_pids() matches self.mnt)."""
+
+    def second_client(self):
+        self._mount(self._lister_mnt())
+        return lambda t: os.path.join(self._lister_mnt(), os.path.relpath(t, self.mnt))
+
+    def end_second_client(self):
+        util.unmount(self._lister_mnt())
+
+    def _lister_mnt(self):
+        return os.path.join(self.root, "lister")

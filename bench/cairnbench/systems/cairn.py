@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from cairnbench import util
-from cairnbench.systems.base import System, Unavailable
+from cairnbench.systems.base import SecondMount, System, Unavailable
 
 PORT = 24810
 HOSTS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
@@ -29,7 +29,7 @@ def _port_open(host, port):
         return False
 
 
-class CairnSystem(System):
+class CairnSystem(SecondMount, System):
     key = "cairn"
     label = "cairn"
     packages = ("fuse3",)
@@ -217,16 +217,6 @@ class CairnSystem(System):
         return (f"{self._exe('cairn-copy')} {src} {HOSTS[0]}:{PORT}:/{VOLUME} "
                 f"/{rel}/{name}")
 
-    def second_client(self):
-        self._mount(self._lister_mnt())
-        return lambda t: os.path.join(self._lister_mnt(), os.path.relpath(t, self.mnt))
-
-    def end_second_client(self):
-        util.unmount(self._lister_mnt())
-
-    def _lister_mnt(self):
-        # not under self.mnt's name: client_pids() matches that
-        return os.path.join(self.root, "lister")
 
     def client_pids(self):
         return util.pids_matching([f"cairn-fuse {HOSTS[0]}:{PORT}:/{VOLUME} "

@@ -15,7 +15,7 @@ import time
 
 from cairnbench import util
 from cairnbench.netns import NetNS
-from cairnbench.systems.base import System, Unavailable
+from cairnbench.systems.base import SecondMount, System, Unavailable
 
 NETNS = "cbench-gluster"
 SUBNET = "10.77.1"
@@ -34,7 +34,7 @@ def _in_netns(pid, ns_path):
         return False
 
 
-class GlusterSystem(System):
+class GlusterSystem(SecondMount, System):
     packages = ("glusterfs-server", "glusterfs-client")
 
     def __init__(self, ctx, arbiter=False, sets=1, down=False):
@@ -170,16 +170,6 @@ class GlusterSystem(System):
     def prefix(self):
         return self.ns.prefix()
 
-    def second_client(self):
-        self._mount(self._lister_mnt())
-        return lambda t: os.path.join(self._lister_mnt(), os.path.relpath(t, self.mnt))
-
-    def end_second_client(self):
-        util.unmount(self._lister_mnt())
-
-    def _lister_mnt(self):
-        # not under self.mnt's name: client_pids() matches that
-        return os.path.join(self.root, "lister")
 
     def client_pids(self):
         return [p for p in util.pids_matching([f" {self.mnt}"])

@@ -13,7 +13,7 @@ import time
 
 from cairnbench import util
 from cairnbench.netns import NetNS
-from cairnbench.systems.base import System, Unavailable
+from cairnbench.systems.base import SecondMount, System, Unavailable
 
 NETNS = "cbench-mfs"
 SUBNET = "10.77.0"
@@ -21,7 +21,7 @@ NCS = 3
 GOAL = 3
 
 
-class MooseFSSystem(System):
+class MooseFSSystem(SecondMount, System):
     key = "moosefs"
     label = "moosefs goal 3 (3 chunkservers)"
     packages = ("moosefs-master", "moosefs-chunkserver", "moosefs-client",
@@ -178,15 +178,6 @@ CSSERV_LISTEN_PORT = {9421 + i}
     def prefix(self):
         return self.ns.prefix()
 
-    def second_client(self):
-        self._mount(self._lister_mnt())
-        return lambda t: os.path.join(self._lister_mnt(), os.path.relpath(t, self.mnt))
-
-    def end_second_client(self):
-        util.unmount(self._lister_mnt())
-
-    def _lister_mnt(self):
-        return os.path.join(self.root, "lister")
 
     def make_cold(self):
         util.unmount(self.mnt)
