@@ -248,6 +248,24 @@ def file_sums(root, names):
     return res
 
 
+def tree(root):
+    """{relative path: (kind, mode, sha or target)} below root, .cairn left out."""
+    res = {}
+    for d, dirs, files in os.walk(root):
+        if d == root:
+            dirs[:] = [x for x in dirs if x != ".cairn"]
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            if os.path.isdir(p):
+                res[rel] = ("d", st.st_mode & 0o7777)
+            else:
+                with open(p, "rb") as f:
+                    res[rel] = ("f", st.st_mode & 0o7777, sha(f.read()))
+    return res
+
+
 def wait_until(fn, timeout, what, step=0.5):
     end = time.time() + timeout
     while True:

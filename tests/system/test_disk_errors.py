@@ -21,7 +21,7 @@ import time
 import pytest
 
 from cairn_cluster import alive
-from replica_pool import Pool, Vol, arm, file_sums, sha, wait_until
+from replica_pool import Pool, Vol, arm, file_sums, sha, tree, wait_until
 
 HOSTS = ["127.0.0.156", "127.0.0.157", "127.0.0.158"]
 
@@ -41,23 +41,6 @@ def device_of(mnt):
     return os.path.basename(subprocess.run(["findmnt", "-no", "SOURCE", mnt], check=True,
                                            capture_output=True, text=True).stdout.strip())
 
-
-def tree(root):
-    """{relative path: (kind, mode, sha or target)} below root, .cairn left out."""
-    res = {}
-    for d, dirs, files in os.walk(root):
-        if d == root:
-            dirs[:] = [x for x in dirs if x != ".cairn"]
-        for n in dirs + files:
-            p = os.path.join(d, n)
-            rel = os.path.relpath(p, root)
-            st = os.lstat(p)
-            if os.path.isdir(p):
-                res[rel] = ("d", st.st_mode & 0o7777)
-            else:
-                with open(p, "rb") as f:
-                    res[rel] = ("f", st.st_mode & 0o7777, sha(f.read()))
-    return res
 
 
 def test_brick_file_system_turns_read_only(pool):

@@ -15,13 +15,12 @@ Run: unshare -n sh -c 'ip link set lo up; CAIRN_BUILD=$PWD/build \
 """
 
 import errno
-import hashlib
 import os
-import time
 
 import pytest
 
 import replica_pool
+from replica_pool import tree as sums, wait_until
 from cairn_cluster import Cluster, alive, pids_with_arg
 
 HOST = "127.0.0.66"
@@ -30,35 +29,6 @@ POOL_HOSTS = ["127.0.0.221", "127.0.0.222", "127.0.0.223"]
 
 def out(r):
     return r.stdout + r.stderr
-
-
-def sums(root):
-    """{relative path: (kind, mode, sha256)} of a tree, .cairn left out."""
-    res = {}
-    for d, dirs, files in os.walk(root):
-        if d == root:
-            dirs[:] = [x for x in dirs if x != ".cairn"]
-        for name in dirs + files:
-            p = os.path.join(d, name)
-            rel = os.path.relpath(p, root)
-            st = os.lstat(p)
-            if os.path.isdir(p):
-                res[rel] = ("d", st.st_mode & 0o7777)
-            else:
-                with open(p, "rb") as f:
-                    res[rel] = ("f", st.st_mode & 0o7777, hashlib.sha256(f.read()).hexdigest())
-    return res
-
-
-def wait_until(fn, timeout, what):
-    end = time.time() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.time() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
 
 
 def write(path, data):
