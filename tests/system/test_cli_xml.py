@@ -11,12 +11,12 @@ Run: /usr/bin/python3 -m pytest tests/system/test_cli_xml.py
 import os
 import re
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
 import replica_pool
+from replica_pool import wait_until as wait_for
 from cairn_cluster import Cluster, exe, pids_with_arg
 
 HOST = "127.0.0.12"
@@ -138,14 +138,6 @@ def nodes(c, vol):
     assert v.findtext("nodeCount") == str(len(ns))
     return ns
 
-
-def wait_for(pred, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def heal_info(c, vol):
