@@ -708,13 +708,8 @@ static int walk_full(struct hctx *h, const char *path)
     return 0;
 }
 
-int cl__heal_read_index(struct cl_layer *c, char **out, size_t *len)
-{
-    return cl__heal_read_index_up(c, 0, out, len, NULL);
-}
-
-int cl__heal_read_index_up(struct cl_layer *c, uint32_t down, char **out, size_t *len,
-                           uint64_t *waiting)
+int cl__heal_read_index(struct cl_layer *c, uint32_t down, char **out, size_t *len,
+                        uint64_t *waiting)
 {
     size_t cap = 0, used = 0;
     char *buf = NULL;
@@ -794,7 +789,7 @@ static int collect(struct hctx *h, struct entry **out, size_t *count)
         char *idx;
         size_t len;
         uint64_t waiting;
-        int r = cl__heal_read_index_up(h->ch[i], down, &idx, &len, &waiting);
+        int r = cl__heal_read_index(h->ch[i], down, &idx, &len, &waiting);
         if (r < 0) {
             rc = r;
             continue;

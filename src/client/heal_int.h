@@ -29,12 +29,11 @@ void cl__heal_path_op(struct cl_op *op, uint16_t code, const char *path);
 int cl__heal_lookup(struct cl_layer *c, const char *path, struct look *l);
 int cl__heal_simple(struct cl_layer *c, struct cl_op *op);
 /* Index entries of child c: a malloc'd NUL-terminated buffer of
- * "gfid path\n" lines. */
-int cl__heal_read_index(struct cl_layer *c, char **out, size_t *len);
-/* The same, leaving out the entries that wait only for members in down
- * (bit i: member i of the set); *waiting (when not NULL) counts them. */
-int cl__heal_read_index_up(struct cl_layer *c, uint32_t down, char **out, size_t *len,
-                           uint64_t *waiting);
+ * "gfid path\n" lines, leaving out the entries that wait only for members
+ * in down (bit i: member i of the set; 0: none left out); *waiting (when
+ * not NULL) counts those left out. */
+int cl__heal_read_index(struct cl_layer *c, uint32_t down, char **out, size_t *len,
+                        uint64_t *waiting);
 
 /* What the up children hold under path (gfid g when known). */
 struct cl__heal_view {

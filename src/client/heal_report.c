@@ -26,8 +26,9 @@ int cl_heal_walk(struct cl_layer **children, int n, int arbiter, const struct cl
         char *idx = NULL;
         size_t len;
         unsigned total = 0, cnt[3] = {0};
-        int r = cl_proto_connected(children[i]) ? cl__heal_read_index(children[i], &idx, &len)
-                                                : -ENOTCONN;
+        int r = cl_proto_connected(children[i])
+                    ? cl__heal_read_index(children[i], 0, &idx, &len, NULL)
+                    : -ENOTCONN;
         if (r < 0) {
             v->brick_end_cb(arg, i, r, 0, cnt);
             rc = r;
