@@ -151,13 +151,20 @@ $(BUILD)/fuzz/%-replay: tests/fuzz/%.c tests/fuzz/replay.c $(LIB_OBJ) $(BRICK_OB
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
 
+# The sources are compiled once (coverage and sanitizers, no fuzzer main)
+# into build-fuzz/obj/ and linked into every target.
 FUZZ_CC ?= clang
-FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -pthread \
-	-fsanitize=fuzzer,address,undefined
+FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -pthread -MMD -MP
+FUZZ_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,$(LIB_SRC) $(filter-out src/brick/main.c,$(BRICK_SRC)) \
+	$(CLIENT_SRC) $(filter-out src/mgmt/main.c,$(MGMT_SRC)))
+.SECONDARY: $(FUZZ_OBJ)
 fuzz: $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(filter-out src/brick/main.c,$(BRICK_SRC)) $(CLIENT_SRC) $(filter-out src/mgmt/main.c,$(MGMT_SRC))
+build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ -lraft -luv
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $^ -lraft -luv
 
 test: all
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
@@ -200,4 +207,4 @@ format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 
 .PHONY: all test install clean format format-check fuzz nbd-plugin-skipped
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) build-fuzz -name '*.d' 2>/dev/null)

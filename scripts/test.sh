@@ -30,15 +30,9 @@ for r in build-san/fuzz/*-replay; do
     "$r" "tests/fuzz/corpus/${name#fuzz_}"
 done
 
-echo "== short fuzz runs (libFuzzer)"
-make fuzz >/dev/null
-for f in build-fuzz/fuzz_*; do
-    name=$(basename "$f")
-    corpus=$(mktemp -d)
-    cp -r "tests/fuzz/corpus/${name#fuzz_}/." "$corpus/"
-    "$f" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=8192 "$corpus" 2>&1 | tail -1
-    rm -rf "$corpus"
-done
+echo "== short fuzz runs (libFuzzer, one per CPU at a time)"
+make -j"$(nproc)" fuzz >/dev/null
+ls build-fuzz/fuzz_* | grep -v '\.d$' | xargs -P "$(nproc)" -n 1 scripts/fuzz-one.sh
 
 echo "== system tests on real mounts (ASan+UBSan daemons and clients)"
 # Daemons and FUSE clients are killed by the tests; leak reports at those
