@@ -303,6 +303,7 @@ void brick_close(struct brick *b)
     pthread_mutex_destroy(&b->conns_lock);
     free(b->auth_allow);
     free(b->auth_reject);
+    free(b->statedump_path);
     free(b->path);
     free(b->volume);
     free(b->id);
@@ -342,5 +343,11 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
             log_set_level((enum log_level)l);
             log_info("log level now %s", value);
         }
+    } else if (!strcmp(name, "server.statedump-path")) {
+        char *v = *value ? strdup(value) : NULL;
+        pthread_mutex_lock(&b->opt_lock);
+        free(b->statedump_path);
+        b->statedump_path = v;
+        pthread_mutex_unlock(&b->opt_lock);
     }
 }

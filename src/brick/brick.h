@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "../lib/gfid.h"
@@ -80,6 +81,7 @@ struct brick {
     struct brick_space space;        /* space.c */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
+    char *statedump_path;       /* server.statedump-path; NULL: SD_DEFAULT_DIR */
     int stall_ms;               /* atomic; network.ping-timeout: a request running longer
                                  * means the disk stalls (server.c) */
     pthread_mutex_t conns_lock; /* the list of connection states below */
@@ -103,6 +105,18 @@ int brick_tmp_dir(struct brick *b, const gfid_t *g, char name[GFID_STRLEN]);
 
 /* Applies one live option (MGMT_RECONF); unknown names are ignored. */
 void brick_set_option(struct brick *b, const char *name, const char *value);
+
+/* ---- statedump.c: the internal state written to a file on SIGUSR1 ---- */
+
+/* Writes the dump; 0 with its file name in written, or -errno (written
+ * then names the file or directory that failed). */
+int brick_statedump(struct brick *b, char *written, size_t len);
+/* The parts of a dump, each by the module owning the state (each takes
+ * its locks with sd_lock, writing "skipped=busy" when it cannot). */
+void brick_space_dump(struct brick *b, FILE *f);
+void brick_conns_dump(struct brick *b, FILE *f);
+void brick_lease_dump(struct brick *b, FILE *f);
+void brick_locks_dump(struct brick *b, FILE *f);
 
 /* ---- one client connection ---- */
 

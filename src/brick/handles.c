@@ -7,12 +7,16 @@
  * same slot. Handles are reference counted: a worker using one keeps it
  * open while another releases it. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../rpc/opinfo.h"
+#include "../lib/statedump.h"
 #include "brick.h"
 
 #define SLOT_BITS 20
@@ -289,4 +293,74 @@ int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, 
     }
     pthread_mutex_unlock(&b->conns_lock);
     return found;
+}
+
+/* The file an open descriptor names on the brick, relative to the brick's
+ * root ("?" when it cannot be read, "(deleted)" kept as the kernel says). */
+static void fd_name(const struct brick *b, int fd, char *out, size_t len)
+{
+    char link[64], target[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n < 0) {
+        snprintf(out, len, "?");
+        return;
+    }
+    target[n] = 0;
+    size_t root = strlen(b->path);
+    const char *rel = target;
+    if (strncmp(target, b->path, root) == 0 && (target[root] == '/' || !target[root]))
+        rel = target[root] ? target + root : "/";
+    snprintf(out, len, "%s", rel);
+}
+
+static void conn_dump(struct brick_conn *bc, int n, FILE *f)
+{
+    fprintf(f, "\n[brick.connection.%d]\n", n);
+    if (sd_lock(&bc->lock) < 0) {
+        fprintf(f, "peer=%s\nskipped=busy\n", bc->peer);
+        return;
+    }
+    uint64_t now = net_now_ms();
+    fprintf(f, "peer=%s\naddress=%s\nsubdir=%s\nhandshaken=%d\nclosed=%d\nreleased=%d\n", bc->peer,
+            bc->addr, bc->subdir ? bc->subdir : "/", bc->handshaken, bc->closed, bc->released);
+    fprintf(f, "requests-running=%d\n", bc->busy);
+    int i = 0;
+    for (const struct brick_running *r = bc->running; r; r = r->next)
+        fprintf(f, "request.%d=%s running-ms=%llu\n", ++i, rpc_op_name(r->opcode),
+                (unsigned long long)(now - r->since_ms));
+    int open = 0;
+    for (uint32_t s = 0; s < bc->n_fhs; s++)
+        open += bc->fhs[s] != NULL;
+    fprintf(f, "handles=%d\n", open);
+    for (uint32_t s = 0; s < bc->n_fhs; s++) {
+        const struct brick_fh *fh = bc->fhs[s];
+        if (!fh)
+            continue;
+        char g[GFID_STRLEN] = "-", on_brick[PATH_MAX];
+        if (fh->has_gfid)
+            gfid_format(&fh->gfid, g);
+        fd_name(bc->b, fh->fd, on_brick, sizeof(on_brick));
+        fprintf(f, "handle.%llu=%s flags=0%o gfid=%s path=%s on-brick=%s%s\n",
+                (unsigned long long)((uint64_t)s | (uint64_t)bc->fh_gen[s] << SLOT_BITS),
+                fh->is_dir ? "dir" : "file", (unsigned)fh->flags, g, fh->path ? fh->path : "-",
+                on_brick, fh->xpath ? " exclusive-lease" : "");
+    }
+    pthread_mutex_unlock(&bc->lock);
+}
+
+void brick_conns_dump(struct brick *b, FILE *f)
+{
+    if (sd_lock(&b->conns_lock) < 0) {
+        fprintf(f, "\n[brick.connections]\nskipped=busy\n");
+        return;
+    }
+    int n = 0;
+    for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next)
+        n++;
+    fprintf(f, "\n[brick.connections]\ncount=%d\n", n);
+    n = 0;
+    for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next)
+        conn_dump(bc, ++n, f);
+    pthread_mutex_unlock(&b->conns_lock);
 }

@@ -44,6 +44,7 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../rpc/opinfo.h"
+#include "../lib/statedump.h"
 #include "brick.h"
 #include "lease_table.h"
 
@@ -1134,4 +1135,55 @@ void brick_lease_conn_gone(struct brick_conn *bc)
         }
     unlock(L);
     resolved_run(bc->b, &res);
+}
+
+/* Leases written into one dump at most (the table may hold a million). */
+#define DUMP_MAX 100000
+
+void brick_lease_dump(struct brick *b, FILE *f)
+{
+    struct brick_leases *L = b->leases;
+    fprintf(f, "\n[brick.leases]\n");
+    if (!L) {
+        fprintf(f, "count=0\n");
+        return;
+    }
+    if (sd_lock(&L->lock) < 0) {
+        fprintf(f, "skipped=busy\n");
+        return;
+    }
+    uint64_t now = now_ms();
+    size_t held = 0, written = 0;
+    fprintf(f, "paths-tracked=%zu\nexclusive-holders=%d\nrecall-timeout-ms=%d\n", L->t.count,
+            L->n_excl, L->recall_ms);
+    for (size_t k = 0; k < L->t.nb; k++)
+        for (const struct lease *l = L->t.b[k]; l; l = l->next) {
+            int cooling = l->cooldown_until_ms > now;
+            if (!l->n && !cooling)
+                continue; /* a placeholder of the tree */
+            held += l->n > 0;
+            if (written++ >= DUMP_MAX)
+                continue;
+            fprintf(f, "lease=%.*s holders=%d", (int)l->len, l->path, l->n);
+            if (cooling)
+                fprintf(f, " cooling-down-ms=%llu%s",
+                        (unsigned long long)(l->cooldown_until_ms - now),
+                        l->shared_ok ? " (exclusive only)" : "");
+            fputc('\n', f);
+            for (int i = 0; i < l->n; i++) {
+                const struct holder *h = &l->h[i];
+                fprintf(f, "lease.holder=%s %s%s", h->bc->peer, h->excl ? "exclusive" : "shared",
+                        h->recalling ? " recalling" : "");
+                if (h->recalling)
+                    fprintf(f, " deadline-in-ms=%lld", (long long)h->deadline_ms - (long long)now);
+                int parked = 0;
+                for (const struct parked *p = h->parked; p; p = p->next)
+                    parked++;
+                fprintf(f, " parked-requests=%d held-replies=%d\n", parked, h->n_waits);
+            }
+        }
+    fprintf(f, "paths-with-holders=%zu\n", held);
+    if (written > DUMP_MAX)
+        fprintf(f, "truncated=%zu leases not written\n", written - DUMP_MAX);
+    pthread_mutex_unlock(&L->lock);
 }

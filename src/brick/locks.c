@@ -22,6 +22,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../lib/statedump.h"
 #include "brick.h"
 
 #define MAX_WAITERS 4096
@@ -546,4 +547,41 @@ int brick_op_flock(struct brick_req *r)
     pthread_mutex_unlock(&L->lock);
     brick_fh_put(r->bc, fh);
     return rc;
+}
+
+void brick_locks_dump(struct brick *b, FILE *f)
+{
+    struct brick_locks *L = b->locks;
+    fprintf(f, "\n[brick.locks]\n");
+    if (!L) {
+        fprintf(f, "count=0\n");
+        return;
+    }
+    if (sd_lock(&L->lock) < 0) {
+        fprintf(f, "skipped=busy\n");
+        return;
+    }
+    int n = 0;
+    for (const struct lockfd *lf = L->fds; lf; lf = lf->next)
+        n++;
+    fprintf(f, "lock-owners=%d\nwaiters=%d\n", n, L->n_waiters);
+    for (const struct lockfd *lf = L->fds; lf; lf = lf->next) {
+        fprintf(f, "owner=%016llx peer=%s pid=%llu inode=%llu:%llu", (unsigned long long)lf->owner,
+                lf->bc->peer, (unsigned long long)lf->pid, (unsigned long long)lf->dev,
+                (unsigned long long)lf->ino);
+        for (int i = 0; i < lf->n_shadow; i++)
+            fprintf(f, " granted=%llu-%llu", (unsigned long long)lf->shadow[i].start,
+                    (unsigned long long)lf->shadow[i].end);
+        fputc('\n', f);
+    }
+    for (const struct waiter *w = L->waiters; w; w = w->next) {
+        if (w->kind == W_POSIX)
+            fprintf(f, "waiter=posix peer=%s type=%s start=%lld len=%lld\n", w->bc->peer,
+                    w->fl.l_type == F_WRLCK ? "write" : "read", (long long)w->fl.l_start,
+                    (long long)w->fl.l_len);
+        else
+            fprintf(f, "waiter=flock peer=%s op=%s\n", w->bc->peer,
+                    (w->flock_op & LOCK_EX) ? "exclusive" : "shared");
+    }
+    pthread_mutex_unlock(&L->lock);
 }

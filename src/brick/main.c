@@ -97,6 +97,7 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -136,6 +137,15 @@ int main(int argc, char **argv)
             int r = log_reopen();
             if (r < 0)
                 log_error("SIGHUP: cannot reopen the log file: %s", strerror(-r));
+            continue;
+        }
+        if (sig == SIGUSR1) {
+            char dump[PATH_MAX + 128];
+            int r = brick_statedump(b, dump, sizeof(dump));
+            if (r < 0)
+                log_error("SIGUSR1: cannot write the statedump %s: %s", dump, strerror(-r));
+            else
+                log_info("SIGUSR1: statedump written to %s", dump);
             continue;
         }
         log_info("signal %d: stopping brick %s", sig, path);

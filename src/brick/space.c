@@ -22,6 +22,7 @@
 
 #include "../lib/log.h"
 #include "../lib/options.h"
+#include "../lib/statedump.h"
 #include "brick.h"
 
 #define RECHECK_MS 1000
@@ -159,4 +160,24 @@ int brick_space_check(struct brick_req *r)
     if (say)
         log_info("%s: %" PRIu64 " bytes free, above storage.reserve again", r->b->path, est);
     return 0;
+}
+
+void brick_space_dump(struct brick *b, FILE *f)
+{
+    struct brick_space *s = &b->space;
+    fprintf(f, "\n[brick.space]\n");
+    if (sd_lock(&s->lock) < 0) {
+        fprintf(f, "skipped=busy\n");
+        return;
+    }
+    if (s->percent >= 0)
+        fprintf(f, "reserve=%d%%\n", s->percent);
+    else
+        fprintf(f, "reserve=%lld bytes\n", (long long)s->bytes);
+    fprintf(f, "total-bytes=%llu\navailable-bytes=%llu\nreserve-bytes=%llu\n",
+            (unsigned long long)s->total, (unsigned long long)s->avail,
+            (unsigned long long)s->reserve);
+    fprintf(f, "granted-since-reading=%llu\nrefusing=%d\nrefused=%llu\n",
+            (unsigned long long)s->taken, s->refusing, (unsigned long long)s->refused);
+    pthread_mutex_unlock(&s->lock);
 }

@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "../lib/statedump.h"
 
 #define MAX_DEPTH 2048
 
@@ -745,4 +748,31 @@ int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh)
     }
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+void cl_itable_dump_open(struct cl_itable *t, FILE *f)
+{
+    if (sd_lock(&t->lock) < 0) {
+        fprintf(f, "skipped=busy\n");
+        return;
+    }
+    fprintf(f, "inodes=%zu\nnames=%zu\n", t->count, t->nnames);
+    size_t open = 0;
+    for (size_t k = 0; k < t->by_id.n; k++)
+        for (struct ino *i = t->by_id.b[k]; i; i = i->next_id) {
+            if (!i->n_fh)
+                continue;
+            open++;
+            char g[GFID_STRLEN], path[PATH_MAX];
+            gfid_format(&i->gfid, g);
+            if (path_of(t, i, NULL, path, sizeof(path)) < 0)
+                snprintf(path, sizeof(path), "(no name: removed)");
+            fprintf(f, "node=%llu gfid=%s path=%s handles=%zu%s", (unsigned long long)i->nodeid, g,
+                    path, i->n_fh, i->locked ? " locked" : "");
+            for (size_t h = 0; h < i->n_fh; h++)
+                fprintf(f, " fh=%llx", (unsigned long long)i->fhs[h]);
+            fputc('\n', f);
+        }
+    fprintf(f, "nodes-open=%zu\n", open);
+    pthread_mutex_unlock(&t->lock);
 }

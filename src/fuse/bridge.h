@@ -107,6 +107,7 @@ struct cf {
     struct cf_wbh *wbh;       /* wbehind.c */
     struct cf_lsa *lsa;       /* lsahead.c */
     struct memtrim *trim;     /* ../lib/memtrim.c */
+    struct cf_sd *sd;         /* statedump.c */
     /* Operations and round trips per opcode (fop_submit counts them); read
      * as the root's virtual xattr CF_STATS_XATTR (ops_xattr.c). */
     struct cl_opstats stats;
@@ -173,6 +174,19 @@ int cf_uring_dio_mmap(struct cf *cf);
 /* Frees what cf_live_start took over (the layout): after the stack is gone. */
 void cf_live_free(struct cf *cf);
 
+/* ---- statedump.c: the mount's state written to a file on SIGUSR1 ----
+ * cf_statedump_block blocks SIGUSR1 in the calling thread (first thing in
+ * main, so every thread inherits it); cf_statedump_start (after
+ * daemonizing) starts the thread that takes it, writing under dir
+ * (server.statedump-path; NULL or "": the default); cf_statedump_set_dir
+ * follows a change of the option; cf_statedump_stop ends the thread. */
+void cf_statedump_block(void);
+int cf_statedump_start(struct cf *cf, const char *mountpoint, const char *volume, const char *dir);
+void cf_statedump_set_dir(struct cf *cf, const char *dir);
+void cf_statedump_stop(struct cf *cf);
+/* The mount's io-stats text (what CF_STATS_XATTR reads): its length, < n. */
+size_t cf_stats_format(struct cf *cf, char *buf, size_t n);
+
 /* ---- lease.c: kernel caching under leases (docs/consistency.md) ----
  * cf_leases_start hooks the recall handler into the stack parameters (call
  * it before the stack is built, after daemonizing). Stop it after the FUSE
@@ -221,6 +235,9 @@ double cf_lease_attr_timeout_as(const struct fop *f, int held, const struct rpc_
 /* ---- known.c: answers without the brick, under leases ---- */
 int cf_known_init(struct cf *cf);
 void cf_known_free(struct cf *cf);
+/* Writes, for a statedump, every node this mount knows something of under
+ * a lease: its path and what is known ("complete", "exclusive", ...). */
+void cf_known_dump(struct cf *cf, FILE *f);
 /* dir was made by this mount under a lease: it is complete (empty);
  * excl: the lease is exclusive. */
 void cf_known_dir_made(struct cf *cf, uint64_t dir, int excl);

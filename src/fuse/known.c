@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/statedump.h"
 #include "bridge.h"
 
 #define KNOWN_MAX (1u << 20)
@@ -733,5 +734,40 @@ void cf_known_forget_all(struct cf *cf)
         return;
     pthread_mutex_lock(&k->lock);
     clear_all(k);
+    pthread_mutex_unlock(&k->lock);
+}
+
+void cf_known_dump(struct cf *cf, FILE *f)
+{
+    static const struct {
+        unsigned flag;
+        const char *name;
+    } names[] = {
+        {K_LEASED, "leased"},        {K_COMPLETE, "complete"},     {K_EXCL, "exclusive-dir"},
+        {K_FEXCL, "exclusive-file"}, {K_LISTED, "listing-cached"}, {K_ATTR, "attributes"},
+        {K_NOXATTRS, "no-xattrs"},   {K_NOCAPS, "no-capability"},  {K_NOSETID, "no-setid"}};
+    struct cf_known *k = cf->known;
+    if (!k) {
+        fprintf(f, "records=0\n");
+        return;
+    }
+    if (sd_lock(&k->lock) < 0) {
+        fprintf(f, "skipped=busy\n");
+        return;
+    }
+    fprintf(f, "records=%zu\nrecords-and-names=%zu\n", k->nodes, k->total);
+    for (size_t s = 0; s < k->nslots; s++)
+        for (const struct knode *x = k->slots[s]; x; x = x->next) {
+            char path[PATH_MAX];
+            if (!k->it || cl_itable_path(k->it, x->id, NULL, path, sizeof(path)) < 0)
+                snprintf(path, sizeof(path), "(not in the inode table)");
+            fprintf(f, "node=%llu path=%s", (unsigned long long)x->id, path);
+            for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (x->flags & names[i].flag)
+                    fprintf(f, " %s", names[i].name);
+            if (x->flags & K_COMPLETE)
+                fprintf(f, " entries=%zu", x->n);
+            fputc('\n', f);
+        }
     pthread_mutex_unlock(&k->lock);
 }

@@ -50,6 +50,8 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
         else
             log_info("option %s now %lld s", ping, (long long)opt_int(new, ping));
     }
+    if (opt_changed(old, new, "server.statedump-path"))
+        cf_statedump_set_dir(l->cf, opt_value(new, "server.statedump-path"));
     const char *attr = "client.attribute-timeout";
     if (opt_changed(old, new, attr)) {
         if (cfg->attr_timeout >= 0)

@@ -166,6 +166,7 @@ int main(int argc, char **argv)
     char err[512];
     int rc, status = 1;
 
+    cf_statedump_block(); /* before any thread: all inherit it */
     log_init("cairn-fuse", LOG_INFO);
     if (cf_parse_args(argc, argv, &cfg) < 0 || cf_decide_access(&cfg, FUSE_CONF) < 0)
         return 1;
@@ -273,6 +274,9 @@ int main(int argc, char **argv)
     }
     if (cf_lsa_init(&cf) < 0)
         log_error("cannot start the listing-ahead threads: every listing waits for the bricks");
+    if (cf_statedump_start(&cf, cfg.mountpoint, vol.name,
+                           opt_value(&vol.opts, "server.statedump-path")) < 0)
+        log_error("cannot start the statedump thread: SIGUSR1 writes no dump");
     if (cf_live_start(&cf, &cfg, servers, n_servers, used, &vol) < 0)
         log_error("cannot keep the management connection: volume changes will not reach this "
                   "mount until it is remounted");
@@ -295,6 +299,7 @@ int main(int argc, char **argv)
     status = rc == 0 ? 0 : 1;
     log_info("unmounting %s", cfg.mountpoint);
 out_stack:
+    cf_statedump_stop(&cf);
     memtrim_stop(cf.trim);
     cf_uring_stop(&cf);
     cf_ps_stop(&cf);

@@ -37,6 +37,23 @@ static int selinux_refused(fuse_req_t req, const char *name)
     return 1;
 }
 
+size_t cf_stats_format(struct cf *cf, char *buf, size_t cap)
+{
+    size_t n = cl_opstats_format(&cf->stats, buf, cap);
+    if (n >= cap)
+        n = cap - 1;
+    if (n > 0 && buf[n - 1] != '\n' && n < cap - 1)
+        buf[n++] = '\n';
+    n += cf_rc_format(cf, buf + n, cap - n);
+    n += cf_ps_format(cf, buf + n, cap - n);
+    n += cf_wb_format(cf, buf + n, cap - n);
+    n += cf_wbh_format(cf, buf + n, cap - n);
+    n += cf_lsa_format(cf, buf + n, cap - n);
+    n += cf_uring_format(cf, buf + n, cap - n);
+    n += cf_fmt_len(memtrim_format(cf->trim, buf + n, cap - n), cap - n);
+    return n;
+}
+
 /* The counters of this mount as the root's virtual xattr CF_STATS_XATTR:
  * reading returns the table (opstats.h), writing "clear" zeroes it.
  * Returns 1 when name is that xattr (the request is answered). */
@@ -50,18 +67,7 @@ static int stats_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
         fuse_reply_err(req, ENOMEM);
         return 1;
     }
-    size_t n = cl_opstats_format(&cf->stats, buf, 65536);
-    if (n >= 65536)
-        n = 65535;
-    if (n > 0 && buf[n - 1] != '\n' && n < 65535)
-        buf[n++] = '\n';
-    n += cf_rc_format(cf, buf + n, 65536 - n);
-    n += cf_ps_format(cf, buf + n, 65536 - n);
-    n += cf_wb_format(cf, buf + n, 65536 - n);
-    n += cf_wbh_format(cf, buf + n, 65536 - n);
-    n += cf_lsa_format(cf, buf + n, 65536 - n);
-    n += cf_uring_format(cf, buf + n, 65536 - n);
-    n += cf_fmt_len(memtrim_format(cf->trim, buf + n, 65536 - n), 65536 - n);
+    size_t n = cf_stats_format(cf, buf, 65536);
     if (size == 0)
         fuse_reply_xattr(req, n);
     else if (n > size)

@@ -41,6 +41,10 @@ static const struct cmd_usage cmds[] = {
     {NULL, "volume set help", "list every volume option"},
     {"profile", "volume profile <VOLNAME> {start|stop|info [cumulative|incremental|clear]}",
      "requests per operation on every brick (run by the CLI)"},
+    {"statedump",
+     "volume statedump <VOLNAME> [all|mem|iobuf|callpool|priv|fd|inode|history]... | "
+     "<VOLNAME> client <HOSTNAME>:<PID>",
+     "bricks (or one client) write their internal state to server.statedump-path"},
     {NULL, "peer probe <HOSTNAME>[:<PORT>]", "add a server to the trusted pool"},
     {NULL, "peer detach <HOSTNAME> [force]", "remove a server from the pool"},
     {NULL, "peer status", "list the other servers of the pool"},

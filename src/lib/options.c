@@ -289,6 +289,9 @@ const struct opt_def opt_table[] = {
     OPT("performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
         "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
         "once the file is back under it."),
+    OPT("server.statedump-path", OPT_STRING, "/var/run/cairn", 0, 0, NULL, true,
+        "Directory where bricks and clients write their statedumps (`volume statedump`, "
+        "SIGUSR1); made when missing (docs/operations.md)."),
     {"server.allow-insecure", OPT_BOOL, "on", 0, 0, NULL, false,
      "Bricks do not check the client's source port; only on is accepted.", .no_effect = true,
      .only = "on",
@@ -746,6 +749,10 @@ static int validate_value(const struct opt_def *d, const char *name, const char 
     case OPT_STRING:
         if (strncmp(name, "auth.", 5) == 0 && validate_addr_list(name, value, err, errlen) < 0)
             return -EINVAL;
+        if (strcmp(name, "server.statedump-path") == 0 && value[0] != '/') {
+            snprintf(err, errlen, "'%s' is not an absolute path for %s", value, name);
+            return -EINVAL;
+        }
         snprintf(norm, normlen, "%s", value);
         return 0;
     }

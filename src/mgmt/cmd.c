@@ -29,6 +29,7 @@ static const struct cmd volume_cmds[] = {
     {"get", mgmt_cmd_get, NULL},
     {"reset", mgmt_cmd_reset, NULL},
     {"heal", mgmt_cmd_heal, NULL},
+    {"statedump", mgmt_cmd_statedump, NULL},
     {NULL, NULL, NULL},
 };
 

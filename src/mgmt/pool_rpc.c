@@ -520,6 +520,8 @@ int mgmt_cmd_internal(struct mgmt *m, int argc, char **argv, FILE *out)
     }
     if (strcmp(w, "__status") == 0)
         return cmd_status(m, argc, argv, out);
+    if (strcmp(w, "__statedump") == 0)
+        return mgmt_cmd_statedump_local(m, argc, argv, out);
     if (strcmp(w, "__check-bricks") == 0) {
         if (argc < 4)
             return bad(out, "usage: __check-bricks VOLNAME force|- PATH...");
