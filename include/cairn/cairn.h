@@ -156,6 +156,12 @@ int cairn_ftruncate(cairn_fd_t *fd, off_t length);
 int cairn_fallocate(cairn_fd_t *fd, int mode, off_t offset, off_t length);
 /* Frees the range (a hole that reads as zeros), keeping the size. */
 int cairn_discard(cairn_fd_t *fd, off_t offset, off_t length);
+/* lseek(2)'s SEEK_DATA or SEEK_HOLE from offset, answered by the bricks'
+ * file system: the start of the next data or hole at or after offset (the
+ * end of the file counts as a hole), -ENXIO at or past the end. A
+ * cairn_fd_t has no position: other whence values give -EINVAL. Since
+ * libcairn 1.1. */
+off_t cairn_lseek(cairn_fd_t *fd, off_t offset, int whence);
 int cairn_fstat(cairn_fd_t *fd, struct stat *st);
 
 /* ---- attributes ---- */

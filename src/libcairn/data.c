@@ -1,5 +1,5 @@
 /* Data calls through a handle: reads and writes (split into requests of at
- * most CAIRN__IO_MAX, sent together), fsync, truncate, fallocate, fstat. */
+ * most CAIRN__IO_MAX, sent together), fsync, truncate, fallocate, SEEK_DATA/SEEK_HOLE, fstat. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -237,6 +237,33 @@ int cairn_fallocate(cairn_fd_t *fd, int mode, off_t offset, off_t length)
 int cairn_discard(cairn_fd_t *fd, off_t offset, off_t length)
 {
     return cairn_fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
+}
+
+static ssize_t seek_finish(struct cairn__req *r)
+{
+    const struct rpc_msg *m = &r->op.reply->msg;
+    if (!rpc_has(m, RPC_T_OFFSET) || m->offset > (uint64_t)INT64_MAX)
+        return -EPROTO;
+    *(off_t *)r->out = (off_t)m->offset;
+    return 0;
+}
+
+off_t cairn_lseek(cairn_fd_t *fd, off_t offset, int whence)
+{
+    if ((whence != SEEK_DATA && whence != SEEK_HOLE) || offset < 0)
+        return -EINVAL;
+    int err;
+    struct cairn__req *r = cairn__req_fd(fd, RPC_OP_LSEEK, 0, &err);
+    if (!r)
+        return err;
+    struct rpc_msg *a = &r->op.args;
+    RPC_SET(a, offset, RPC_T_OFFSET, (uint64_t)offset);
+    RPC_SET(a, whence, RPC_T_WHENCE, (uint64_t)whence);
+    off_t out = 0;
+    r->finish = seek_finish;
+    r->out = &out;
+    ssize_t rc = cairn__run(r);
+    return rc < 0 ? (off_t)rc : out;
 }
 
 int cairn_fstat(cairn_fd_t *fd, struct stat *st)

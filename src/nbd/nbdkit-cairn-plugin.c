@@ -350,6 +350,51 @@ static int nbd_zero(void *handle, uint32_t count, uint64_t offset, uint32_t flag
     return rc < 0 ? fail(-rc, "zeroing %" PRIu32 " bytes at %" PRIu64, count, offset) : 0;
 }
 
+static int nbd_can_extents(void *handle)
+{
+    return 1;
+}
+
+/* Data and holes (which read as zeros) from SEEK_DATA / SEEK_HOLE on the
+ * bricks' file, so `qemu-img map` and sparse copies skip what was never
+ * written or was trimmed. A range the bricks cannot tell about (their
+ * file system has no SEEK_DATA) is reported as data, which is always
+ * true. */
+static int nbd_extents(void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+                       struct nbdkit_extents *extents)
+{
+    const uint64_t end = offset + count;
+    const uint32_t hole = NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO;
+    while (offset < end) {
+        off_t data = cairn_lseek(fd, (off_t)offset, SEEK_DATA);
+        if (data == -ENXIO) /* no data from here to the end of the file */
+            return nbdkit_add_extent(extents, offset, end - offset, hole);
+        if (data == -EINVAL || data == -EOPNOTSUPP)
+            return nbdkit_add_extent(extents, offset, end - offset, 0);
+        if (data < 0)
+            return fail((int)-data, "SEEK_DATA at %" PRIu64, offset);
+        uint64_t next = (uint64_t)data;
+        uint32_t type = hole;
+        if (next <= offset) {
+            off_t h = cairn_lseek(fd, (off_t)offset, SEEK_HOLE);
+            if (h < 0)
+                return fail((int)-h, "SEEK_HOLE at %" PRIu64, offset);
+            next = (uint64_t)h;
+            type = 0;
+        }
+        if (next <= offset) /* the file changed under us: say data */
+            next = end, type = 0;
+        if (next > end)
+            next = end;
+        if (nbdkit_add_extent(extents, offset, next - offset, type) < 0)
+            return -1;
+        offset = next;
+        if (flags & NBDKIT_FLAG_REQ_ONE)
+            break;
+    }
+    return 0;
+}
+
 static struct nbdkit_plugin plugin = {
     .name = "cairn",
     .longname = "nbdkit Cairn volume plugin",
@@ -373,6 +418,8 @@ static struct nbdkit_plugin plugin = {
     .flush = nbd_flush,
     .trim = nbd_trim,
     .zero = nbd_zero,
+    .can_extents = nbd_can_extents,
+    .extents = nbd_extents,
 };
 
 NBDKIT_REGISTER_PLUGIN(plugin)

@@ -301,3 +301,34 @@ def test_bad_parameters(r3vol, image):
     assert rc != 0 and "not a regular file" in out, out
     rc, out = start_fails([f"volume={spec(r3vol)}", f"file=/{name}/x.img", "colour=blue"])
     assert rc != 0 and "unknown parameter 'colour'" in out, out
+
+
+def test_block_status_reports_holes(r3vol, image):
+    """NBD block status from SEEK_DATA/SEEK_HOLE: `qemu-img map` of a sparse
+    image shows data exactly where it was written and holes (reading as
+    zeros) elsewhere, trims included, and `qemu-img convert` of it to a
+    local file makes an equal, sparse copy."""
+    name, work = image
+    srv = Server(work, [f"volume={spec(r3vol)}", f"file=/{name}/sparse.img", f"size={SIZE}"])
+    try:
+        uri = srv.uri()
+        qemu_io(uri, ["write -P 0x11 4M 1M", "write -P 0x22 20M 64k", "write -P 0x33 28M 2M",
+                      "discard 29M 1M"])
+        r = subprocess.run(["qemu-img", "map", "--output=json", "-f", "raw", uri],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        data = [(e["start"], e["length"]) for e in json.loads(r.stdout) if e["data"]]
+        holes = [e for e in json.loads(r.stdout) if not e["data"]]
+        assert data == [(4 * MiB, MiB), (20 * MiB, 64 * 1024), (28 * MiB, MiB)], r.stdout
+        assert holes and all(e["zero"] for e in holes), r.stdout
+        assert sum(e["length"] for e in json.loads(r.stdout)) == SIZE
+        local = os.path.join(work, "copy.img")
+        r = subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "raw", uri, local],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = subprocess.run(["qemu-img", "compare", "-f", "raw", "-F", "raw", local, uri],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert os.stat(local).st_blocks * 512 <= 4 * MiB  # the holes stayed holes
+    finally:
+        srv.stop()
