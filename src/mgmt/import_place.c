@@ -246,8 +246,10 @@ static int place_brick(struct driver *d, int i)
     for (uint64_t at = 0; rc == 0;) {
         snprintf(off, sizeof(off), "%" PRIu64, at);
         const char *list[] = {"place-list", off, d->paths[i]};
-        if ((rc = step(d, i, 3, list, &text)) < 0 || !text)
+        if ((rc = step(d, i, 3, list, &text)) < 0 || !text || !*text) {
+            free(text);
             break; /* an empty chunk: the list is done */
+        }
         size_t n = strlen(text);
         at += n;
         for (char *p = text; p < text + n && rc == 0;) {
