@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../client/distribute.h"
 #include "../lib/log.h"
 #include "import.h"
 #include "pool.h"
@@ -93,6 +94,11 @@ static int import_bricks(struct mgmt *m, struct mgmt_vol *v, int force, int keep
 {
     char first[GFID_STRLEN] = "", id[GFID_STRLEN], line[PATH_MAX + 512];
     int replica = v->replica > 1 ? v->replica : 1;
+    if (v->n_bricks / replica > CL_DHT_MAX) {
+        snprintf(err, errlen, "%d subvolumes: Cairn's distribute takes at most %d",
+                 v->n_bricks / replica, CL_DHT_MAX);
+        return -EINVAL;
+    }
     for (int i = 0; i < v->n_bricks; i++) {
         struct mgmt_import_brick ib = {v->bricks[i].path, i, replica, v->n_bricks, force, keep};
         int rc = mgmt_owner_import(m, &v->bricks[i], "check", &ib, NULL, line, sizeof(line));

@@ -292,7 +292,8 @@ int mgmt_import_place(char *const *paths, int n_bricks, int replica, mgmt_import
     d.sets = n_bricks / d.replica;
     err[0] = 0;
     if (d.sets < 2 || d.sets > CL_DHT_MAX || n_bricks % d.replica) {
-        snprintf(err, errlen, "%d bricks in sets of %d: nothing to place", n_bricks, d.replica);
+        snprintf(err, errlen, "%d bricks in sets of %d: not 2 to %d subvolumes", n_bricks,
+                 d.replica, CL_DHT_MAX);
         return -EINVAL;
     }
     int rc = 0;
