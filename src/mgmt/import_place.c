@@ -53,7 +53,7 @@ int mgmt_import_cmd(int argc, const char *const *argv, char **text)
     *text = NULL;
     if (argc < 3)
         return fail_text(text, -EINVAL, "usage: place-names|place-list|place-check|place-make ...");
-    const char *w = argv[0], *brick = argv[argc == 3 ? 2 : 3];
+    const char *w = argv[0];
     int make = strcmp(w, "place-make") == 0;
     int names = strcmp(w, "place-names") == 0, list = strcmp(w, "place-list") == 0;
     if (!((names && argc == 4) || (list && argc == 3) ||
@@ -61,8 +61,7 @@ int mgmt_import_cmd(int argc, const char *const *argv, char **text)
         return fail_text(text, -EINVAL,
                          "usage: place-names SET SETS PATH | place-list OFFSET PATH | "
                          "place-check|place-make SET SETS PATH LINES");
-    if (list)
-        brick = argv[2];
+    const char *brick = list ? argv[2] : argv[3];
     if (brick[0] != '/')
         return fail_text(text, -EINVAL, "the brick path must be absolute");
     long set = -1, sets = -1, off = -1;
