@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../client/distribute.h"
 #include "../lib/log.h"
 #include "import.h"
 #include "pool.h"
@@ -73,13 +74,31 @@ static int is_keyword(const char *w)
     return 0;
 }
 
-/* Checks and converts every brick of an import (all on this server), then
- * gives v the GlusterFS volume's id. 0, or -errno with err. */
+/* The placement's steps run by the owner of each brick. */
+struct place_run {
+    struct mgmt *m;
+    struct mgmt_vol *v;
+};
+
+static int place_step(void *arg, int brick, int argc, const char *const *argv, char **text)
+{
+    struct place_run *pr = arg;
+    return mgmt_owner_import_step(pr->m, &pr->v->bricks[brick], argc, argv, text);
+}
+
+/* Checks and converts every brick of an import (each by its own server),
+ * links names where Cairn's hash looks for them on a volume of several
+ * sets, then gives v the GlusterFS volume's id. 0, or -errno with err. */
 static int import_bricks(struct mgmt *m, struct mgmt_vol *v, int force, int keep, FILE *out,
                          char *err, size_t errlen)
 {
     char first[GFID_STRLEN] = "", id[GFID_STRLEN], line[PATH_MAX + 512];
     int replica = v->replica > 1 ? v->replica : 1;
+    if (v->n_bricks / replica > CL_DHT_MAX) {
+        snprintf(err, errlen, "%d subvolumes: Cairn's distribute takes at most %d",
+                 v->n_bricks / replica, CL_DHT_MAX);
+        return -EINVAL;
+    }
     for (int i = 0; i < v->n_bricks; i++) {
         struct mgmt_import_brick ib = {v->bricks[i].path, i, replica, v->n_bricks, force, keep};
         int rc = mgmt_owner_import(m, &v->bricks[i], "check", &ib, NULL, line, sizeof(line));
@@ -118,9 +137,11 @@ static int import_bricks(struct mgmt *m, struct mgmt_vol *v, int force, int keep
     if (v->n_bricks > replica) {
         char *paths[v->n_bricks];
         unsigned long made;
+        struct place_run pr = {m, v};
         for (int i = 0; i < v->n_bricks; i++)
             paths[i] = v->bricks[i].path;
-        int rc = mgmt_import_place(paths, v->n_bricks, replica, &made, line, sizeof(line));
+        int rc = mgmt_import_place(paths, v->n_bricks, replica, place_step, &pr, &made, line,
+                                   sizeof(line));
         if (rc < 0) {
             snprintf(err, errlen, "%s (run the import again once that is fixed)", line);
             return rc;
@@ -214,11 +235,6 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
         struct mgmt_peer *owner = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;
         if (local < 0 && !owner)
             FAIL("Host %s cannot be resolved", b->host);
-        if (owner && !mgmt_peer_is_self(m, owner) && import &&
-            last - first > (replica ? replica : 1))
-            FAIL("%s:%s is a brick of another server: a volume of several sets is imported only "
-                 "with every brick on one server (its link-to files go from set to set)",
-                 b->host, b->path);
         if (owner && !mgmt_peer_is_self(m, owner)) {
             /* Another server's brick: it checks the directory itself, below. */
             for (int j = 0; j < nb; j++)

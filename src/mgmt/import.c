@@ -29,8 +29,9 @@
  *
  * A brick is converted by the cairnd of its server (cmd_create.c asks the
  * owner, pool_rpc.c's __import). A volume of several sets then gets Cairn
- * link-to files where Cairn's hash looks for names GlusterFS's hash placed
- * (mgmt_import_place, below), with every brick on this server. */
+ * link-to files where Cairn's hash looks for names GlusterFS's hash placed:
+ * each brick lists its names and the bricks of the set Cairn's hash picks
+ * make them (below), driven by import_place.c through the owners. */
 #include "import.h"
 
 #include <dirent.h>
@@ -757,17 +758,16 @@ out:
     return rc;
 }
 
-/* ---- distributed volumes: names where Cairn's hash looks for them ---- */
+/* ---- distributed volumes: names where Cairn's hash looks for them ----
+ *
+ * The brick side of the placement (import_place.c drives it, through the
+ * owner of each brick): a brick lists the names it holds that Cairn's hash
+ * puts on another set, and a brick of that set checks and makes their
+ * link-to files. Nothing here needs another brick. */
 
-struct place {
-    char *const *paths; /* every brick, volume order */
-    int replica, sets;
-    struct cl_dht_layout layout; /* the default: imported directories carry none */
-    unsigned long made, conflicts;
-    char vpath[RPC_PATH_MAX + NAME_MAX + 2];
-    size_t vlen;
-    char err[PATH_MAX + 256];
-};
+#define NAMES ".cairn/import-names"
+#define LINKTO_TMP ".cairn/import-linkto.tmp"
+#define CAIRN_LINKTO "trusted.cairn.linkto"
 
 static int is_cairn_linkto(int dirfd, const char *name, const struct stat *st)
 {
@@ -775,144 +775,383 @@ static int is_cairn_linkto(int dirfd, const char *name, const struct stat *st)
         return 0;
     char x[64 + NAME_MAX];
     xname(x, sizeof(x), dirfd, name);
-    return lgetxattr(x, "trusted.cairn.linkto", NULL, 0) >= 0;
+    return lgetxattr(x, CAIRN_LINKTO, NULL, 0) >= 0;
 }
 
-/* Makes the link-to file vpath -> subvolume target on every brick of set h
- * that has the parent directory, with one id on all of them. */
-static int ensure_linkto(struct place *p, int h, const char *name, int target)
+/* The link-to file's id, the same on every brick of its set whichever
+ * server makes it and however often the import runs: derived from the
+ * file's id (zeros when it has none) and its path, two independent 64-bit
+ * hashes, shaped as a random (version 4) id. */
+static void linkto_id(const uint8_t *file_id, const char *vpath, gfid_t *out)
 {
-    uint8_t g[GFID_LEN];
-    int have_g = 0, missing[p->replica], rc = 0;
-    char dir[PATH_MAX];
-    for (int k = 0; k < p->replica; k++) {
-        const char *b = p->paths[h * p->replica + k];
-        missing[k] = 0;
-        size_t dl = p->vlen - strlen(name) - 1;
-        if (snprintf(dir, sizeof(dir), "%s%.*s", b, (int)dl, p->vpath) >= (int)sizeof(dir))
-            return -ENAMETOOLONG;
-        int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (d < 0)
-            continue; /* this copy missed the directory: heal brings both */
-        struct stat st;
-        if (fstatat(d, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            missing[k] = errno == ENOENT;
-        } else if (is_cairn_linkto(d, name, &st)) {
-            char x[64 + NAME_MAX];
-            xname(x, sizeof(x), d, name);
-            have_g |= lgetxattr(x, CAIRN_GFID, g, sizeof(g)) == GFID_LEN;
-        } else {
-            p->conflicts++;
-            log_warn("volume import: %s%s exists on two subvolumes (%d and %d); left as it is", b,
-                     p->vpath, h, target);
-            close(d);
-            return 0;
-        }
-        close(d);
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x9e3779b97f4a7c15ull;
+    uint8_t zero[GFID_LEN] = {0};
+    const uint8_t *f = file_id ? file_id : zero;
+    size_t plen = strlen(vpath);
+    for (size_t i = 0; i < GFID_LEN + plen; i++) {
+        uint8_t c = i < GFID_LEN ? f[i] : (uint8_t)vpath[i - GFID_LEN];
+        a = (a ^ c) * 0x100000001b3ull;
+        b = (b ^ c) * 0xff51afd7ed558ccdull;
+        b ^= b >> 29;
     }
-    if (!have_g) {
-        gfid_t id;
-        gfid_generate(&id);
-        memcpy(g, id.b, GFID_LEN);
+    a ^= a >> 33;
+    a *= 0xc4ceb9fe1a85ec53ull;
+    a ^= a >> 33;
+    for (int i = 0; i < 8; i++) {
+        out->b[i] = (uint8_t)(a >> (8 * i));
+        out->b[8 + i] = (uint8_t)(b >> (8 * i));
     }
-    char v[16];
-    snprintf(v, sizeof(v), "%d", target);
-    int made = 0;
-    for (int k = 0; k < p->replica && rc == 0; k++) {
-        if (!missing[k])
-            continue;
-        size_t dl = p->vlen - strlen(name) - 1;
-        snprintf(dir, sizeof(dir), "%s%.*s", p->paths[h * p->replica + k], (int)dl, p->vpath);
-        int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (d < 0)
-            continue;
-        /* the directory keeps the times GlusterFS's clients saw */
-        struct stat dst;
-        int keep_times = fstat(d, &dst) == 0;
-        int fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0);
-        if (fd < 0 || fchown(fd, 0, 0) < 0 || fchmod(fd, S_ISVTX) < 0 ||
-            fsetxattr(fd, CAIRN_GFID, g, GFID_LEN, 0) < 0 ||
-            fsetxattr(fd, "trusted.cairn.linkto", v, strlen(v), 0) < 0)
-            rc = -errno;
-        if (fd >= 0)
-            close(fd);
-        if (keep_times) {
-            struct timespec t[2] = {dst.st_atim, dst.st_mtim};
-            futimens(d, t);
-        }
-        close(d);
-        made = 1;
-    }
-    if (rc < 0)
-        snprintf(p->err, sizeof(p->err), "cannot make the link-to file %.4000s on subvolume %d: %s",
-                 p->vpath, h, strerror(-rc));
-    p->made += made;
-    return rc;
+    out->b[6] = (uint8_t)((out->b[6] & 0x0f) | 0x40);
+    out->b[8] = (uint8_t)((out->b[8] & 0x3f) | 0x80);
 }
 
-static int place_dir(struct place *p, int s, int fd, int root)
+/* ---- the list's lines ---- */
+
+static void put_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            fputs("\\\\", f);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* A decimal in [0, limit) ending at a space; *p moves past the space. */
+static int parse_index(const char **p, const char *end, int limit)
+{
+    long v = 0;
+    const char *s = *p;
+    if (s >= end || *s < '0' || *s > '9' || (*s == '0' && s + 1 < end && s[1] != ' '))
+        return -EPROTO;
+    while (s < end && *s >= '0' && *s <= '9') {
+        v = v * 10 + (*s++ - '0');
+        if (v >= limit)
+            return -EPROTO;
+    }
+    if (s >= end || *s != ' ')
+        return -EPROTO;
+    *p = s + 1;
+    return (int)v;
+}
+
+int mgmt_import_line_parse(const char *p, size_t n, int sets, struct mgmt_import_line *l)
+{
+    const char *end = p + n;
+    if (sets < 1 || sets > CL_DHT_MAX || (l->to = parse_index(&p, end, sets)) < 0 ||
+        (l->at = parse_index(&p, end, sets)) < 0 || l->to == l->at)
+        return -EPROTO;
+    char id[GFID_STRLEN];
+    if (end - p < GFID_STRLEN || p[GFID_STRLEN - 1] != ' ')
+        return -EPROTO;
+    memcpy(id, p, GFID_STRLEN - 1);
+    id[GFID_STRLEN - 1] = 0;
+    if (gfid_parse(id, &l->id) < 0)
+        return -EPROTO;
+    p += GFID_STRLEN;
+    size_t o = 0;
+    while (p < end) {
+        char c = *p++;
+        if (c == 0 || c == '\n')
+            return -EPROTO;
+        if (c == '\\') {
+            if (p >= end || (*p != '\\' && *p != 'n'))
+                return -EPROTO;
+            c = *p++ == 'n' ? '\n' : '\\';
+        }
+        if (o + 1 >= sizeof(l->path))
+            return -EPROTO;
+        l->path[o++] = c;
+    }
+    l->path[o] = 0;
+    /* an absolute path of plain components, none of them Cairn's or
+     * GlusterFS's own directories at the top */
+    if (o < 2 || l->path[0] != '/')
+        return -EPROTO;
+    for (const char *c = l->path + 1;;) {
+        size_t len = strcspn(c, "/");
+        if (len == 0 || len > NAME_MAX || (len == 1 && c[0] == '.') ||
+            (len == 2 && c[0] == '.' && c[1] == '.'))
+            return -EPROTO;
+        if (c == l->path + 1) {
+            char first[NAME_MAX + 1];
+            memcpy(first, c, len);
+            first[len] = 0;
+            if (root_special(first))
+                return -EPROTO;
+        }
+        if (!c[len])
+            break;
+        c += len + 1;
+    }
+    return 0;
+}
+
+/* ---- listing a brick's names ---- */
+
+struct names {
+    int set;
+    struct cl_dht_layout layout; /* the default: imported directories carry none */
+    FILE *out;
+    unsigned long count;
+    char vpath[RPC_PATH_MAX + NAME_MAX + 2];
+    size_t vlen;
+};
+
+static int names_dir(struct names *w, int fd, int root)
 {
     size_t n, bytes;
     char *names = list_dir(fd, &n, &bytes);
     if (!names)
-        return -ENOMEM;
+        return errno ? -errno : -ENOMEM;
     int rc = 0;
     for (char *e = names; e < names + bytes && rc == 0; e += strlen(e) + 1) {
         if (root && root_special(e))
             continue;
-        size_t saved = p->vlen, l = strlen(e);
-        if (saved + l + 1 >= sizeof(p->vpath)) {
+        size_t saved = w->vlen, l = strlen(e);
+        if (saved + l + 1 >= RPC_PATH_MAX) {
             rc = -ENAMETOOLONG;
             break;
         }
-        p->vpath[p->vlen++] = '/';
-        memcpy(p->vpath + p->vlen, e, l + 1);
-        p->vlen += l;
+        w->vpath[w->vlen++] = '/';
+        memcpy(w->vpath + w->vlen, e, l + 1);
+        w->vlen += l;
         struct stat st;
         if (fstatat(fd, e, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             rc = -errno;
         } else if (S_ISDIR(st.st_mode)) {
             int sub = openat(fd, e, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            rc = sub < 0 ? -errno : place_dir(p, s, sub, 0);
+            rc = sub < 0 ? -errno : names_dir(w, sub, 0);
             if (sub >= 0)
                 close(sub);
         } else if (!is_cairn_linkto(fd, e, &st)) {
-            int h = cl_dht_layout_pick(&p->layout, cl_dht_hash(e, l));
-            if (h >= 0 && h != s)
-                rc = ensure_linkto(p, h, e, s);
+            int h = cl_dht_layout_pick(&w->layout, cl_dht_hash(e, l));
+            if (h >= 0 && h != w->set) {
+                char x[64 + NAME_MAX], id[GFID_STRLEN];
+                uint8_t g[GFID_LEN];
+                gfid_t lid;
+                xname(x, sizeof(x), fd, e);
+                int has = lgetxattr(x, CAIRN_GFID, g, sizeof(g)) == GFID_LEN;
+                linkto_id(has ? g : NULL, w->vpath, &lid);
+                gfid_format(&lid, id);
+                fprintf(w->out, "%d %d %s ", h, w->set, id);
+                put_escaped(w->out, w->vpath);
+                fputc('\n', w->out);
+                w->count++;
+            }
         }
-        p->vlen = saved;
-        p->vpath[saved] = 0;
+        w->vlen = saved;
+        w->vpath[saved] = 0;
     }
     free(names);
     return rc;
 }
 
-int mgmt_import_place(char *const *paths, int n_bricks, int replica, unsigned long *made, char *err,
+int mgmt_import_names(const char *brick, int set, int sets, unsigned long *count, char *err,
                       size_t errlen)
 {
-    struct place *p = calloc(1, sizeof(*p));
-    if (!p)
+    char tmp[PATH_MAX + 64], final[PATH_MAX + 64];
+    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", brick, NAMES);
+    snprintf(final, sizeof(final), "%s/%s", brick, NAMES);
+    struct names *w = calloc(1, sizeof(*w));
+    if (!w)
         return -ENOMEM;
-    p->paths = paths;
-    p->replica = replica > 1 ? replica : 1;
-    p->sets = n_bricks / p->replica;
-    cl_dht_layout_default(p->sets, &p->layout);
-    int rc = 0;
-    for (int i = 0; i < n_bricks && rc == 0; i++) {
-        int fd = open(paths[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) {
-            rc = -errno;
-            break;
-        }
-        rc = place_dir(p, i / p->replica, fd, 1);
-        close(fd);
+    w->set = set;
+    cl_dht_layout_default(sets, &w->layout);
+    int rc = 0, root = open(brick, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root >= 0 && mkdirat(root, ".cairn", 0700) < 0 && errno != EEXIST) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot make %s/.cairn: %s", brick, strerror(errno));
+        goto out;
     }
+    if (root < 0 || !(w->out = fopen(tmp, "we"))) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot %s %s: %s", root < 0 ? "open" : "write",
+                 root < 0 ? brick : tmp, strerror(errno));
+        goto out;
+    }
+    rc = names_dir(w, root, 1);
     if (rc < 0)
-        snprintf(err, errlen, "%s", p->err[0] ? p->err : strerror(-rc));
-    *made = p->made;
-    if (p->conflicts)
-        log_warn("volume import: %lu name(s) exist on two subvolumes", p->conflicts);
-    free(p);
+        snprintf(err, errlen, "cannot list the names of %s (at %.1000s): %s", brick,
+                 w->vlen ? w->vpath : "/", strerror(-rc));
+    if (fclose(w->out) != 0 && rc == 0) {
+        rc = -EIO;
+        snprintf(err, errlen, "cannot write %s", tmp);
+    }
+    w->out = NULL;
+    if (rc == 0 && rename(tmp, final) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot write %s: %s", final, strerror(errno));
+    }
+    *count = w->count;
+out:
+    if (root >= 0)
+        close(root);
+    free(w);
+    return rc;
+}
+
+int mgmt_import_names_read(const char *brick, uint64_t off, FILE *out, char *err, size_t errlen)
+{
+    char f[PATH_MAX + 64];
+    snprintf(f, sizeof(f), "%s/%s", brick, NAMES);
+    int fd = open(f, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot read %s: %s (list the names first)", f, strerror(errno));
+        return -errno;
+    }
+    char *buf = malloc(MGMT_IMPORT_CHUNK);
+    ssize_t n = buf ? pread(fd, buf, MGMT_IMPORT_CHUNK, (off_t)off) : -1;
+    int rc = 0;
+    if (n < 0) {
+        rc = buf ? -errno : -ENOMEM;
+        snprintf(err, errlen, "cannot read %s: %s", f, strerror(-rc));
+    } else if (n == 0) {
+        unlink(f); /* read to its end: done with */
+    } else {
+        size_t whole = (size_t)n;
+        while (whole && buf[whole - 1] != '\n')
+            whole--;
+        if (!whole) {
+            rc = -EPROTO;
+            snprintf(err, errlen, "%s has no whole line at offset %llu", f,
+                     (unsigned long long)off);
+        } else {
+            fwrite(buf, 1, whole, out);
+        }
+    }
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* ---- link-to files on a brick of the set Cairn's hash picks ---- */
+
+/* The directory holding path's last component, opened one component at a
+ * time without following symbolic links; *name points into path. */
+static int open_parent(int root, const char *path, const char **name)
+{
+    int fd = dup(root);
+    const char *c = path + 1;
+    if (fd < 0)
+        return -errno;
+    for (;;) {
+        size_t len = strcspn(c, "/");
+        if (!c[len]) {
+            *name = c;
+            return fd;
+        }
+        char comp[NAME_MAX + 1];
+        memcpy(comp, c, len);
+        comp[len] = 0;
+        int sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int e = errno;
+        close(fd);
+        if (sub < 0)
+            return -e;
+        fd = sub;
+        c += len + 1;
+    }
+}
+
+/* Makes the link-to file: built in .cairn, then moved into place, never
+ * over an existing name, so a cut-short import leaves no half-made file
+ * under a user's name. 1 when made, 0 when the name exists, or -errno. */
+static int make_linkto(int root, int dir, const char *name, const struct mgmt_import_line *l)
+{
+    char v[16];
+    snprintf(v, sizeof(v), "%d", l->at);
+    int fd = openat(root, LINKTO_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    if (fchown(fd, 0, 0) < 0 || fchmod(fd, S_ISVTX) < 0 ||
+        fsetxattr(fd, CAIRN_GFID, l->id.b, GFID_LEN, 0) < 0 ||
+        fsetxattr(fd, CAIRN_LINKTO, v, strlen(v), 0) < 0)
+        rc = -errno;
+    close(fd);
+    if (rc < 0)
+        return rc;
+    /* the directory keeps the times GlusterFS's clients saw */
+    struct stat dst;
+    int keep_times = fstat(dir, &dst) == 0;
+    if (renameat2(root, LINKTO_TMP, dir, name, RENAME_NOREPLACE) < 0)
+        return errno == EEXIST ? 0 : -errno;
+    if (keep_times) {
+        struct timespec t[2] = {dst.st_atim, dst.st_mtim};
+        futimens(dir, t);
+    }
+    return 1;
+}
+
+int mgmt_import_link(const char *brick, int set, int sets, int make, const char *batch, size_t len,
+                     FILE *out, char *err, size_t errlen)
+{
+    struct mgmt_import_line *l = malloc(sizeof(*l));
+    int root = open(brick, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    unsigned long made = 0, index = 0;
+    if (!l || root < 0) {
+        rc = l ? -errno : -ENOMEM;
+        snprintf(err, errlen, "cannot open %s: %s", brick, strerror(-rc));
+        goto out;
+    }
+    if (make && mkdirat(root, ".cairn", 0700) < 0 && errno != EEXIST) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot make %s/.cairn: %s", brick, strerror(errno));
+        goto out;
+    }
+    for (const char *p = batch, *end = batch + len; p < end; index++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl || mgmt_import_line_parse(p, (size_t)(nl - p), sets, l) < 0 || l->to != set) {
+            rc = -EPROTO;
+            snprintf(err, errlen, "line %lu of the link-to list for %s is malformed", index + 1,
+                     brick);
+            goto out;
+        }
+        p = nl + 1;
+        const char *name = NULL;
+        int dir = open_parent(root, l->path, &name);
+        if (dir < 0) {
+            if (dir != -ENOENT)
+                log_warn("volume import: %s%.4000s: a parent is not a directory on subvolume %d "
+                         "(%s); no link-to file made",
+                         brick, l->path, set, strerror(-dir));
+            continue; /* this copy missed the directory: heal brings both */
+        }
+        struct stat st;
+        int r = 0;
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (!is_cairn_linkto(dir, name, &st)) {
+                /* on two sets: the copy Cairn's hash finds stays, nothing is
+                 * linked over it (a make after a check found none is a race
+                 * with nothing: the volume is not running) */
+                log_warn("volume import: %s%.4000s exists on two subvolumes (%d and %d); left "
+                         "as it is",
+                         brick, l->path, set, l->at);
+                if (!make)
+                    fprintf(out, "%lu\n", index);
+            }
+        } else if (errno != ENOENT) {
+            r = -errno;
+        } else if (make) {
+            r = make_linkto(root, dir, name, l);
+            made += r > 0;
+        }
+        close(dir);
+        if (r < 0) {
+            rc = r;
+            snprintf(err, errlen, "cannot make the link-to file %s%.4000s: %s", brick, l->path,
+                     strerror(-r));
+            goto out;
+        }
+    }
+    if (make)
+        fprintf(out, "%lu\n", made);
+out:
+    if (root >= 0)
+        close(root);
+    free(l);
     return rc;
 }

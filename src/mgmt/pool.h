@@ -136,6 +136,12 @@ struct mgmt_import_brick;
 int mgmt_owner_import(struct mgmt *m, const struct mgmt_brick *b, const char *step,
                       const struct mgmt_import_brick *ib, const char *volid, char *out,
                       size_t outlen);
+/* One step of an import's placement (mgmt_import_cmd: place-names, ...) on
+ * the server owning brick b, as an mgmt_import_run_fn: 0 with *text the
+ * answer, or -errno with *text the reason (the caller frees it). Called
+ * with m->lock held; released while the step runs. */
+int mgmt_owner_import_step(struct mgmt *m, const struct mgmt_brick *b, int argc,
+                           const char *const *argv, char **text);
 /* Asks the owners of volname's bricks to check them and name their ports;
  * adds BRICK {ID, PORT} fields to entry. */
 int mgmt_prepare_start_entry(struct mgmt *m, const char *volname, int force, struct rpc_buf *entry,

@@ -9,8 +9,9 @@
  *
  * Internal commands (first word "__...") travel as MGMT_CLI between cairnds:
  * __hello, __join and __leave manage membership; __check-bricks,
- * __prepare-start, __sync and __status do brick work on the server that owns
- * the bricks; __gen reports the applied generation. */
+ * __prepare-start, __sync, __status and __import (volume import's check,
+ * convert and placement steps, import.h) do brick work on the server that
+ * owns the bricks; __gen reports the applied generation. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,39 @@ int mgmt_owner_import(struct mgmt *m, const struct mgmt_brick *b, const char *st
     out[strcspn(out, "\n")] = 0;
     free(text);
     return rc < 0 ? rc : rc > 0 ? -EINVAL : 0;
+}
+
+int mgmt_owner_import_step(struct mgmt *m, const struct mgmt_brick *b, int argc,
+                           const char *const *argv, char **text)
+{
+    struct mgmt_peer *p = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;
+    *text = NULL;
+    if (!p || mgmt_peer_is_self(m, p)) {
+        pthread_mutex_unlock(&m->lock);
+        int rc = mgmt_import_cmd(argc, argv, text);
+        pthread_mutex_lock(&m->lock);
+        return rc;
+    }
+    const char **full = calloc((size_t)argc + 1, sizeof(*full));
+    if (!full)
+        return -ENOMEM;
+    full[0] = "__import";
+    memcpy(full + 1, argv, (size_t)argc * sizeof(*argv));
+    char host[NET_HOST_MAX];
+    snprintf(host, sizeof(host), "%s", p->host);
+    int rc = call_peer_unlocked(m, p, argc + 1, full, text, IMPORT_CALL_MS);
+    free(full);
+    if (rc == 0)
+        return 0;
+    char why[NET_HOST_MAX + 512];
+    if (rc < 0)
+        snprintf(why, sizeof(why), "Host %s is not reachable: %s", host, strerror(-rc));
+    else
+        snprintf(why, sizeof(why), "%.500s", *text ? *text : "import step failed");
+    why[strcspn(why, "\n")] = 0;
+    free(*text);
+    *text = strdup(why);
+    return rc < 0 ? rc : -EINVAL;
 }
 
 static void spawn_error(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b, int rc, char *err,
@@ -529,6 +563,19 @@ int mgmt_cmd_internal(struct mgmt *m, int argc, char **argv, FILE *out)
                                     err, sizeof(err)) < 0)
             return bad(out, err);
         return 0;
+    }
+    if (strcmp(w, "__import") == 0 && argc > 1 && strncmp(argv[1], "place-", 6) == 0) {
+        char *text = NULL;
+        /* a step walks or changes a whole brick: without the state lock */
+        pthread_mutex_unlock(&m->lock);
+        int rc = mgmt_import_cmd(argc - 1, (const char *const *)argv + 1, &text);
+        pthread_mutex_lock(&m->lock);
+        if (rc < 0)
+            bad(out, text ? text : strerror(-rc));
+        else if (text)
+            fputs(text, out);
+        free(text);
+        return rc < 0 ? 1 : 0;
     }
     if (strcmp(w, "__import") == 0) {
         if (argc != 9 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "convert") != 0))

@@ -1,6 +1,7 @@
 """`cairn volume import` against a real GlusterFS 10 (Debian's
 glusterfs-server): a replica 3 GlusterFS volume (imported by a pool of three
-cairnd, one brick each) and a 2 x 3 one are made and filled through
+cairnd, one brick each), a 2 x 3 one on one server and a 2 x 3 one whose
+sets span a pool of three cairnd are made and filled through
 GlusterFS's own FUSE client, one brick misses changes (its glusterfsd
 killed, the volume stopped before any heal), and the stopped bricks are
 imported in place. Afterwards the Cairn mount must show every name and
@@ -456,3 +457,88 @@ def test_import_distributed_replicate(env):
     assert "many/r0" not in got and "many/n1" not in got
     with open(os.path.join(m2.path, "many", "new"), "rb") as f:
         assert f.read() == b"x" * 5000
+
+
+def test_import_distributed_replicate_on_three_servers(env):
+    """2 x 3 whose sets span a pool of three cairnd, each server holding one
+    brick of each set: the link-to files go from server to server (the
+    __import place-* steps). A server down refuses the import before any
+    brick is touched; an import cut short while placing is finished by
+    running it again, every copy of a set with the same link-to files and
+    ids."""
+    _, g = env
+    g.bricks = [os.path.join(g.root, f"ds{i}") for i in range(6)]
+    g.start()
+    gluster_volume(g, "gimpds", g.bricks)
+    fill(g.mnt)
+    rng = random.Random(9)
+    os.makedirs(os.path.join(g.mnt, "many"))
+    for i in range(40):
+        with open(os.path.join(g.mnt, "many", f"n{i}"), "wb") as f:
+            f.write(rng.randbytes(rng.randrange(1, 5000)))
+    for i in range(0, 40, 4):  # GlusterFS link files, to be dropped
+        os.rename(os.path.join(g.mnt, "many", f"n{i}"), os.path.join(g.mnt, "many", f"r{i}"))
+    expected, expected_links = tree(g.mnt)
+    gluster_stop(g, "gimpds")
+
+    pool = replica_pool.Pool(["127.0.0.65", "127.0.0.66", "127.0.0.67"], "st-import-dpool-")
+    try:
+        pool.start()
+        first, third = pool.nodes[0], pool.nodes[2]
+        bricks = [f"{pool.nodes[i % 3].host}:{b}" for i, b in enumerate(g.bricks)]
+        command = ["volume", "import", "ids", "replica", "3", *bricks, "force"]
+
+        # A server down: refused by the check, no brick touched.
+        pool.kill_server(third)
+        r = first.cli(*command, check=False)
+        assert r.returncode == 1 and f"Host {third.host} is not reachable" in r.stderr, \
+            r.stdout + r.stderr
+        assert not any(os.path.exists(os.path.join(b, ".cairn")) for b in g.bricks)
+        third.start()
+
+        # The third server cannot make its link-to files (the name it
+        # stages them under is taken): the bricks are converted, some
+        # link-to files made, and the import refused with why.
+        blocker = os.path.join(g.bricks[5], ".cairn", "import-linkto.tmp")
+        os.makedirs(blocker)
+        r = first.cli(*command, check=False)
+        assert r.returncode == 1 and "Is a directory" in r.stderr and \
+            "run the import again" in r.stderr, r.stdout + r.stderr
+        made = [sum(1 for d, _, fs in os.walk(b) for n in fs
+                    if os.lstat(os.path.join(d, n)).st_mode & 0o7777 == stat.S_ISVTX)
+                for b in g.bricks[3:]]
+        assert made[0] > 0 and made[2] == 0, made
+        os.rmdir(blocker)
+
+        r = first.cli(*command)
+        assert "success" in r.stdout, r.stdout
+        assert int(re.search(r"(\d+) names linked", r.stdout).group(1)) > 10, r.stdout
+        first.volumes["ids"] = list(g.bricks)
+        # Every copy of a set holds the same names, link-to files and ids.
+        for s in (g.bricks[:3], g.bricks[3:]):
+            states = [brick_state(b) for b in s]
+            for b, st in zip(s[1:], states[1:]):
+                assert st == states[0], f"{b} differs from {s[0]}"
+        for b in g.bricks:
+            assert gluster_names(b) == []
+            assert not os.path.exists(os.path.join(b, ".cairn", "import-names"))
+
+        first.cli("volume", "start", "ids")
+        m = first.mount("ids", os.path.join(first.root, "dsmnt"))
+        got, got_links = tree(m.path)
+        assert sorted(got) == sorted(expected)
+        for p in expected:
+            assert got[p] == expected[p], p
+        assert got_links == expected_links
+        os.rename(os.path.join(m.path, "many", "r0"), os.path.join(m.path, "many", "r0-again"))
+        with open(os.path.join(m.path, "many", "new"), "wb") as f:
+            f.write(b"y" * 3000)
+        m2 = first.mount("ids", os.path.join(first.root, "dsmnt2"))
+        got, _ = tree(m2.path)
+        assert got["many/r0-again"]["sha"] == expected["many/r0"]["sha"]
+        assert "many/r0" not in got and got["many/new"]["size"] == 3000
+        m2.stop()
+        m.stop()
+        first.stop_volume("ids")
+    finally:
+        pool.close()

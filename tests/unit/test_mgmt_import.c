@@ -307,6 +307,14 @@ static void test_refusals(void)
     CHECK(!exists("r7", ".glusterfs") && exists("r7", ".cairn/glusterfs/ab/00"));
 }
 
+/* The steps run here, as a server runs them for its own bricks. */
+static int run_here(void *arg, int brick, int argc, const char *const *argv, char **text)
+{
+    (void)arg;
+    (void)brick;
+    return mgmt_import_cmd(argc, argv, text);
+}
+
 /* Two single-brick subvolumes: every name on brick 0 that Cairn hashes to
  * subvolume 1 gets a link-to there, and the other way round. */
 static void test_place(void)
@@ -332,7 +340,7 @@ static void test_place(void)
     p0[strlen(p0) - 1] = p1[strlen(p1) - 1] = 0;
     char *paths[] = {p0, p1};
     unsigned long made = 0;
-    CHECK_EQ(mgmt_import_place(paths, 2, 1, &made, err, sizeof(err)), 0);
+    CHECK_EQ(mgmt_import_place(paths, 2, 1, run_here, NULL, &made, err, sizeof(err)), 0);
     CHECK_EQ(made, want);
     CHECK(want > 5);
     for (int i = 0; i < 40; i++) {
@@ -354,8 +362,98 @@ static void test_place(void)
         CHECK(lgetxattr(p, "trusted.cairn.gfid", g, sizeof(g)) == 16);
     }
     /* run again: nothing new */
-    CHECK_EQ(mgmt_import_place(paths, 2, 1, &made, err, sizeof(err)), 0);
+    CHECK_EQ(mgmt_import_place(paths, 2, 1, run_here, NULL, &made, err, sizeof(err)), 0);
     CHECK_EQ(made, 0);
+}
+
+/* 2 x 2: every copy of a set is walked (a file only one copy has is
+ * linked too), both copies of the target set get one id, a name on two
+ * sets is left alone, and a second run changes nothing. */
+static void test_place_replicated(void)
+{
+    static const char *const b[] = {"q0", "q1", "q2", "q3"};
+    struct cl_dht_layout l;
+    cl_dht_layout_default(2, &l);
+    const char *to1 = NULL, *to1b = NULL;
+    static char names[64][16];
+    int n = 0;
+    for (int i = 0; i < 64 && (!to1 || !to1b); i++) {
+        snprintf(names[n], sizeof(names[n]), "m%d", i);
+        if (cl_dht_layout_pick(&l, cl_dht_hash(names[n], strlen(names[n]))) == 1) {
+            if (!to1)
+                to1 = names[n];
+            else
+                to1b = names[n];
+        }
+        n++;
+    }
+    CHECK(to1 && to1b);
+    for (int i = 0; i < 4; i++) {
+        brick(b[i]);
+        dir(b[i], "d", 30);
+    }
+    char rel[64], rel2[64];
+    snprintf(rel, sizeof(rel), "d/%s", to1);
+    snprintf(rel2, sizeof(rel2), "d/%s", to1b);
+    file("q1", rel, "only on the second copy", 31); /* q0 missed it */
+    file("q0", rel2, "on set 0", 32);
+    file("q1", rel2, "on set 0", 32);
+    file("q2", rel2, "and on set 1", 33); /* on two sets */
+    char p[4][PATH_MAX], err[PATH_MAX + 1024];
+    char *paths[4];
+    for (int i = 0; i < 4; i++) {
+        path(p[i], b[i], "");
+        p[i][strlen(p[i]) - 1] = 0;
+        paths[i] = p[i];
+    }
+    unsigned long made = 0;
+    CHECK_EQ(mgmt_import_place(paths, 4, 2, run_here, NULL, &made, err, sizeof(err)), 0);
+    CHECK_EQ(made, 1);
+    uint8_t g2[16], g3[16];
+    char a[PATH_MAX], c[PATH_MAX], v[8];
+    path(a, "q2", rel);
+    path(c, "q3", rel);
+    CHECK(lgetxattr(a, "trusted.cairn.gfid", g2, 16) == 16);
+    CHECK(lgetxattr(c, "trusted.cairn.gfid", g3, 16) == 16 && memcmp(g2, g3, 16) == 0);
+    CHECK(lgetxattr(c, "trusted.cairn.linkto", v, sizeof(v)) == 1 && v[0] == '0');
+    CHECK(!exists("q3", rel2)); /* left alone: no link-to beside the other copy */
+    CHECK(!has_xattr("q2", rel2, "trusted.cairn.linkto"));
+    CHECK(!exists("q0", ".cairn/import-names") && !exists("q3", ".cairn/import-names"));
+    CHECK(!exists("q3", ".cairn/import-linkto.tmp"));
+    /* cut short: a copy without its link-to is finished with the same id */
+    CHECK(unlink(c) == 0);
+    CHECK_EQ(mgmt_import_place(paths, 4, 2, run_here, NULL, &made, err, sizeof(err)), 0);
+    CHECK_EQ(made, 1);
+    CHECK(lgetxattr(c, "trusted.cairn.gfid", g3, 16) == 16 && memcmp(g2, g3, 16) == 0);
+    CHECK_EQ(mgmt_import_place(paths, 4, 2, run_here, NULL, &made, err, sizeof(err)), 0);
+    CHECK_EQ(made, 0);
+    /* a step refuses a line for another set */
+    char *text = NULL;
+    const char *argv[] = {"place-make", "0", "2", p[0],
+                          "1 0 6ba7b810-9dad-41d1-80b4-00c04fd430c8 /d/x\n"};
+    CHECK(mgmt_import_cmd(5, argv, &text) == -EPROTO && text && strstr(text, "line 1"));
+    free(text);
+}
+
+static void test_line_parse(void)
+{
+    struct mgmt_import_line l;
+    const char *id = "6ba7b810-9dad-41d1-80b4-00c04fd430c8";
+    char ok[128];
+    snprintf(ok, sizeof(ok), "1 0 %s /a/b\\nc\\\\d", id);
+    CHECK_EQ(mgmt_import_line_parse(ok, strlen(ok), 2, &l), 0);
+    CHECK(l.to == 1 && l.at == 0 && strcmp(l.path, "/a/b\nc\\d") == 0);
+    static const char *const bad[] = {
+        "2 0 %s /a",  "1 1 %s /a",    "01 0 %s /a",       "1 0 %s a",     "1 0 %s /a/../b",
+        "1 0 %s /",   "1 0 %s /a//b", "1 0 %s /.cairn/x", "1 0 %s /a\\x", "1 0 %s /a\\",
+        "1 0 %s /a/", "1  0 %s /a",   "1 0 %s",           "-1 0 %s /a",   "1 0 %s /.glusterfs",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char line[128];
+        snprintf(line, sizeof(line), bad[i], id);
+        CHECK_EQ(mgmt_import_line_parse(line, strlen(line), 2, &l), -EPROTO);
+    }
+    CHECK_EQ(mgmt_import_line_parse("1 0 xyz /a", 10, 2, &l), -EPROTO);
 }
 
 int main(void)
@@ -371,6 +469,8 @@ int main(void)
     test_convert();
     test_refusals();
     test_place();
+    test_place_replicated();
+    test_line_parse();
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", top);
     if (system(cmd) != 0)
