@@ -205,6 +205,8 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     b->tmp_fd = -1;
     pthread_mutex_init(&b->opt_lock, NULL);
     brick_space_init(b);
+    if (brick_top_init(b) < 0)
+        log_warn("out of memory: volume top counts nothing on this brick");
     pthread_mutex_init(&b->conns_lock, NULL);
     struct opt_set defaults = {0};
     b->stall_ms = (int)opt_int(&defaults, "network.ping-timeout") * 1000;
@@ -299,6 +301,7 @@ void brick_close(struct brick *b)
         b->vfs->close(b->tmp_fd);
     b->vfs->close(b->root_fd);
     brick_space_fini(b);
+    brick_top_fini(b);
     pthread_mutex_destroy(&b->opt_lock);
     pthread_mutex_destroy(&b->conns_lock);
     free(b->auth_allow);

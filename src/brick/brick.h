@@ -79,6 +79,7 @@ struct brick {
     struct brick_spare *spare;       /* spare.c; NULL: new files get new inodes */
     struct brick_accused *accused;   /* accused.c */
     struct brick_space space;        /* space.c */
+    struct brick_top *top;           /* top.c; NULL: nothing counted */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
     char *statedump_path;       /* server.statedump-path; NULL: SD_DEFAULT_DIR */
@@ -506,6 +507,23 @@ int brick_op_checksum(struct brick_req *r);
 uint64_t brick_block_sum(const uint8_t *p, size_t len);
 int brick_op_stats(struct brick_req *r);
 
+/* ---- top.c: the paths served most (volume top) ---- */
+struct top_entry;
+int brick_top_init(struct brick *b);
+void brick_top_fini(struct brick *b);
+/* path (len bytes) was opened (list RPC_TOP_OPEN or RPC_TOP_OPENDIR):
+ * counts it and returns its entry with a reference for the handle (NULL:
+ * not counted). */
+struct top_entry *brick_top_open(struct brick *b, const char *path, size_t len, int list);
+/* The handle holding e is gone; was_file: it was a file's. */
+void brick_top_close(struct brick *b, struct top_entry *e, int was_file);
+/* One request of list through a handle of e (READ, WRITE: bytes moved and
+ * the time the file system took). No lock. */
+void brick_top_count(struct top_entry *e, int list, uint64_t bytes, uint64_t ns);
+int brick_op_top(struct brick_req *r);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t brick_clock_ns(void);
+
 /* The connection holding fh ended without releasing it after changes came
  * through it: marks the file RPC_PENDING_DIRTY (version.c). */
 void brick_version_conn_gone(struct brick *b, struct brick_fh *fh);
@@ -568,6 +586,7 @@ struct brick_fh {
     const void *owner;        /* ... for this connection */
     char *xpath;              /* the path of its owner's exclusive lease (lease.c) */
     char *path;               /* the volume path it was opened by (version.c); may be NULL */
+    struct top_entry *top;    /* its path's counts (top.c); NULL: not counted */
     gfid_t gfid;
 };
 

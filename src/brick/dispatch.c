@@ -45,6 +45,7 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_INDEX] = brick_op_index,
     [RPC_OP_UNMARK] = brick_op_unmark,
     [RPC_OP_STATS] = brick_op_stats,
+    [RPC_OP_TOP] = brick_op_top,
     [RPC_OP_LEASE_RETURN] = brick_op_lease_return,
     [RPC_OP_MAKE_FILE] = brick_op_make_file,
     [RPC_OP_CHECKSUM] = brick_op_checksum,

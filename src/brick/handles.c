@@ -96,6 +96,7 @@ static void fh_free(struct brick *b, struct brick_fh *fh)
         brick_spare_closed(b, fh->dev, fh->ino, fh->owner);
     if (fh->xpath)
         brick_lease_file_closed(b, fh->owner, fh->xpath, fh->dev, fh->ino);
+    brick_top_close(b, fh->top, !fh->is_dir);
     free(fh->xpath);
     free(fh->path);
     if (fh->fd >= 0)

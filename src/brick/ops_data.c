@@ -55,8 +55,10 @@ static int reply_open_known(struct brick_req *r, int fd, int flags, const struct
     fh->has_gfid = 1;
     /* Where a change through it is indexed for heal (version.c); a copy
      * that fails to be made only costs that lookup its fallback. */
-    if (rpc_has(r->in, RPC_T_PATH))
+    if (rpc_has(r->in, RPC_T_PATH)) {
         fh->path = strndup((const char *)r->in->path.p, r->in->path.len);
+        fh->top = brick_top_open(r->b, (const char *)r->in->path.p, r->in->path.len, RPC_TOP_OPEN);
+    }
     /* Counted, or the purge could reuse the inode while it is open. */
     if ((rc = brick_spare_opened(r->b, st.st_dev, st.st_ino, r->bc)) < 0) {
         brick_fh_put(r->bc, fh);
@@ -297,6 +299,7 @@ int brick_op_read(struct brick_req *r)
         goto out;
     }
     size_t got = 0;
+    uint64_t t0 = fh->top ? brick_clock_ns() : 0;
     while (got < size) {
         long n = VFS->pread(fh->fd, p + got, size - got, (off_t)(off + got));
         if (n == -EINTR)
@@ -311,6 +314,7 @@ int brick_op_read(struct brick_req *r)
     }
     r->out->len = mark + got;
     rpc_put_end(r->out, mark);
+    brick_top_count(fh->top, RPC_TOP_READ, got, fh->top ? brick_clock_ns() - t0 : 0);
 out:
     brick_fh_put(r->bc, fh);
     return rc;
@@ -373,7 +377,7 @@ int brick_op_write(struct brick_req *r)
     if (rc < 0)
         return rc;
     size_t len = rpc_has(r->in, RPC_T_DATA) ? r->in->data.len : 0, done = 0;
-    uint64_t off = r->in->offset;
+    uint64_t off = r->in->offset, t0 = fh->top ? brick_clock_ns() : 0;
     if (rpc_has(r->in, RPC_T_EXTENTS)) {
         rc = write_extents(r, fh->fd, &done);
     } else if (off > INT64_MAX || off + len > INT64_MAX) {
@@ -382,6 +386,8 @@ int brick_op_write(struct brick_req *r)
     } else {
         rc = write_at(r, fh->fd, r->in->data.p, len, off, &done);
     }
+    if (done > 0)
+        brick_top_count(fh->top, RPC_TOP_WRITE, done, fh->top ? brick_clock_ns() - t0 : 0);
     int killed = 0;
     if (rc == 0 && done > 0 && rpc_has(r->in, RPC_T_FLAGS) &&
         (r->in->flags & RPC_WRITE_KILL_SUIDGID))

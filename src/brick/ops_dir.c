@@ -43,6 +43,7 @@ int brick_op_opendir(struct brick_req *r)
         rc = -ENOMEM;
         goto out;
     }
+    fh->top = brick_top_open(r->b, (const char *)r->in->path.p, r->in->path.len, RPC_TOP_OPENDIR);
     if ((rc = brick_fh_add(r->bc, fh, &id)) < 0) {
         brick_fh_put(r->bc, fh);
         goto out;
@@ -158,6 +159,8 @@ int brick_op_readdir(struct brick_req *r)
     if (eof)
         rpc_put_u64(r->out, RPC_T_EOF, 1);
 out:
+    if (rc >= 0)
+        brick_top_count(fh->top, RPC_TOP_READDIR, 0, 0);
     pthread_mutex_unlock(&fh->dir_lock);
     free(buf);
     brick_fh_put(r->bc, fh);

@@ -24,4 +24,8 @@ int cli_heal_by_cairnd(int argc, char **argv);
  * (profile.c); returns the exit status. */
 int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv);
 
+/* volume top NAME {open|read|write|opendir|readdir|clear|read-perf|write-perf}
+ * [bs B count N] [brick B] [list-cnt N] (top.c); returns the exit status. */
+int cli_volume_top(const struct net_addr *mgmt, int argc, char **argv);
+
 #endif

@@ -45,6 +45,11 @@ static const struct cmd_usage cmds[] = {
      "volume statedump <VOLNAME> [all|mem|iobuf|callpool|priv|fd|inode|history]... | "
      "<VOLNAME> client <HOSTNAME>:<PID>",
      "bricks (or one client) write their internal state to server.statedump-path"},
+    {"top",
+     "volume top <VOLNAME> {open|read|write|opendir|readdir|clear} [brick <brick>] "
+     "[list-cnt <value>] | <VOLNAME> {read-perf|write-perf} [bs <size> count <count>] "
+     "[brick <brick>] [list-cnt <value>]",
+     "the paths each brick served most (run by the CLI)"},
     {NULL, "peer probe <HOSTNAME>[:<PORT>]", "add a server to the trusted pool"},
     {NULL, "peer detach <HOSTNAME> [force]", "remove a server from the pool"},
     {NULL, "peer status", "list the other servers of the pool"},

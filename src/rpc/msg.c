@@ -27,7 +27,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_XATTRS] = K_BYTES, [RPC_T_EXTENTS] = K_BYTES, [RPC_T_LAYOUT] = K_BYTES,
     [RPC_T_LINKTO] = K_BYTES, [RPC_T_OPSTAT] = K_REP,    [RPC_T_CALLS] = K_U64,
     [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_SUBDIR] = K_STR,
-    [RPC_T_WAITING] = K_U64,
+    [RPC_T_WAITING] = K_U64,  [RPC_T_TOPENTRY] = K_REP,  [RPC_T_TOPPERF] = K_BYTES,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -123,6 +123,8 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
         return &m->extents;
     case RPC_T_SUBDIR:
         return &m->subdir;
+    case RPC_T_TOPPERF:
+        return &m->topperf;
     default:
         return NULL;
     }
@@ -388,6 +390,9 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
                 break;
             case RPC_T_OPSTAT:
                 m->n_opstat++;
+                break;
+            case RPC_T_TOPENTRY:
+                m->n_topentry++;
                 break;
             }
             break;

@@ -82,6 +82,7 @@ enum rpc_op {
     RPC_OP_ACCUSED = 83,
     RPC_OP_ACCUSED_SEEN = 84,
     /* brick: statistics (volume profile) */
+    RPC_OP_TOP = 96,   /* FLAGS (RPC_TOP_*), SIZE (entries at most)[, TOPPERF]: TOPENTRY*, ... */
     RPC_OP_STATS = 95, /* FLAGS (RPC_STATS_*): reply OPSTAT*, NSEC (duration), GEN (interval no.) */
     /* management (cairnd) */
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
@@ -149,15 +150,18 @@ enum rpc_tag {
     RPC_T_EXTENTS =
         47, /* bytes: WRITE: n x (u64 offset, u32 length); DATA is the pieces, in order */
     /* 48-51: distribute (docs/replication.md, Distribute) */
-    RPC_T_LAYOUT = 48,  /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
-    RPC_T_LINKTO = 49,  /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
-    RPC_T_OPSTAT = 56,  /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
-    RPC_T_CALLS = 57,   /* u: number of requests */
-    RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
-    RPC_T_NSECMAX = 59, /* u: the longest latency, nanoseconds */
-    RPC_T_SUBDIR = 60,  /* s: HANDSHAKE, MGMT_GETVOL: the directory a mount of a part of the
-                           volume is confined to ("/a/b") */
-    RPC_T_WAITING = 61, /* u: INDEX reply: entries left out, waiting for members named down */
+    RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
+    RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
+    /* 53-54: TOP (brick/top.c) */
+    RPC_T_TOPENTRY = 53, /* nested, rep: PATH, CALLS[, SIZE bytes, NSEC time] */
+    RPC_T_TOPPERF = 54,  /* nested: request SIZE (block), CALLS (blocks); reply SIZE, NSEC */
+    RPC_T_OPSTAT = 56,   /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
+    RPC_T_CALLS = 57,    /* u: number of requests */
+    RPC_T_NSEC = 58,     /* u: nanoseconds (a latency sum, a duration) */
+    RPC_T_NSECMAX = 59,  /* u: the longest latency, nanoseconds */
+    RPC_T_SUBDIR = 60,   /* s: HANDSHAKE, MGMT_GETVOL: the directory a mount of a part of the
+                            volume is confined to ("/a/b") */
+    RPC_T_WAITING = 61,  /* u: INDEX reply: entries left out, waiting for members named down */
     RPC_T_MAX = 64,
 };
 
@@ -234,6 +238,17 @@ static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
 #define RPC_STATS_INTERVAL 1u
 #define RPC_STATS_CLEAR 2u
 
+/* TOP's FLAGS: the list asked for (volume top), or clear. */
+#define RPC_TOP_OPEN 0u
+#define RPC_TOP_READ 1u
+#define RPC_TOP_WRITE 2u
+#define RPC_TOP_OPENDIR 3u
+#define RPC_TOP_READDIR 4u
+#define RPC_TOP_LISTS 5
+#define RPC_TOP_READ_PERF 16u  /* READ's list, after a read test when TOPPERF is given */
+#define RPC_TOP_WRITE_PERF 17u /* WRITE's list, after a write test */
+#define RPC_TOP_CLEAR 32u
+
 /* A WRITE's EXTENTS: each entry a u64 offset and a u32 length, little
  * endian. The pieces of DATA are written in order, each at its offset. */
 #define RPC_EXTENT_LEN 12
@@ -288,13 +303,13 @@ struct rpc_msg {
         pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls, nsec,
         nsecmax, noxattrs, waiting;
     struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents,
-        subdir;
+        subdir, topperf;
     gfid_t gfid;
     struct rpc_attr attr, pattr;
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;
-    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat;
+    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat, n_topentry;
     uint32_t groups[32]; /* the first 32 supplementary groups */
     const uint8_t *body;
     size_t body_len;

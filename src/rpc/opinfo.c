@@ -76,6 +76,7 @@ static const struct rpc_opinfo table[RPC_OP_MAX] = {
     [RPC_OP_ACCUSED_SEEN] = {"ACCUSED_SEEN", QUICK},
     /* statistics, management */
     [RPC_OP_STATS] = {"STATS", 0},
+    [RPC_OP_TOP] = {"TOP", 0},
     [RPC_OP_MGMT_CLI] = {"MGMT_CLI", 0},
     [RPC_OP_MGMT_GETVOL] = {"MGMT_GETVOL", 0},
     [RPC_OP_MGMT_RECONF] = {"MGMT_RECONF", NO_HOLD},
