@@ -438,6 +438,7 @@ static int grant_one_as(struct brick_leases *L, struct brick_conn *bc, const cha
         l->cap = cap;
     }
     l->h[l->n++] = (struct holder){.bc = bc};
+    brick_stats_count(BRICK_C_LEASE_GRANTS, 1);
     return 0;
 }
 
@@ -675,6 +676,8 @@ static void send_recalls(struct brick *b, struct recalls *rs)
                      c->bc->peer);
         else if (rpc_conn_notify(c->bc->rc, RPC_OP_LEASE_RECALL, &body) < 0)
             log_debug("lease recall of %s to %s not sent", c->path, c->bc->peer);
+        else
+            brick_stats_count(BRICK_C_LEASE_RECALLS, 1);
         rpc_buf_free(&body);
         brick_conn_put(c->bc);
         free(c->path);

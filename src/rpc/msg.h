@@ -149,8 +149,13 @@ enum rpc_tag {
     RPC_T_EXTENTS =
         47, /* bytes: WRITE: n x (u64 offset, u32 length); DATA is the pieces, in order */
     /* 48-51: distribute (docs/replication.md, Distribute) */
-    RPC_T_LAYOUT = 48,  /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
-    RPC_T_LINKTO = 49,  /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
+    RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
+    RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
+    /* 50-52: STATS with RPC_STATS_MONITOR (cairnd's metrics, docs/metrics.md) */
+    RPC_T_BUCKET = 50,  /* nested, rep, in OPSTAT: NSEC (upper bound), CALLS (requests that took
+                           at most that long, cumulative) */
+    RPC_T_ERRSTAT = 51, /* nested, rep, in OPSTAT: ERRNO, CALLS (requests that failed with it) */
+    RPC_T_COUNTER = 52, /* nested, rep: NAME, CALLS (a brick-wide count, see docs/protocol.md) */
     RPC_T_OPSTAT = 56,  /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
     RPC_T_CALLS = 57,   /* u: number of requests */
     RPC_T_NSEC = 58,    /* u: nanoseconds (a latency sum, a duration) */
@@ -233,6 +238,10 @@ static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
 #define RPC_STATS_CUMULATIVE 0u
 #define RPC_STATS_INTERVAL 1u
 #define RPC_STATS_CLEAR 2u
+/* Monitor: counters that only ever grow (never cleared by the above),
+ * with latency buckets and errors by errno per opcode, and the brick-wide
+ * COUNTERs (cairnd's metrics endpoint, docs/metrics.md). */
+#define RPC_STATS_MONITOR 3u
 
 /* A WRITE's EXTENTS: each entry a u64 offset and a u32 length, little
  * endian. The pieces of DATA are written in order, each at its offset. */
@@ -294,7 +303,8 @@ struct rpc_msg {
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;
-    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat;
+    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat, n_bucket, n_errstat,
+        n_counter;
     uint32_t groups[32]; /* the first 32 supplementary groups */
     const uint8_t *body;
     size_t body_len;
