@@ -173,8 +173,7 @@ static const struct rpc_conn_ops ops = {
     .closed_cb = closed_cb,
 };
 
-/* Whether a connection comes from this server: its address can be bound. */
-static int addr_is_local(const struct sockaddr_storage *ss)
+int mgmt_addr_is_local(const struct sockaddr_storage *ss)
 {
     struct sockaddr_storage a = *ss;
     socklen_t len;
@@ -219,7 +218,7 @@ static void accept_one(struct mgmt *m, int lfd)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, p->addr, sizeof(p->addr));
         port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
-    p->local = addr_is_local(&ss);
+    p->local = mgmt_addr_is_local(&ss);
     snprintf(name, sizeof(name), "%s:%u", p->addr, port);
     struct rpc_conn *c = rpc_conn_new(fd, &ops, p, name);
     if (!c) {

@@ -1,0 +1,522 @@
+/* cairnd's metrics endpoint (docs/metrics.md): GET /metrics over HTTP/1.x
+ * answers the counters of this server's bricks in Prometheus' text format.
+ *
+ * Off unless cairnd is started with --metrics ADDR[:PORT]. Who may scrape
+ * follows the management interface's rule: this host only, unless
+ * --metrics-allow lists other addresses (auth.allow's patterns).
+ *
+ * One thread accepts; each connection gets a thread of its own (at most
+ * METRICS_CONNS at once, others are answered 503), which reads one request
+ * head within METRICS_READ_MS, answers it and closes. A scrape asks each
+ * running brick of this server for its monitor counters (STATS with
+ * RPC_STATS_MONITOR) on a connection of its own, each bounded by
+ * METRICS_BRICK_MS. None of this takes m->lock but to copy the brick list,
+ * so a slow or stuck scraper, or a stuck brick, delays nothing else of
+ * cairnd. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../rpc/conn.h"
+#include "../rpc/opinfo.h"
+#include "http.h"
+#include "mgmt.h"
+
+#define METRICS_CONNS 8
+#define METRICS_READ_MS 5000
+#define METRICS_WRITE_MS 10000
+#define METRICS_BRICK_MS 3000
+
+static int n_conns; /* connections being served (atomic) */
+
+struct scraper {
+    struct mgmt *m;
+    int fd;
+    char addr[INET6_ADDRSTRLEN];
+    int local;
+};
+
+/* One brick as a scrape sees it. */
+struct mbrick {
+    char vol[MGMT_VOLNAME_MAX + 1];
+    char name[NET_HOST_MAX + PATH_MAX + 2]; /* host:path, the brick label */
+    struct net_addr addr;
+    pid_t pid;
+    unsigned restarts;
+    struct rpc_frame *reply; /* the STATS MONITOR answer; NULL: down or silent */
+};
+
+/* The bricks this server serves in started volumes, under m->lock. */
+static int snapshot(struct mgmt *m, struct mbrick **out)
+{
+    int n = 0, cap = 0;
+    struct mbrick *t = NULL;
+    pthread_mutex_lock(&m->lock);
+    for (struct mgmt_vol *v = m->vols; v; v = v->next) {
+        if (v->status != MGMT_VOL_STARTED)
+            continue;
+        for (int i = 0; i < v->n_bricks; i++) {
+            const struct mgmt_brick *b = &v->bricks[i];
+            if (!b->local)
+                continue;
+            if (n == cap) {
+                struct mbrick *nt = realloc(t, (size_t)(cap = cap ? cap * 2 : 8) * sizeof(*t));
+                if (!nt)
+                    break;
+                t = nt;
+            }
+            struct mbrick *x = &t[n++];
+            memset(x, 0, sizeof(*x));
+            snprintf(x->vol, sizeof(x->vol), "%s", v->name);
+            snprintf(x->name, sizeof(x->name), "%s:%s", b->host, b->path);
+            snprintf(x->addr.host, sizeof(x->addr.host), "%s", b->host);
+            x->addr.port = b->port;
+            x->pid = b->pid;
+            x->restarts = b->restarts;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    *out = t;
+    return n;
+}
+
+static void ask_brick(struct mbrick *b)
+{
+    if (b->pid <= 0 || !b->addr.port)
+        return;
+    int fd = net_connect(&b->addr, METRICS_BRICK_MS);
+    if (fd < 0)
+        return;
+    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, b->name);
+    if (!c)
+        return;
+    if (rpc_conn_start(c) == 0) {
+        struct rpc_buf body;
+        rpc_buf_init(&body);
+        rpc_put_u64(&body, RPC_T_FLAGS, RPC_STATS_MONITOR);
+        struct rpc_frame *f = NULL;
+        int rc = rpc_conn_call_sync(c, RPC_OP_STATS, &body, &f, METRICS_BRICK_MS);
+        rpc_buf_free(&body);
+        if (rc == 0)
+            b->reply = f;
+        else if (f)
+            rpc_frame_free(f);
+        if (rc < 0)
+            log_debug("metrics: brick %s did not answer STATS: %s", b->name, strerror(-rc));
+    }
+    rpc_conn_close(c, 0);
+    rpc_conn_put(c);
+}
+
+/* A label value with \, " and newline escaped. */
+static void put_label(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fprintf(out, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*s, out);
+    }
+}
+
+static void family(FILE *out, const char *name, const char *type, const char *help)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{volume="V",brick="B"[,op="OP"] with the brace left open. */
+static void sample(FILE *out, const char *name, const struct mbrick *b, const char *op)
+{
+    fprintf(out, "%s{volume=\"", name);
+    put_label(out, b->vol);
+    fputs("\",brick=\"", out);
+    put_label(out, b->name);
+    if (op)
+        fprintf(out, "\",op=\"%s", op);
+    fputc('"', out);
+}
+
+static void errno_name(unsigned e, char *buf, size_t len)
+{
+    const char *n = strerrorname_np((int)e);
+    if (n)
+        snprintf(buf, len, "%s", n);
+    else
+        snprintf(buf, len, "E%u", e);
+}
+
+typedef void (*opstat_fn)(FILE *out, const struct mbrick *b, const char *op,
+                          const struct rpc_msg *s);
+
+/* Calls fn for each OPSTAT of each brick that answered. */
+static void each_opstat(FILE *out, const struct mbrick *t, int n, opstat_fn fn)
+{
+    for (int i = 0; i < n; i++) {
+        if (!t[i].reply)
+            continue;
+        struct rpc_iter it;
+        struct rpc_field f;
+        rpc_iter_init(&it, t[i].reply->body, t[i].reply->hdr.body_len);
+        while (rpc_iter_next(&it, &f) > 0) {
+            struct rpc_msg s;
+            if (f.tag != RPC_T_OPSTAT || rpc_msg_decode(f.val, f.len, &s, NULL) < 0 ||
+                !rpc_has(&s, RPC_T_OP) || !rpc_has(&s, RPC_T_CALLS))
+                continue;
+            fn(out, &t[i], rpc_op_name(s.op), &s);
+        }
+    }
+}
+
+static void put_requests(FILE *out, const struct mbrick *b, const char *op, const struct rpc_msg *s)
+{
+    sample(out, "cairn_brick_requests_total", b, op);
+    fprintf(out, "} %llu\n", (unsigned long long)s->calls);
+}
+
+static void put_histogram(FILE *out, const struct mbrick *b, const char *op,
+                          const struct rpc_msg *s)
+{
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, s->body, s->body_len);
+    while (rpc_iter_next(&it, &f) > 0) {
+        struct rpc_msg x;
+        if (f.tag != RPC_T_BUCKET || rpc_msg_decode(f.val, f.len, &x, NULL) < 0)
+            continue;
+        sample(out, "cairn_brick_request_duration_seconds_bucket", b, op);
+        fprintf(out, ",le=\"%g\"} %llu\n", (double)x.nsec / 1e9, (unsigned long long)x.calls);
+    }
+    sample(out, "cairn_brick_request_duration_seconds_bucket", b, op);
+    fprintf(out, ",le=\"+Inf\"} %llu\n", (unsigned long long)s->calls);
+    sample(out, "cairn_brick_request_duration_seconds_sum", b, op);
+    fprintf(out, "} %.9f\n", rpc_has(s, RPC_T_NSEC) ? (double)s->nsec / 1e9 : 0.0);
+    sample(out, "cairn_brick_request_duration_seconds_count", b, op);
+    fprintf(out, "} %llu\n", (unsigned long long)s->calls);
+}
+
+static void put_errors(FILE *out, const struct mbrick *b, const char *op, const struct rpc_msg *s)
+{
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, s->body, s->body_len);
+    while (rpc_iter_next(&it, &f) > 0) {
+        struct rpc_msg x;
+        if (f.tag != RPC_T_ERRSTAT || rpc_msg_decode(f.val, f.len, &x, NULL) < 0)
+            continue;
+        char name[32];
+        errno_name((unsigned)x.err, name, sizeof(name));
+        sample(out, "cairn_brick_errors_total", b, op);
+        fprintf(out, ",errno=\"%s\"} %llu\n", name, (unsigned long long)x.calls);
+    }
+}
+
+/* The bytes of op (READ or WRITE) on b, 0 when none. */
+static uint64_t op_bytes(const struct mbrick *b, unsigned op)
+{
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, b->reply->body, b->reply->hdr.body_len);
+    while (rpc_iter_next(&it, &f) > 0) {
+        struct rpc_msg s;
+        if (f.tag == RPC_T_OPSTAT && rpc_msg_decode(f.val, f.len, &s, NULL) == 0 && s.op == op)
+            return rpc_has(&s, RPC_T_SIZE) ? s.size : 0;
+    }
+    return 0;
+}
+
+/* The brick-wide COUNTER named name, or -1 when absent. */
+static long long brick_counter(const struct mbrick *b, const char *name)
+{
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, b->reply->body, b->reply->hdr.body_len);
+    while (rpc_iter_next(&it, &f) > 0) {
+        struct rpc_msg s;
+        if (f.tag == RPC_T_COUNTER && rpc_msg_decode(f.val, f.len, &s, NULL) == 0 &&
+            rpc_has(&s, RPC_T_NAME) && s.name.len == strlen(name) &&
+            memcmp(s.name.p, name, s.name.len) == 0)
+            return (long long)s.calls;
+    }
+    return -1;
+}
+
+struct per_brick {
+    const char *metric, *type, *help;
+    unsigned op;         /* op_bytes of it, when counter is NULL */
+    const char *counter; /* a brick-wide COUNTER */
+};
+
+static const struct per_brick per_brick[] = {
+    {"cairn_brick_read_bytes_total", "counter", "Bytes read from the brick by READ requests.",
+     RPC_OP_READ, NULL},
+    {"cairn_brick_written_bytes_total", "counter", "Bytes written to the brick by WRITE requests.",
+     RPC_OP_WRITE, NULL},
+    {"cairn_brick_heal_pending_entries", "gauge",
+     "Objects in the brick's heal index (what volume heal info lists).", 0, "heal_pending"},
+    {"cairn_brick_lease_grants_total", "counter", "Leases granted to clients by the brick.", 0,
+     "lease_grants"},
+    {"cairn_brick_lease_recalls_total", "counter", "Lease recalls the brick sent to clients.", 0,
+     "lease_recalls"},
+};
+
+/* The whole exposition into out. */
+static void render(struct mgmt *m, FILE *out)
+{
+    struct mbrick *t = NULL;
+    int n = snapshot(m, &t);
+    for (int i = 0; i < n; i++)
+        ask_brick(&t[i]);
+    family(out, "cairn_brick_up", "gauge",
+           "1 when the brick's process runs and answered this scrape, else 0.");
+    for (int i = 0; i < n; i++) {
+        sample(out, "cairn_brick_up", &t[i], NULL);
+        fprintf(out, "} %d\n", t[i].reply != NULL);
+    }
+    family(out, "cairn_brick_restarts_total", "counter",
+           "Times cairnd restarted the brick's process since cairnd started.");
+    for (int i = 0; i < n; i++) {
+        sample(out, "cairn_brick_restarts_total", &t[i], NULL);
+        fprintf(out, "} %u\n", t[i].restarts);
+    }
+    family(out, "cairn_brick_requests_total", "counter",
+           "Requests the brick executed, by operation (since the brick process started).");
+    each_opstat(out, t, n, put_requests);
+    family(out, "cairn_brick_request_duration_seconds", "histogram",
+           "Execution time of the brick's requests, by operation.");
+    each_opstat(out, t, n, put_histogram);
+    family(out, "cairn_brick_errors_total", "counter",
+           "Requests the brick failed, by operation and errno.");
+    each_opstat(out, t, n, put_errors);
+    for (size_t k = 0; k < sizeof(per_brick) / sizeof(per_brick[0]); k++) {
+        const struct per_brick *p = &per_brick[k];
+        family(out, p->metric, p->type, p->help);
+        for (int i = 0; i < n; i++) {
+            if (!t[i].reply)
+                continue;
+            long long v = p->counter ? brick_counter(&t[i], p->counter)
+                                     : (long long)op_bytes(&t[i], p->op);
+            if (v < 0)
+                continue;
+            sample(out, p->metric, &t[i], NULL);
+            fprintf(out, "} %lld\n", v);
+        }
+    }
+    family(out, "cairn_volume_started", "gauge",
+           "1 for each volume that is started (volumes of the pool, whichever server serves "
+           "them), 0 for one created or stopped.");
+    pthread_mutex_lock(&m->lock);
+    for (struct mgmt_vol *v = m->vols; v; v = v->next) {
+        fputs("cairn_volume_started{volume=\"", out);
+        put_label(out, v->name);
+        fprintf(out, "\"} %d\n", v->status == MGMT_VOL_STARTED);
+    }
+    pthread_mutex_unlock(&m->lock);
+    for (int i = 0; i < n; i++)
+        if (t[i].reply)
+            rpc_frame_free(t[i].reply);
+    free(t);
+}
+
+/* Reads one request head; 0 with *req, or a negative status. */
+static int read_head(int fd, struct http_req *req)
+{
+    uint8_t buf[HTTP_HEAD_MAX];
+    size_t len = 0;
+    uint64_t end = net_now_ms() + METRICS_READ_MS;
+    for (;;) {
+        uint64_t now = net_now_ms();
+        if (now >= end)
+            return -408;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)(end - now));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -408;
+        ssize_t got = recv(fd, buf + len, sizeof(buf) - len, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1; /* gone: nothing to answer */
+        len += (size_t)got;
+        long rc = http_parse_request(buf, len, req);
+        if (rc != 0)
+            return rc < 0 ? (int)rc : 0;
+    }
+}
+
+static void respond(int fd, int status, const char *type, const char *body, size_t len, int head)
+{
+    char hdr[256];
+    int n = snprintf(hdr, sizeof(hdr),
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "%sConnection: close\r\n\r\n",
+                     status, http_reason(status), type, len,
+                     status == 405 ? "Allow: GET, HEAD\r\n" : "");
+    if (net_write_all(fd, hdr, (size_t)n) == 0 && !head && len)
+        net_write_all(fd, body, len);
+}
+
+static void error_reply(int fd, int status)
+{
+    char body[64];
+    int n = snprintf(body, sizeof(body), "%d %s\n", status, http_reason(status));
+    respond(fd, status, "text/plain; charset=utf-8", body, (size_t)n, 0);
+}
+
+static void serve(struct scraper *s)
+{
+    struct http_req req;
+    int rc = read_head(s->fd, &req);
+    if (rc == -1)
+        return;
+    if (rc < 0) {
+        log_debug("metrics: refusing a request from %s: %d", s->addr, -rc);
+        error_reply(s->fd, -rc);
+        return;
+    }
+    if (strcmp(req.path, "/metrics") != 0) {
+        error_reply(s->fd, 404);
+        return;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        error_reply(s->fd, 503);
+        return;
+    }
+    render(s->m, out);
+    fclose(out);
+    respond(s->fd, 200, "text/plain; version=0.0.4; charset=utf-8", text, len,
+            req.method == HTTP_HEAD);
+    free(text);
+}
+
+/* Closes after an answer: our side first, then what the peer still sends
+ * is read and dropped for a moment, so that closing with unread bytes
+ * (the rest of a refused request) does not reset the connection before
+ * the peer has read the answer. */
+static void linger_close(int fd)
+{
+    shutdown(fd, SHUT_WR);
+    uint64_t end = net_now_ms() + 1000;
+    char sink[4096];
+    for (size_t total = 0; total < 65536;) {
+        uint64_t now = net_now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (now >= end || poll(&p, 1, (int)(end - now)) <= 0)
+            break;
+        ssize_t got = recv(fd, sink, sizeof(sink), 0);
+        if (got <= 0)
+            break;
+        total += (size_t)got;
+    }
+    close(fd);
+}
+
+static void *conn_main(void *arg)
+{
+    struct scraper *s = arg;
+    serve(s);
+    linger_close(s->fd);
+    free(s);
+    __atomic_sub_fetch(&n_conns, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+struct listener {
+    struct mgmt *m;
+    int fd;
+    char *allow; /* NULL: this host only */
+};
+
+static void accept_one(struct listener *l)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+    if (fd < 0) {
+        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
+            log_warn("metrics: accept: %s", strerror(errno));
+        return;
+    }
+    /* Writes to a scraper that stopped reading give up. */
+    struct timeval tv = {METRICS_WRITE_MS / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    struct scraper *s = calloc(1, sizeof(*s));
+    if (!s) {
+        close(fd);
+        return;
+    }
+    s->m = l->m;
+    s->fd = fd;
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, s->addr, sizeof(s->addr));
+    else if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, s->addr, sizeof(s->addr));
+    int allowed = mgmt_addr_is_local(&ss) ||
+                  (l->allow && opt_addr_allowed(l->allow, NULL, s->addr));
+    int busy = __atomic_add_fetch(&n_conns, 1, __ATOMIC_RELAXED) > METRICS_CONNS;
+    pthread_t t;
+    if (!allowed || busy || pthread_create(&t, NULL, conn_main, s) != 0) {
+        /* Answered here, without reading: short, and the socket's buffer
+         * takes it. */
+        if (!allowed)
+            log_warn("metrics: refusing a scrape from %s (not this host, not in "
+                     "--metrics-allow)",
+                     s->addr);
+        error_reply(fd, allowed ? 503 : 403);
+        close(fd);
+        free(s);
+        __atomic_sub_fetch(&n_conns, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    pthread_detach(t);
+}
+
+static void *listen_main(void *arg)
+{
+    struct listener *l = arg;
+    while (!l->m->stopping) {
+        struct pollfd p = {.fd = l->fd, .events = POLLIN};
+        int n = poll(&p, 1, 500);
+        if (n > 0)
+            accept_one(l);
+    }
+    close(l->fd);
+    free(l->allow);
+    free(l);
+    return NULL;
+}
+
+int mgmt_metrics_start(struct mgmt *m, int fd, const char *allow)
+{
+    struct listener *l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->m = m;
+    l->fd = fd;
+    if (allow && !(l->allow = strdup(allow))) {
+        free(l);
+        return -ENOMEM;
+    }
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, listen_main, l);
+    if (rc) {
+        free(l->allow);
+        free(l);
+        return -rc;
+    }
+    pthread_detach(t);
+    return 0;
+}
