@@ -56,8 +56,8 @@ static int request_line(const uint8_t *buf, size_t e, struct http_req *req)
     if (tlen >= HTTP_TARGET_MAX)
         return -414;
     i++;
-    if (e - i != 8 || memcmp(buf + i, "HTTP/", 5) != 0 || buf[i + 6] != '.' ||
-        buf[i + 5] < '0' || buf[i + 5] > '9' || buf[i + 7] < '0' || buf[i + 7] > '9')
+    if (e - i != 8 || memcmp(buf + i, "HTTP/", 5) != 0 || buf[i + 6] != '.' || buf[i + 5] < '0' ||
+        buf[i + 5] > '9' || buf[i + 7] < '0' || buf[i + 7] > '9')
         return -400;
     if (buf[i + 5] != '1' || buf[i + 7] > '1')
         return -505;

@@ -17,8 +17,8 @@ enum http_method { HTTP_GET = 1, HTTP_HEAD = 2 };
 
 struct http_req {
     enum http_method method;
-    int minor;                         /* HTTP/1.0 or HTTP/1.1 */
-    char path[HTTP_TARGET_MAX];        /* the target without its query */
+    int minor;                  /* HTTP/1.0 or HTTP/1.1 */
+    char path[HTTP_TARGET_MAX]; /* the target without its query */
 };
 
 /* Parses the head of a request at the start of buf[0..len). Returns the

@@ -302,8 +302,8 @@ static void render(struct mgmt *m, FILE *out)
         for (int i = 0; i < n; i++) {
             if (!t[i].reply)
                 continue;
-            long long v = p->counter ? brick_counter(&t[i], p->counter)
-                                     : (long long)op_bytes(&t[i], p->op);
+            long long v =
+                p->counter ? brick_counter(&t[i], p->counter) : (long long)op_bytes(&t[i], p->op);
             if (v < 0)
                 continue;
             sample(out, p->metric, &t[i], NULL);
@@ -464,8 +464,8 @@ static void accept_one(struct listener *l)
         inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, s->addr, sizeof(s->addr));
     else if (ss.ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, s->addr, sizeof(s->addr));
-    int allowed = mgmt_addr_is_local(&ss) ||
-                  (l->allow && opt_addr_allowed(l->allow, NULL, s->addr));
+    int allowed =
+        mgmt_addr_is_local(&ss) || (l->allow && opt_addr_allowed(l->allow, NULL, s->addr));
     int busy = __atomic_add_fetch(&n_conns, 1, __ATOMIC_RELAXED) > METRICS_CONNS;
     pthread_t t;
     if (!allowed || busy || pthread_create(&t, NULL, conn_main, s) != 0) {
