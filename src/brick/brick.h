@@ -543,6 +543,11 @@ void brick_stats_note(unsigned op, uint64_t ns, uint64_t bytes, int rc);
 enum brick_counter {
     BRICK_C_LEASE_GRANTS,  /* a connection became a holder of a lease */
     BRICK_C_LEASE_RECALLS, /* recalls sent to holders */
+    /* recalls that ended (returned, revoked, holder gone), and the sum of
+     * how long they took, in milliseconds */
+    BRICK_C_LEASE_RECALLS_ENDED,
+    BRICK_C_LEASE_RECALL_MS,
+    BRICK_C_LEASE_REVOCATIONS, /* recalls not answered in time */
     BRICK_C_MAX,
 };
 void brick_stats_count(enum brick_counter c, uint64_t n);

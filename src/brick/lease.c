@@ -193,6 +193,12 @@ static void holder_resolve(struct brick_leases *L, struct holder *h, struct reso
 /* Holder i of l is gone; l goes at the reap if nothing else holds it. */
 static void holder_remove(struct brick_leases *L, struct lease *l, int i, struct resolved *res)
 {
+    if (l->h[i].recalling) { /* returned, revoked, or its connection ended */
+        uint64_t now = now_ms();
+        brick_stats_count(BRICK_C_LEASE_RECALLS_ENDED, 1);
+        brick_stats_count(BRICK_C_LEASE_RECALL_MS,
+                          now > l->h[i].recalled_ms ? now - l->h[i].recalled_ms : 0);
+    }
     holder_resolve(L, &l->h[i], res);
     l->h[i] = l->h[--l->n];
     if (l->n == 0)
@@ -286,6 +292,7 @@ static void timer_check(struct brick_leases *L, struct lease *l, uint64_t now, u
         }
         log_warn("client %s did not return its lease on %s within %d ms: revoked", h->bc->peer,
                  l->path, L->recall_ms);
+        brick_stats_count(BRICK_C_LEASE_REVOCATIONS, 1);
         holder_remove(L, l, i, res);
         i--;
     }
@@ -592,6 +599,7 @@ static void recall_others(struct brick_leases *L, struct brick_req *r, struct le
             continue;
         if (!h->recalling) {
             h->recalling = 1;
+            h->recalled_ms = now;
             h->deadline_ms = now + (uint64_t)L->recall_ms;
             add_recall(rs, h->bc, l->path, name, name_len);
             watch(L, l);
@@ -987,6 +995,7 @@ static int park(struct brick_leases *L, struct lease *l, struct holder *h, struc
     h->parked = pk;
     if (!h->recalling) {
         h->recalling = 1;
+        h->recalled_ms = now;
         h->deadline_ms = now + (uint64_t)L->recall_ms;
         add_recall(rs, h->bc, l->path, "", 0);
         watch(L, l);
@@ -1020,6 +1029,7 @@ static int park_listing(struct brick_leases *L, const char *dir, size_t dlen, st
                 fh = h;
             } else if (!h->recalling) {
                 h->recalling = 1;
+                h->recalled_ms = now;
                 h->deadline_ms = now + (uint64_t)L->recall_ms;
                 add_recall(rs, h->bc, l->path, "", 0);
                 watch(L, l);

@@ -42,6 +42,9 @@ static uint64_t counters[BRICK_C_MAX];
 static const char *const counter_names[BRICK_C_MAX] = {
     [BRICK_C_LEASE_GRANTS] = "lease_grants",
     [BRICK_C_LEASE_RECALLS] = "lease_recalls",
+    [BRICK_C_LEASE_RECALLS_ENDED] = "lease_recalls_ended",
+    [BRICK_C_LEASE_RECALL_MS] = "lease_recall_ms",
+    [BRICK_C_LEASE_REVOCATIONS] = "lease_revocations",
 };
 
 void brick_stats_count(enum brick_counter c, uint64_t n)

@@ -28,11 +28,13 @@
 #include "../rpc/opinfo.h"
 #include "http.h"
 #include "mgmt.h"
+#include "shd.h"
 
 #define METRICS_CONNS 8
 #define METRICS_READ_MS 5000
 #define METRICS_WRITE_MS 10000
 #define METRICS_BRICK_MS 3000
+#define SHD_KEYS 6
 
 static int n_conns; /* connections being served (atomic) */
 
@@ -266,7 +268,112 @@ static const struct per_brick per_brick[] = {
      "lease_grants"},
     {"cairn_brick_lease_recalls_total", "counter", "Lease recalls the brick sent to clients.", 0,
      "lease_recalls"},
+    {"cairn_brick_lease_revocations_total", "counter",
+     "Leases the brick revoked because their holder did not return them in time.", 0,
+     "lease_revocations"},
 };
+
+/* What this server's self-heal daemon of a volume last wrote about one of
+ * its bricks (cairn-shd's statistics file, read by `volume heal VOL
+ * statistics` too). */
+struct shdrow {
+    char vol[MGMT_VOLNAME_MAX + 1];
+    char brick[NET_HOST_MAX + PATH_MAX + 2];
+    long long v[SHD_KEYS];
+};
+
+static const char *const shd_keys[SHD_KEYS] = {"crawls", "total_healed", "total_copied",
+                                               "failed", "split",        "end"};
+
+static const struct {
+    const char *metric, *type, *help;
+} shd_metrics[SHD_KEYS] = {
+    {"cairn_shd_crawls_total", "counter",
+     "Index crawls the self-heal daemon finished on the brick (since the daemon started)."},
+    {"cairn_shd_healed_entries_total", "counter",
+     "Entries the self-heal daemon healed from the brick's index (since the daemon started)."},
+    {"cairn_shd_heal_copied_bytes_total", "counter",
+     "Bytes the self-heal daemon copied healing the brick's entries (since the daemon started)."},
+    {"cairn_shd_heal_failed_entries", "gauge",
+     "Entries whose heal failed in the daemon's last crawl of the brick."},
+    {"cairn_shd_split_brain_entries", "gauge",
+     "Entries in split-brain in the daemon's last crawl of the brick."},
+    {"cairn_shd_last_crawl_end_timestamp_seconds", "gauge",
+     "When the daemon's last crawl of the brick ended (Unix time)."},
+};
+
+/* Appends the rows of volume vol's statistics file to *rows. */
+static void read_shd(struct mgmt *m, const char *vol, struct shdrow **rows, int *n, int *cap)
+{
+    char path[PATH_MAX + 64], line[PATH_MAX + 128];
+    mgmt_shd_stats_path(m, vol, path, sizeof(path));
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    struct shdrow *cur = NULL;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (strncmp(line, "brick ", 6) == 0) {
+            const char *name = strchr(line + 6, ' ');
+            cur = NULL;
+            if (!name)
+                continue;
+            if (*n == *cap) {
+                int nc = *cap ? *cap * 2 : 8;
+                struct shdrow *nr = realloc(*rows, (size_t)nc * sizeof(*nr));
+                if (!nr)
+                    continue;
+                *rows = nr;
+                *cap = nc;
+            }
+            cur = &(*rows)[(*n)++];
+            memset(cur, 0, sizeof(*cur));
+            snprintf(cur->vol, sizeof(cur->vol), "%s", vol);
+            snprintf(cur->brick, sizeof(cur->brick), "%s", name + 1);
+            continue;
+        }
+        char key[32];
+        long long x;
+        if (!cur || sscanf(line, "%31s %lld", key, &x) != 2)
+            continue;
+        for (int k = 0; k < SHD_KEYS; k++)
+            if (strcmp(key, shd_keys[k]) == 0)
+                cur->v[k] = x;
+    }
+    fclose(f);
+}
+
+static void render_shd(struct mgmt *m, FILE *out)
+{
+    char(*vols)[MGMT_VOLNAME_MAX + 1] = NULL;
+    int nv = 0;
+    pthread_mutex_lock(&m->lock);
+    for (struct mgmt_vol *v = m->vols; v; v = v->next)
+        nv += v->status == MGMT_VOL_STARTED && v->replica >= 2;
+    if (nv && (vols = calloc((size_t)nv, sizeof(*vols)))) {
+        int i = 0;
+        for (struct mgmt_vol *v = m->vols; v; v = v->next)
+            if (v->status == MGMT_VOL_STARTED && v->replica >= 2)
+                snprintf(vols[i++], sizeof(vols[0]), "%s", v->name);
+    }
+    pthread_mutex_unlock(&m->lock);
+    struct shdrow *rows = NULL;
+    int n = 0, cap = 0;
+    for (int i = 0; vols && i < nv; i++)
+        read_shd(m, vols[i], &rows, &n, &cap);
+    for (int k = 0; k < SHD_KEYS; k++) {
+        family(out, shd_metrics[k].metric, shd_metrics[k].type, shd_metrics[k].help);
+        for (int i = 0; i < n; i++) {
+            fprintf(out, "%s{volume=\"", shd_metrics[k].metric);
+            put_label(out, rows[i].vol);
+            fputs("\",brick=\"", out);
+            put_label(out, rows[i].brick);
+            fprintf(out, "\"} %lld\n", rows[i].v[k]);
+        }
+    }
+    free(rows);
+    free(vols);
+}
 
 /* The whole exposition into out. */
 static void render(struct mgmt *m, FILE *out)
@@ -310,6 +417,19 @@ static void render(struct mgmt *m, FILE *out)
             fprintf(out, "} %lld\n", v);
         }
     }
+    family(out, "cairn_brick_lease_recall_duration_seconds", "summary",
+           "Time from a lease recall to its end (returned, revoked, or the holder gone).");
+    for (int i = 0; i < n; i++) {
+        long long ended, ms;
+        if (!t[i].reply || (ended = brick_counter(&t[i], "lease_recalls_ended")) < 0 ||
+            (ms = brick_counter(&t[i], "lease_recall_ms")) < 0)
+            continue;
+        sample(out, "cairn_brick_lease_recall_duration_seconds_sum", &t[i], NULL);
+        fprintf(out, "} %.3f\n", (double)ms / 1000.0);
+        sample(out, "cairn_brick_lease_recall_duration_seconds_count", &t[i], NULL);
+        fprintf(out, "} %lld\n", ended);
+    }
+    render_shd(m, out);
     family(out, "cairn_volume_started", "gauge",
            "1 for each volume that is started (volumes of the pool, whichever server serves "
            "them), 0 for one created or stopped.");

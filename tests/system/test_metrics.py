@@ -1,10 +1,12 @@
 """cairnd's Prometheus endpoint (issue 45, docs/metrics.md): a scrape before
 and after a workload on a one-brick volume shows the brick's counters moved
 by exactly the operations done (creates, writes and their bytes, reads of
-a fresh mount and their bytes, unlinks, failed lookups), the histograms
-agree with the counts, the whole answer is valid Prometheus text, every
-metric the example Grafana dashboard uses exists, and bad or slow HTTP
-clients are refused without stopping cairnd from serving.
+a fresh mount and their bytes, unlinks, failed lookups, lease recalls),
+the histograms agree with the counts, the whole answer is valid Prometheus
+text; on a replica 3 volume with a stopped brick, the heal backlog equals
+`volume heal info`'s count and the self-heal daemon's counters move as it
+empties it; every metric the example Grafana dashboard uses exists; and
+bad or slow HTTP clients are refused without stopping cairnd from serving.
 """
 
 import json
@@ -40,7 +42,8 @@ def parse_exposition(text):
     def family_of(name):
         for suffix in ("_bucket", "_sum", "_count"):
             base = name[: -len(suffix)]
-            if name.endswith(suffix) and base in fams and fams[base]["type"] == "histogram":
+            if name.endswith(suffix) and base in fams and fams[base]["type"] in ("histogram",
+                                                                                "summary"):
                 return base
         return name
 
@@ -213,14 +216,77 @@ def test_counters_move_by_the_operations_done(node):
     assert delta("cairn_brick_requests_total", op="READ") >= N
     assert delta("cairn_brick_errors_total", op="LOOKUP", errno="ENOENT") == N
 
+    # the fresh mount holds leases on what it read: the unlinks through the
+    # first one recall them (and drop the first one's own at once), and the
+    # fresh mount returns them
     before = after
     for i in range(N):
         os.unlink(os.path.join(mnt, f"d/f{i}"))
     after = scrape()
     assert delta("cairn_brick_requests_total", op="UNLINK") == N
+    assert delta("cairn_brick_lease_recalls_total") >= N
+    end = time.time() + 10
+    while delta("cairn_brick_lease_recall_duration_seconds_count") < 1:
+        assert time.time() < end, "no recall ended"
+        time.sleep(0.2)
+        after = scrape()
+    assert delta("cairn_brick_lease_recall_duration_seconds_sum") >= 0
+    assert delta("cairn_brick_lease_revocations_total") == 0
     assert delta("cairn_brick_written_bytes_total") == 0
     assert value(after, "cairn_brick_heal_pending_entries", brick=b) == 0
     assert value(after, "cairn_volume_started", volume="mv") == 1
+
+
+def heal_info_counts(node, vol):
+    """{brick: entries} from `volume heal VOL info` (bricks that answered)."""
+    r = node.cli("volume", "heal", vol, "info", check=False)
+    return {m.group(1): int(m.group(2)) for m in
+            re.finditer(r"^Brick (\S+)\n(?:Status: Connected\n)?(?:.*\n)*?Number of entries: (\d+)",
+                        r.stdout, re.M)}, r.stdout
+
+
+def test_heal_backlog_and_the_self_heal_daemon(node):
+    """Changes made while a replica is stopped show as heal backlog on the
+    others, the same count `volume heal info` gives; once it is back, the
+    self-heal daemon empties the backlog and its counters say so."""
+    bricks = [os.path.join(node.root, f"h{i}") for i in range(3)]
+    node.create_volume("hv", bricks=bricks, replica=3,
+                       options={"network.ping-timeout": "2", "cluster.heal-timeout": "1",
+                                "client.write-back": "off"})
+    labels = [f"{HOST}:{b}" for b in bricks]
+    end = time.time() + 20
+    while not all(value(scrape(), "cairn_brick_up", brick=b) for b in labels):
+        assert time.time() < end, "the bricks are not up"
+        time.sleep(0.2)
+    mnt = node.mount("hv", os.path.join(node.root, "hmnt")).path
+    os.mkdir(os.path.join(mnt, "d"))
+    pid = pids_with_arg("--brick-path", bricks[2])[0]
+    node.stop_signal(pid)
+    try:
+        for i in range(5):
+            with open(os.path.join(mnt, f"d/g{i}"), "wb") as f:
+                f.write(b"h" * 4000)
+        fams = scrape()
+        assert value(fams, "cairn_brick_up", brick=labels[2]) == 0
+        pending = [value(fams, "cairn_brick_heal_pending_entries", brick=b) for b in labels]
+        assert pending[0] >= 5 and pending[0] == pending[1], pending
+        counts, text = heal_info_counts(node, "hv")
+        assert counts.get(labels[0]) == pending[0], text
+        assert counts.get(labels[1]) == pending[1], text
+    finally:
+        node.cont(pid)
+    end = time.time() + 40
+    while True:
+        fams = scrape()
+        if (all(value(fams, "cairn_brick_heal_pending_entries", brick=b) == 0 for b in labels)
+                and sum(value(fams, "cairn_shd_healed_entries_total", brick=b)
+                        for b in labels) >= 5):
+            break
+        assert time.time() < end, "the self-heal daemon did not empty the backlog"
+        time.sleep(0.5)
+    assert sum(value(fams, "cairn_shd_crawls_total", brick=b) for b in labels) >= 1
+    assert value(fams, "cairn_shd_last_crawl_end_timestamp_seconds", brick=labels[0]) > 0
+    assert value(fams, "cairn_shd_split_brain_entries", brick=labels[0]) == 0
 
 
 def test_profile_clear_does_not_reset_the_counters(node):
@@ -233,7 +299,8 @@ def test_profile_clear_does_not_reset_the_counters(node):
 
 def test_dashboard_metrics_exist(node):
     """Every metric an expression of the example dashboard names is in a
-    scrape (after the workload above, which makes every family non-empty)."""
+    scrape. Runs after the tests above, whose workloads (errors, recalls,
+    a heal) make every family non-empty."""
     with open(os.path.join(REPO, "docs/grafana/cairn-dashboard.json")) as f:
         dash = json.load(f)
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
