@@ -375,6 +375,136 @@ static void render_shd(struct mgmt *m, FILE *out)
     free(vols);
 }
 
+/* ---- mounts' reports (MGMT_CLIENT_STATS) ---- */
+
+#define CLIENT_COUNTERS 16
+
+struct creport {
+    struct creport *next;
+    const void *key; /* the connection's (server.c's struct peer) */
+    char vol[MGMT_VOLNAME_MAX + 1];
+    char host[INET6_ADDRSTRLEN];
+    char mount[PATH_MAX];
+    int n;
+    struct {
+        char name[32];
+        uint64_t v;
+    } c[CLIENT_COUNTERS];
+};
+
+static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct creport *clients;
+
+static const struct {
+    const char *counter, *metric, *type, *help;
+    double scale;
+} client_metrics[] = {
+    {"wb_pending_files", "cairn_client_write_back_pending_files", "gauge",
+     "Files the mount made that are not on the bricks yet (write-back queue).", 1},
+    {"wb_pending_bytes", "cairn_client_write_back_pending_bytes", "gauge", "Bytes of those files.",
+     1},
+    {"wb_oldest_ms", "cairn_client_write_back_oldest_age_seconds", "gauge",
+     "Age of the oldest closed file waiting in the write-back queue (0: none).", 0.001},
+    {"wb_made", "cairn_client_write_back_files_total", "counter",
+     "Files the mount made by write-back since it started.", 1},
+    {"read_cache_hits", "cairn_client_read_cache_hits_total", "counter",
+     "Reads the mount's read cache answered.", 1},
+    {"read_cache_misses", "cairn_client_read_cache_misses_total", "counter",
+     "Reads the read cache could hold but did not: fetched from the bricks.", 1},
+    {"read_cache_bytes", "cairn_client_read_cache_bytes", "gauge",
+     "Bytes the mount's read cache holds.", 1},
+    {"resident_bytes", "cairn_client_resident_memory_bytes", "gauge",
+     "Resident memory of the mount's process.", 1},
+};
+#define N_CLIENT_METRICS (sizeof(client_metrics) / sizeof(client_metrics[0]))
+
+void mgmt_metrics_client_report(const void *key, const char *vol, const char *addr,
+                                const struct rpc_msg *msg)
+{
+    struct creport r;
+    memset(&r, 0, sizeof(r));
+    r.key = key;
+    snprintf(r.vol, sizeof(r.vol), "%s", vol);
+    snprintf(r.host, sizeof(r.host), "%s", addr);
+    if (rpc_has(msg, RPC_T_PATH))
+        rpc_bytes_str(&msg->path, r.mount, sizeof(r.mount));
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, msg->body, msg->body_len);
+    while (rpc_iter_next(&it, &f) > 0 && r.n < CLIENT_COUNTERS) {
+        struct rpc_msg s;
+        if (f.tag != RPC_T_COUNTER || rpc_msg_decode(f.val, f.len, &s, NULL) < 0 ||
+            !rpc_has(&s, RPC_T_NAME) || !rpc_has(&s, RPC_T_CALLS) ||
+            rpc_bytes_str(&s.name, r.c[r.n].name, sizeof(r.c[r.n].name)) < 0)
+            continue;
+        r.c[r.n++].v = s.calls;
+    }
+    pthread_mutex_lock(&clients_lock);
+    struct creport *mine = NULL;
+    /* One series per mount: a report over a new connection (the mount
+     * reconnected) replaces the old connection's. */
+    for (struct creport **pp = &clients; *pp;) {
+        struct creport *x = *pp;
+        if (x->key == key) {
+            mine = x;
+        } else if (!strcmp(x->vol, r.vol) && !strcmp(x->host, r.host) &&
+                   !strcmp(x->mount, r.mount)) {
+            *pp = x->next;
+            free(x);
+            continue;
+        }
+        pp = &x->next;
+    }
+    if (!mine && (mine = malloc(sizeof(*mine)))) {
+        mine->next = clients;
+        clients = mine;
+    }
+    if (mine) {
+        struct creport *next = mine->next;
+        *mine = r;
+        mine->next = next;
+    }
+    pthread_mutex_unlock(&clients_lock);
+}
+
+void mgmt_metrics_client_gone(const void *key)
+{
+    pthread_mutex_lock(&clients_lock);
+    for (struct creport **pp = &clients; *pp; pp = &(*pp)->next)
+        if ((*pp)->key == key) {
+            struct creport *x = *pp;
+            *pp = x->next;
+            free(x);
+            break;
+        }
+    pthread_mutex_unlock(&clients_lock);
+}
+
+static void render_clients(FILE *out)
+{
+    pthread_mutex_lock(&clients_lock);
+    for (size_t k = 0; k < N_CLIENT_METRICS; k++) {
+        family(out, client_metrics[k].metric, client_metrics[k].type, client_metrics[k].help);
+        for (struct creport *x = clients; x; x = x->next)
+            for (int i = 0; i < x->n; i++) {
+                if (strcmp(x->c[i].name, client_metrics[k].counter) != 0)
+                    continue;
+                fprintf(out, "%s{volume=\"", client_metrics[k].metric);
+                put_label(out, x->vol);
+                fputs("\",client=\"", out);
+                put_label(out, x->host);
+                fputs("\",mount=\"", out);
+                put_label(out, x->mount);
+                if (client_metrics[k].scale == 1)
+                    fprintf(out, "\"} %llu\n", (unsigned long long)x->c[i].v);
+                else
+                    fprintf(out, "\"} %.3f\n", (double)x->c[i].v * client_metrics[k].scale);
+                break;
+            }
+    }
+    pthread_mutex_unlock(&clients_lock);
+}
+
 /* The whole exposition into out. */
 static void render(struct mgmt *m, FILE *out)
 {
@@ -430,6 +560,7 @@ static void render(struct mgmt *m, FILE *out)
         fprintf(out, "} %lld\n", ended);
     }
     render_shd(m, out);
+    render_clients(out);
     family(out, "cairn_volume_started", "gauge",
            "1 for each volume that is started (volumes of the pool, whichever server serves "
            "them), 0 for one created or stopped.");

@@ -259,5 +259,12 @@ int mgmt_addr_is_local(const struct sockaddr_storage *ss);
  * its own until m->stopping. allow: address patterns (auth.allow's form)
  * that may scrape besides this host; NULL for none. 0 or -errno. */
 int mgmt_metrics_start(struct mgmt *m, int fd, const char *allow);
+struct rpc_msg;
+/* A mount's report (MGMT_CLIENT_STATS: PATH, COUNTER*) on connection key,
+ * from addr, mounting volume vol: kept, replacing the previous report of
+ * the same mount, until mgmt_metrics_client_gone(key). */
+void mgmt_metrics_client_report(const void *key, const char *vol, const char *addr,
+                                const struct rpc_msg *msg);
+void mgmt_metrics_client_gone(const void *key);
 
 #endif

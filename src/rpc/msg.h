@@ -87,6 +87,9 @@ enum rpc_op {
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
     RPC_OP_MGMT_RECONF = 102, /* cairnd -> brick: OPTION*, the live options' values */
+    /* mount -> cairnd, on its GETVOL connection: PATH (mount point), COUNTER*
+     * (docs/metrics.md); reply empty (ENOSYS from an older cairnd) */
+    RPC_OP_MGMT_CLIENT_STATS = 103,
     RPC_OP_MAX = 128,
 };
 

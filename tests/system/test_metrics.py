@@ -289,6 +289,54 @@ def test_heal_backlog_and_the_self_heal_daemon(node):
     assert value(fams, "cairn_shd_split_brain_entries", brick=labels[0]) == 0
 
 
+def client_value(name, mnt):
+    fams = scrape()
+    hits = [v for n, lb, v in fams.get(name, {"samples": []})["samples"] if lb["mount"] == mnt]
+    assert len(hits) <= 1, hits
+    return hits[0] if hits else None
+
+
+def test_mounts_report_to_cairnd(node):
+    """A mount reports its counters over its management connection (every
+    5 s, and at once when it connects); cairnd serves them per mount, and
+    forgets them when the mount goes."""
+    m = node.mount("mv", os.path.join(node.root, "cmnt"))
+    mnt = m.path
+    end = time.time() + 10
+    while client_value("cairn_client_resident_memory_bytes", mnt) is None:
+        assert time.time() < end, "the mount did not report"
+        time.sleep(0.2)
+    assert client_value("cairn_client_resident_memory_bytes", mnt) > 1 << 20
+    assert client_value("cairn_client_write_back_pending_files", mnt) == 0
+    fams = scrape()
+    lb = [lb for _, lb, _ in fams["cairn_client_resident_memory_bytes"]["samples"]
+          if lb["mount"] == mnt][0]
+    assert lb["volume"] == "mv" and lb["client"].startswith("127."), lb
+
+    def reads():
+        return (client_value("cairn_client_read_cache_hits_total", mnt) +
+                client_value("cairn_client_read_cache_misses_total", mnt))
+
+    before = reads()
+    with open(os.path.join(mnt, "big"), "wb") as f:
+        f.write(os.urandom(1 << 20))
+    with open(os.path.join(mnt, "big"), "rb") as f:
+        # the kernel's copy goes: the reads below reach the mount
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        while f.read(4096):
+            pass
+    end = time.time() + 12
+    while reads() == before:
+        assert time.time() < end, "the read cache counters did not move"
+        time.sleep(0.5)
+    m.stop()
+    node.mounts.remove(m)
+    end = time.time() + 10
+    while client_value("cairn_client_resident_memory_bytes", mnt) is not None:
+        assert time.time() < end, "cairnd kept the report of a mount that is gone"
+        time.sleep(0.2)
+
+
 def test_profile_clear_does_not_reset_the_counters(node):
     before = scrape()
     node.cli("volume", "profile", "mv", "start")  # clears profile's counters

@@ -63,6 +63,7 @@ static const struct {
     {RPC_OP_MGMT_CLI, "MGMT_CLI"},
     {RPC_OP_MGMT_GETVOL, "MGMT_GETVOL"},
     {RPC_OP_MGMT_RECONF, "MGMT_RECONF"},
+    {RPC_OP_MGMT_CLIENT_STATS, "MGMT_CLIENT_STATS"},
 };
 #define N_ALL (sizeof(all) / sizeof(all[0]))
 
