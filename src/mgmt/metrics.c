@@ -9,10 +9,9 @@
  * METRICS_CONNS at once, others are answered 503), which reads one request
  * head within METRICS_READ_MS, answers it and closes. A scrape asks each
  * running brick of this server for its monitor counters (STATS with
- * RPC_STATS_MONITOR) on a connection of its own, each bounded by
- * METRICS_BRICK_MS. None of this takes m->lock but to copy the brick list,
- * so a slow or stuck scraper, or a stuck brick, delays nothing else of
- * cairnd. */
+ * RPC_STATS_MONITOR), all at once on connections of their own, and waits
+ * METRICS_BRICK_MS at most for their answers. None of this takes m->lock but to copy the brick
+ * list, so a slow or stuck scraper, or a stuck brick, delays nothing else of cairnd. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -89,32 +88,94 @@ static int snapshot(struct mgmt *m, struct mbrick **out)
     return n;
 }
 
-static void ask_brick(struct mbrick *b)
+/* The questions of one scrape, asked of every brick at once. */
+struct asking {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int pending; /* calls whose callback has not run */
+};
+
+struct question {
+    struct asking *a;
+    struct mbrick *b;
+};
+
+static void answer_cb(void *arg, int status, struct rpc_frame *reply, int *take)
 {
-    if (b->pid <= 0 || !b->addr.port)
-        return;
-    int fd = net_connect(&b->addr, METRICS_BRICK_MS);
-    if (fd < 0)
-        return;
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, b->name);
-    if (!c)
-        return;
-    if (rpc_conn_start(c) == 0) {
-        struct rpc_buf body;
-        rpc_buf_init(&body);
-        rpc_put_u64(&body, RPC_T_FLAGS, RPC_STATS_MONITOR);
-        struct rpc_frame *f = NULL;
-        int rc = rpc_conn_call_sync(c, RPC_OP_STATS, &body, &f, METRICS_BRICK_MS);
-        rpc_buf_free(&body);
-        if (rc == 0)
-            b->reply = f;
-        else if (f)
-            rpc_frame_free(f);
-        if (rc < 0)
-            log_debug("metrics: brick %s did not answer STATS: %s", b->name, strerror(-rc));
+    struct question *q = arg;
+    struct asking *a = q->a;
+    pthread_mutex_lock(&a->lock);
+    if (status == 0 && reply) {
+        q->b->reply = reply;
+        *take = 1;
+    } else {
+        log_debug("metrics: brick %s did not answer STATS: %s", q->b->name, strerror(-status));
     }
-    rpc_conn_close(c, 0);
-    rpc_conn_put(c);
+    if (--a->pending == 0)
+        pthread_cond_broadcast(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Asks every running brick of t for its monitor counters, all at once,
+ * and waits METRICS_BRICK_MS at most: a stopped or wedged brick costs a
+ * scrape that long once, however many there are. Fills each reply. */
+static void ask_bricks(struct mbrick *t, int n)
+{
+    struct asking a = {.pending = 0};
+    pthread_mutex_init(&a.lock, NULL);
+    net_cond_init_mono(&a.cond);
+    struct rpc_conn **conns = calloc((size_t)n + 1, sizeof(*conns));
+    struct question *qs = calloc((size_t)n + 1, sizeof(*qs));
+    if (!conns || !qs)
+        goto out;
+    uint64_t end = net_now_ms() + METRICS_BRICK_MS;
+    struct rpc_buf body;
+    rpc_buf_init(&body);
+    rpc_put_u64(&body, RPC_T_FLAGS, RPC_STATS_MONITOR);
+    for (int i = 0; i < n; i++) {
+        struct mbrick *b = &t[i];
+        uint64_t now = net_now_ms();
+        if (b->pid <= 0 || !b->addr.port || now >= end)
+            continue;
+        int fd = net_connect(&b->addr, (int)(end - now));
+        if (fd < 0 || !(conns[i] = rpc_conn_new(fd, NULL, NULL, b->name)))
+            continue;
+        if (rpc_conn_start(conns[i]) < 0)
+            continue;
+        qs[i] = (struct question){.a = &a, .b = b};
+        pthread_mutex_lock(&a.lock);
+        a.pending++;
+        pthread_mutex_unlock(&a.lock);
+        if (rpc_conn_call(conns[i], RPC_OP_STATS, &body, answer_cb, &qs[i]) < 0) {
+            pthread_mutex_lock(&a.lock);
+            a.pending--;
+            pthread_mutex_unlock(&a.lock);
+        }
+    }
+    rpc_buf_free(&body);
+    struct timespec ts;
+    net_deadline(&ts, CLOCK_MONOTONIC, end > net_now_ms() ? end - net_now_ms() : 0);
+    pthread_mutex_lock(&a.lock);
+    while (a.pending > 0 && pthread_cond_timedwait(&a.cond, &a.lock, &ts) == 0)
+        ;
+    pthread_mutex_unlock(&a.lock);
+    /* Closing fails the calls still pending; their callbacks run on the
+     * readers' threads, and are waited for before qs goes. */
+    for (int i = 0; i < n; i++)
+        if (conns[i])
+            rpc_conn_close(conns[i], -ETIMEDOUT);
+    pthread_mutex_lock(&a.lock);
+    while (a.pending > 0)
+        pthread_cond_wait(&a.cond, &a.lock);
+    pthread_mutex_unlock(&a.lock);
+    for (int i = 0; i < n; i++)
+        if (conns[i])
+            rpc_conn_put(conns[i]);
+out:
+    free(conns);
+    free(qs);
+    pthread_mutex_destroy(&a.lock);
+    pthread_cond_destroy(&a.cond);
 }
 
 /* A label value with \, " and newline escaped. */
@@ -510,8 +571,7 @@ static void render(struct mgmt *m, FILE *out)
 {
     struct mbrick *t = NULL;
     int n = snapshot(m, &t);
-    for (int i = 0; i < n; i++)
-        ask_brick(&t[i]);
+    ask_bricks(t, n);
     family(out, "cairn_brick_up", "gauge",
            "1 when the brick's process runs and answered this scrape, else 0.");
     for (int i = 0; i < n; i++) {
