@@ -501,6 +501,9 @@ int brick_version_pre(struct brick_req *r);
 void brick_version_post(struct brick_req *r);
 int brick_op_mark(struct brick_req *r);
 int brick_op_index(struct brick_req *r);
+/* The number of objects in the heal index (what heal info lists, counted
+ * without reading them), or -errno. */
+long brick_index_count(struct brick *b);
 int brick_op_unmark(struct brick_req *r);
 /* ops_heal.c: CHECKSUM (per-block checksums for range heal) and its hash. */
 int brick_op_checksum(struct brick_req *r);
@@ -567,7 +570,19 @@ void brick_accused_publish(struct brick_req *r);
 int brick_op_accused_seen(struct brick_req *r);
 
 /* Request counters (stats.c): op's execution took ns and moved bytes. */
-void brick_stats_note(unsigned op, uint64_t ns, uint64_t bytes);
+void brick_stats_note(unsigned op, uint64_t ns, uint64_t bytes, int rc);
+/* Brick-wide counts, reported by STATS MONITOR under these names (stats.c). */
+enum brick_counter {
+    BRICK_C_LEASE_GRANTS,  /* a connection became a holder of a lease */
+    BRICK_C_LEASE_RECALLS, /* recalls sent to holders */
+    /* recalls that ended (returned, revoked, holder gone), and the sum of
+     * how long they took, in milliseconds */
+    BRICK_C_LEASE_RECALLS_ENDED,
+    BRICK_C_LEASE_RECALL_MS,
+    BRICK_C_LEASE_REVOCATIONS, /* recalls not answered in time */
+    BRICK_C_MAX,
+};
+void brick_stats_count(enum brick_counter c, uint64_t n);
 uint64_t brick_stats_now(void);
 
 /* ---- handles (handles.c) ---- */

@@ -110,7 +110,7 @@ static int exec_one(struct brick_req *r)
     if (may_reshape_dirs(r))
         brick_dir_shape_changed(r->b);
     brick_lease_post(r, rc);
-    brick_stats_note(r->opcode, brick_stats_now() - t0, moved_bytes(r, rc));
+    brick_stats_note(r->opcode, brick_stats_now() - t0, moved_bytes(r, rc), rc);
     if (rc < 0 && rc != -ENOENT)
         log_debug("%s from %s failed: %s%s%s", rpc_op_name(r->opcode), r->bc->peer, strerror(-rc),
                   r->text[0] ? ": " : "", r->text);
@@ -175,7 +175,7 @@ int brick_exec(struct brick_req *r)
         return -ENOTCONN; /* its client is gone: see brick_conn_shutdown */
     int rc;
     if (r->opcode == RPC_OP_COMPOUND) {
-        brick_stats_note(RPC_OP_COMPOUND, 0, 0);
+        brick_stats_note(RPC_OP_COMPOUND, 0, 0, 0);
         rc = exec_compound(r);
     } else {
         rc = exec_one(r);

@@ -194,6 +194,12 @@ static void holder_resolve(struct brick_leases *L, struct holder *h, struct reso
 /* Holder i of l is gone; l goes at the reap if nothing else holds it. */
 static void holder_remove(struct brick_leases *L, struct lease *l, int i, struct resolved *res)
 {
+    if (l->h[i].recalling) { /* returned, revoked, or its connection ended */
+        uint64_t now = now_ms();
+        brick_stats_count(BRICK_C_LEASE_RECALLS_ENDED, 1);
+        brick_stats_count(BRICK_C_LEASE_RECALL_MS,
+                          now > l->h[i].recalled_ms ? now - l->h[i].recalled_ms : 0);
+    }
     holder_resolve(L, &l->h[i], res);
     l->h[i] = l->h[--l->n];
     if (l->n == 0)
@@ -287,6 +293,7 @@ static void timer_check(struct brick_leases *L, struct lease *l, uint64_t now, u
         }
         log_warn("client %s did not return its lease on %s within %d ms: revoked", h->bc->peer,
                  l->path, L->recall_ms);
+        brick_stats_count(BRICK_C_LEASE_REVOCATIONS, 1);
         holder_remove(L, l, i, res);
         i--;
     }
@@ -439,6 +446,7 @@ static int grant_one_as(struct brick_leases *L, struct brick_conn *bc, const cha
         l->cap = cap;
     }
     l->h[l->n++] = (struct holder){.bc = bc};
+    brick_stats_count(BRICK_C_LEASE_GRANTS, 1);
     return 0;
 }
 
@@ -592,6 +600,7 @@ static void recall_others(struct brick_leases *L, struct brick_req *r, struct le
             continue;
         if (!h->recalling) {
             h->recalling = 1;
+            h->recalled_ms = now;
             h->deadline_ms = now + (uint64_t)L->recall_ms;
             add_recall(rs, h->bc, l->path, name, name_len);
             watch(L, l);
@@ -676,6 +685,8 @@ static void send_recalls(struct brick *b, struct recalls *rs)
                      c->bc->peer);
         else if (rpc_conn_notify(c->bc->rc, RPC_OP_LEASE_RECALL, &body) < 0)
             log_debug("lease recall of %s to %s not sent", c->path, c->bc->peer);
+        else
+            brick_stats_count(BRICK_C_LEASE_RECALLS, 1);
         rpc_buf_free(&body);
         brick_conn_put(c->bc);
         free(c->path);
@@ -985,6 +996,7 @@ static int park(struct brick_leases *L, struct lease *l, struct holder *h, struc
     h->parked = pk;
     if (!h->recalling) {
         h->recalling = 1;
+        h->recalled_ms = now;
         h->deadline_ms = now + (uint64_t)L->recall_ms;
         add_recall(rs, h->bc, l->path, "", 0);
         watch(L, l);
@@ -1018,6 +1030,7 @@ static int park_listing(struct brick_leases *L, const char *dir, size_t dlen, st
                 fh = h;
             } else if (!h->recalling) {
                 h->recalling = 1;
+                h->recalled_ms = now;
                 h->deadline_ms = now + (uint64_t)L->recall_ms;
                 add_recall(rs, h->bc, l->path, "", 0);
                 watch(L, l);

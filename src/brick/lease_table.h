@@ -33,6 +33,7 @@ struct holder {
     unsigned xdir;         /* on a file: 1 + the slot of its directory in xdirs */
     struct parked *parked; /* requests waiting for it */
     uint64_t deadline_ms;
+    uint64_t recalled_ms;      /* when it was recalled (recalling): for the metrics */
     struct lease_wait **waits; /* replies held until this holder returns */
     int n_waits, cap_waits;
 };

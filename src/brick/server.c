@@ -260,7 +260,9 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
     int ok = bc->handshaken;
     const char *dir = bc->subdir; /* fixed once handshaken */
     pthread_mutex_unlock(&bc->lock);
-    if (!ok) {
+    /* cairnd on this host reads the counters (STATS) without joining the
+     * volume: auth.allow, which governs clients, must not hide them. */
+    if (!ok && !(op == RPC_OP_STATS && bc->local_peer)) {
         brick_send_reply(bc, op, f->hdr.reqid, -EACCES, NULL, "handshake first");
         rpc_frame_free(f);
         return;

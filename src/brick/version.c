@@ -505,6 +505,26 @@ int brick_version_load(struct brick *b)
  * crawl of an index that grows by every change would otherwise look up
  * each of them on the survivors only to learn that it cannot be healed
  * yet. OFFSET counts the entries listed, not those left out. */
+long brick_index_count(struct brick *b)
+{
+    int dfd = index_open(b, 0);
+    if (dfd == -ENOENT)
+        return 0;
+    if (dfd < 0)
+        return dfd;
+    char buf[8192];
+    long count = 0, n;
+    while ((n = VFS->getdents(dfd, buf, sizeof(buf))) > 0)
+        for (long o = 0; o < n;) {
+            const struct linux_dirent64 *d = (const void *)(buf + o);
+            o += d->d_reclen;
+            gfid_t g;
+            count += gfid_parse(d->d_name, &g) == 0;
+        }
+    VFS->close(dfd);
+    return n < 0 ? n : count;
+}
+
 int brick_op_index(struct brick_req *r)
 {
     struct brick *b = r->b;

@@ -111,6 +111,7 @@ struct cl_volwatch {
     int timeout_ms;
     void (*changed_cb)(const struct cl_volinfo *v, void *ctx);
     void (*gone_cb)(const char *text, void *ctx);
+    void (*report_cb)(struct rpc_buf *body, void *ctx);
     void *ctx;
 
     pthread_mutex_t lock;
@@ -283,8 +284,29 @@ static void wait_ms(struct cl_volwatch *w, uint64_t ms)
 }
 
 /* Serves the subscribed connection until it closes or the watcher stops. */
+static void report_answered_cb(void *arg, int status, struct rpc_frame *reply, int *take)
+{
+    (void)arg, (void)status, (void)reply, (void)take; /* nothing to do: the next one follows */
+}
+
+/* The client's counters to cairnd (report_cb), when due. */
+static void report(struct cl_volwatch *w, struct rpc_conn *c, uint64_t *last)
+{
+    uint64_t now = net_now_ms();
+    if (!w->report_cb || (*last && now - *last < CL_REPORT_MS))
+        return;
+    *last = now;
+    struct rpc_buf body;
+    rpc_buf_init(&body);
+    w->report_cb(&body, w->ctx);
+    if (!body.err)
+        rpc_conn_call(c, RPC_OP_MGMT_CLIENT_STATS, &body, report_answered_cb, NULL);
+    rpc_buf_free(&body);
+}
+
 static void serve(struct cl_volwatch *w)
 {
+    uint64_t reported = 0;
     pthread_mutex_lock(&w->lock);
     while (!w->stopping && !w->conn_closed) {
         struct queued *q = w->q_head;
@@ -304,6 +326,7 @@ static void serve(struct cl_volwatch *w)
         /* cairnd answers a ping (even with ENOSYS); one silent for the
          * timeout is hung or unreachable: move on. */
         rpc_conn_tick(c, net_now_ms(), IDLE_PING_MS, (uint64_t)w->timeout_ms);
+        report(w, c, &reported);
         pthread_mutex_lock(&w->lock);
         if (!w->stopping && !w->conn_closed && !w->q_head)
             wait_ms(w, 1000);
@@ -405,6 +428,7 @@ struct cl_volwatch *cl_volwatch_start(const struct cl_volwatch_params *p)
     w->timeout_ms = p->timeout_ms > 0 ? p->timeout_ms : 10000;
     w->changed_cb = p->changed_cb;
     w->gone_cb = p->gone_cb;
+    w->report_cb = p->report_cb;
     w->ctx = p->ctx;
     w->gen = p->gen;
     w->q_tail = &w->q_head;

@@ -47,8 +47,14 @@ struct cl_volwatch_params {
     /* The volume is no longer served: text is cairnd's reason ("Volume v is not
      * started", "... does not exist"). Called once per such change. */
     void (*gone_cb)(const char *text, void *ctx);
+    /* Optional: every CL_REPORT_MS while connected (and at once after
+     * connecting), fills body with the client's counters (PATH, COUNTER*),
+     * sent to cairnd as MGMT_CLIENT_STATS for its metrics. */
+    void (*report_cb)(struct rpc_buf *body, void *ctx);
     void *ctx;
 };
+
+#define CL_REPORT_MS 5000
 
 struct cl_volwatch;
 

@@ -391,6 +391,11 @@ void cf_rc_forget_all(struct cf *cf);
 int cf_rc_current(struct cf *cf, fuse_ino_t ino, const struct cf_rc_window *plan);
 /* "FUSE read cache: ..." line of the io-stats (empty without the cache). */
 size_t cf_rc_format(struct cf *cf, char *buf, size_t n);
+/* The read cache's counters as COUNTER fields (live.c reports them to
+ * cairnd): read_cache_hits, read_cache_misses, read_cache_bytes. */
+void cf_rc_report(struct cf *cf, struct rpc_buf *b);
+/* One COUNTER field {NAME, CALLS} (live.c). */
+void cf_put_counter(struct rpc_buf *b, const char *name, uint64_t value);
 
 /* ---- pagestore.c: read-ahead windows stored into the kernel's page cache ----
  * cf_ps_start after the mount (the thread writes notifications to se),
@@ -454,6 +459,10 @@ void cf_wbh_linked(struct cf *cf, uint64_t node);
 size_t cf_wbh_format(struct cf *cf, char *buf, size_t n);
 /* The write-back counters, one line of io-stats. */
 size_t cf_wb_format(struct cf *cf, char *buf, size_t n);
+/* The write-back queue as COUNTER fields: wb_pending_files,
+ * wb_pending_bytes, wb_oldest_ms (age of the oldest closed file waiting to
+ * be sent, 0 when none), wb_made. */
+void cf_wb_report(struct cf *cf, struct rpc_buf *b);
 /* ---- lsahead.c: listings of subdirectories fetched ahead ---- */
 struct cf_lsa_list {
     struct cf_lsa_list *prev, *next;

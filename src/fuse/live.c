@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../client/volwatch.h"
 #include "../lib/log.h"
@@ -175,6 +176,30 @@ static void gone_cb(const char *text, void *ctx)
     log_warn("cairnd says: %s; the mount stays, and works again once the volume is started", text);
 }
 
+void cf_put_counter(struct rpc_buf *b, const char *name, uint64_t value)
+{
+    size_t mark = rpc_put_begin(b, RPC_T_COUNTER);
+    rpc_put_str(b, RPC_T_NAME, name);
+    rpc_put_u64(b, RPC_T_CALLS, value);
+    rpc_put_end(b, mark);
+}
+
+/* The mount's counters for cairnd's metrics (docs/metrics.md, per mounted
+ * client): its write-back queue, read cache and resident memory. */
+static void report_cb(struct rpc_buf *b, void *ctx)
+{
+    struct cf_live *l = ctx;
+    rpc_put_str(b, RPC_T_PATH, l->cfg->mountpoint);
+    cf_wb_report(l->cf, b);
+    cf_rc_report(l->cf, b);
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size, rss;
+    if (f && fscanf(f, "%llu %llu", &size, &rss) == 2)
+        cf_put_counter(b, "resident_bytes", rss * (uint64_t)sysconf(_SC_PAGESIZE));
+    if (f)
+        fclose(f);
+}
+
 int cf_live_start(struct cf *cf, const struct cf_config *cfg, const struct net_addr *servers, int n,
                   int first, struct cl_volinfo *vol)
 {
@@ -195,6 +220,7 @@ int cf_live_start(struct cf *cf, const struct cf_config *cfg, const struct net_a
         .timeout_ms = MGMT_TIMEOUT_MS,
         .changed_cb = changed_cb,
         .gone_cb = gone_cb,
+        .report_cb = report_cb,
         .ctx = l,
     };
     cf->live = l;

@@ -102,7 +102,7 @@ struct cf_rc {
     int pages;             /* window in UNITs; 0: off */
     uint64_t gen[BUCKETS]; /* per bucket of inodes */
     uint64_t epoch;        /* all leases gone: every window stale */
-    uint64_t hits, fetched, ahead, waited;
+    uint64_t hits, misses, fetched, ahead, waited;
 };
 
 static unsigned bucket(fuse_ino_t ino)
@@ -277,6 +277,7 @@ int cf_rc_read(struct cf *cf, fuse_ino_t ino, int open_flags, uint64_t off, size
     plan->len = win;
     plan->gen = r->gen[bucket(ino)];
     plan->epoch = r->epoch;
+    r->misses++;
     pthread_mutex_unlock(&r->lock);
     return 2;
 }
@@ -529,4 +530,17 @@ size_t cf_rc_format(struct cf *cf, char *buf, size_t n)
         pthread_mutex_unlock(&r->lock);
     }
     return cf_fmt_len(len, n);
+}
+
+void cf_rc_report(struct cf *cf, struct rpc_buf *b)
+{
+    struct cf_rc *r = cf->rc;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    uint64_t hits = r->hits, misses = r->misses, bytes = r->bytes;
+    pthread_mutex_unlock(&r->lock);
+    cf_put_counter(b, "read_cache_hits", hits);
+    cf_put_counter(b, "read_cache_misses", misses);
+    cf_put_counter(b, "read_cache_bytes", bytes);
 }

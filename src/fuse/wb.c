@@ -1411,3 +1411,19 @@ int cf_wb_fsync_fh(struct cf *cf, uint64_t fh)
     pthread_mutex_unlock(&w->lock);
     return 0;
 }
+
+void cf_wb_report(struct cf *cf, struct rpc_buf *b)
+{
+    struct cf_wb *w = cf->wb;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    uint64_t files = w->files, bytes = w->bytes, made = w->made;
+    uint64_t oldest = w->closed ? w->closed->closed_ms : 0;
+    pthread_mutex_unlock(&w->lock);
+    uint64_t now = net_now_ms();
+    cf_put_counter(b, "wb_pending_files", files);
+    cf_put_counter(b, "wb_pending_bytes", bytes);
+    cf_put_counter(b, "wb_oldest_ms", oldest && now > oldest ? now - oldest : 0);
+    cf_put_counter(b, "wb_made", made);
+}

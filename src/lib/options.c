@@ -289,9 +289,6 @@ const struct opt_def opt_table[] = {
     OPT("performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
         "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
         "once the file is back under it."),
-    OPT("server.statedump-path", OPT_STRING, "/var/run/cairn", 0, 0, NULL, true,
-        "Directory where bricks and clients write their statedumps (`volume statedump`, "
-        "SIGUSR1); made when missing (docs/operations.md)."),
     {"server.allow-insecure", OPT_BOOL, "on", 0, 0, NULL, false,
      "Bricks do not check the client's source port; only on is accepted.", .no_effect = true,
      .only = "on",
@@ -301,6 +298,9 @@ const struct opt_def opt_table[] = {
              "Cairn sizes the threads that serve its connections itself."),
     NOEFFECT("server.outstanding-rpc-limit", OPT_INT, "64", 0, 65536, NULL,
              "Cairn's bricks have no limit of requests in flight per client to set."),
+    OPT("server.statedump-path", OPT_STRING, "/var/run/cairn", 0, 0, NULL, true,
+        "Directory where bricks and clients write their statedumps (`volume statedump`, "
+        "SIGUSR1); made when missing (docs/operations.md)."),
     NOEFFECT("storage.fips-mode-rchecksum", OPT_BOOL, "on", 0, 0, NULL,
              "Cairn's heal does not use GlusterFS's checksums."),
     NOEFFECT("storage.health-check-interval", OPT_TIME, "30", 0, 86400, NULL,

@@ -29,10 +29,14 @@ static void usage(FILE *f)
             "usage: cairnd [--foreground] [--listen ADDR[:PORT]] [--workdir DIR]\n"
             "              [--log-file FILE] [--log-level LEVEL] [--pid-file FILE]\n"
             "              [--brick-ports MIN-MAX] [--raft-port PORT]\n"
+            "              [--metrics ADDR[:PORT]] [--metrics-allow PATTERNS]\n"
             "Defaults: --listen 0.0.0.0:%d, --workdir /var/lib/cairnd, brick ports %d-%d,\n"
             "raft port: the listen port + 1000 (used once the server is in a pool).\n"
+            "--metrics serves Prometheus metrics at http://ADDR:PORT/metrics (port %d by\n"
+            "default; off without it) to this host, and to the addresses --metrics-allow\n"
+            "lists (auth.allow's patterns, e.g. 10.0.0.*,192.168.1.0/24).\n"
             "Without --foreground cairnd daemonizes and logs to DIR/cairnd.log.\n",
-            CAIRN_MGMT_PORT, CAIRN_BRICK_PORT_MIN, CAIRN_BRICK_PORT_MAX);
+            CAIRN_MGMT_PORT, CAIRN_BRICK_PORT_MIN, CAIRN_BRICK_PORT_MAX, CAIRN_METRICS_PORT);
 }
 
 static int find_brickd(struct mgmt *m)
@@ -78,7 +82,7 @@ int main(int argc, char **argv)
 {
     struct mgmt *m = &the_mgmt;
     const char *listen = "0.0.0.0", *workdir = "/var/lib/cairnd", *log_file = NULL;
-    const char *pid_file = NULL;
+    const char *pid_file = NULL, *metrics = NULL, *metrics_allow = NULL;
     int foreground = 0, level = LOG_INFO, ready_fd = -1;
     char err[PATH_MAX + 256], pidpath[PATH_MAX + 16];
     static const struct option longopts[] = {
@@ -93,6 +97,8 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {"raft-port", required_argument, NULL, 'r'},
         {"clock-skew-test", required_argument, NULL, 'k'},
+        {"metrics", required_argument, NULL, 'M'},
+        {"metrics-allow", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
     m->port_min = CAIRN_BRICK_PORT_MIN;
@@ -140,6 +146,12 @@ int main(int argc, char **argv)
         case 'k': /* tests: pretend this server's clock is off by that many seconds */
             m->clock_skew_test = strtoll(optarg, NULL, 10);
             break;
+        case 'M':
+            metrics = optarg;
+            break;
+        case 'A':
+            metrics_allow = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -158,6 +170,19 @@ int main(int argc, char **argv)
     log_init("cairnd", (enum log_level)level);
     if (net_parse_addr(listen, CAIRN_MGMT_PORT, &m->listen) < 0) {
         fprintf(stderr, "cairnd: bad listen address %s\n", listen);
+        return 1;
+    }
+    struct net_addr maddr;
+    if (metrics && net_parse_addr(metrics, CAIRN_METRICS_PORT, &maddr) < 0) {
+        fprintf(stderr, "cairnd: bad metrics address %s\n", metrics);
+        return 1;
+    }
+    char norm[1024];
+    /* auth.reject's check: a list of address patterns (empty allowed) */
+    if (metrics_allow &&
+        (!*metrics_allow || strchr(metrics_allow, '/') == metrics_allow ||
+         opt_validate("auth.reject", metrics_allow, norm, sizeof(norm), err, sizeof(err)) < 0)) {
+        fprintf(stderr, "cairnd: --metrics-allow wants address patterns, got %s\n", metrics_allow);
         return 1;
     }
     if (!realpath(workdir, m->workdir)) {
@@ -187,6 +212,12 @@ int main(int argc, char **argv)
     if (lfd < 0) {
         fprintf(stderr, "cairnd: cannot listen on %s:%u: %s\n", m->listen.host, m->listen.port,
                 strerror(-lfd));
+        return 1;
+    }
+    int mfd = -1;
+    if (metrics && (mfd = net_listen(&maddr, 16)) < 0) {
+        fprintf(stderr, "cairnd: cannot listen for metrics on %s:%u: %s\n", maddr.host, maddr.port,
+                strerror(-mfd));
         return 1;
     }
     if (!foreground) {
@@ -238,6 +269,11 @@ int main(int argc, char **argv)
             mgmt_report_ready(&ready_fd, 0);
             return 1;
         }
+    }
+    if (mfd >= 0 && mgmt_metrics_start(m, mfd, metrics_allow) < 0) {
+        log_error("cannot start the metrics endpoint");
+        mgmt_report_ready(&ready_fd, 0);
+        return 1;
     }
     if (mgmt_supervisor_start(m) < 0 || mgmt_probe_start(m) < 0 || mgmt_quorum_start(m) < 0) {
         log_error("cannot start the brick supervisor");

@@ -21,6 +21,8 @@
 #define MGMT_VOLNAME_MAX 64
 #define MGMT_STOP_TIMEOUT_MS 5000
 #define MGMT_VERSION "0.1.0"
+/* cairnd's metrics endpoint's default port (--metrics ADDR without one) */
+#define CAIRN_METRICS_PORT 24809
 
 enum mgmt_vol_status { MGMT_VOL_CREATED, MGMT_VOL_STARTED, MGMT_VOL_STOPPED };
 
@@ -251,5 +253,22 @@ int mgmt_xml_status(struct mgmt *m, int argc, char **argv, FILE *out);
 /* Accepts connections on fd and serves MGMT_CLI and MGMT_GETVOL until
  * m->stopping is set. */
 int mgmt_server_run(struct mgmt *m, int fd);
+struct sockaddr_storage;
+/* Whether a connection comes from this server: its address can be bound. */
+int mgmt_addr_is_local(const struct sockaddr_storage *ss);
+
+/* ---- metrics.c: the Prometheus endpoint (docs/metrics.md) ---- */
+
+/* Serves GET /metrics on the listening socket fd (taken) from a thread of
+ * its own until m->stopping. allow: address patterns (auth.allow's form)
+ * that may scrape besides this host; NULL for none. 0 or -errno. */
+int mgmt_metrics_start(struct mgmt *m, int fd, const char *allow);
+struct rpc_msg;
+/* A mount's report (MGMT_CLIENT_STATS: PATH, COUNTER*) on connection key,
+ * from addr, mounting volume vol: kept, replacing the previous report of
+ * the same mount, until mgmt_metrics_client_gone(key). */
+void mgmt_metrics_client_report(const void *key, const char *vol, const char *addr,
+                                const struct rpc_msg *msg);
+void mgmt_metrics_client_gone(const void *key);
 
 #endif

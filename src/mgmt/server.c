@@ -19,7 +19,8 @@
 struct peer {
     struct mgmt *m;
     char addr[INET6_ADDRSTRLEN];
-    int local; /* connected from one of this server's addresses */
+    int local;                      /* connected from one of this server's addresses */
+    char vol[MGMT_VOLNAME_MAX + 1]; /* the volume of its last GETVOL, "" before */
 };
 
 static void reply_text(struct rpc_conn *c, const struct rpc_frame *f, int status, const char *text,
@@ -128,6 +129,7 @@ static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *
     mgmt_layout_body(v, &b);
     /* The connection now hears about changes of this volume (notify.c). */
     mgmt_notify_subscribe(m, c, v->name, p->addr, dir);
+    snprintf(p->vol, sizeof(p->vol), "%s", v->name);
     pthread_mutex_unlock(&m->lock);
     rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, &b);
     rpc_buf_free(&b);
@@ -142,6 +144,11 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
         break;
     case RPC_OP_MGMT_GETVOL:
         handle_getvol(p, c, f);
+        break;
+    case RPC_OP_MGMT_CLIENT_STATS: /* a mount's counters, for the metrics */
+        if (p->vol[0])
+            mgmt_metrics_client_report(p, p->vol, p->addr, &f->msg);
+        rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, p->vol[0] ? 0 : -EINVAL, NULL);
         break;
     case RPC_OP_PING: /* mounts keep their connection and check it is alive */
         rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, NULL);
@@ -164,6 +171,7 @@ static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
 {
     struct peer *p = ctx;
     mgmt_notify_unsubscribe(p->m, c);
+    mgmt_metrics_client_gone(p);
     free(ctx);
     rpc_conn_put(c); /* the reference rpc_conn_new gave the accept loop */
 }
@@ -173,8 +181,7 @@ static const struct rpc_conn_ops ops = {
     .closed_cb = closed_cb,
 };
 
-/* Whether a connection comes from this server: its address can be bound. */
-static int addr_is_local(const struct sockaddr_storage *ss)
+int mgmt_addr_is_local(const struct sockaddr_storage *ss)
 {
     struct sockaddr_storage a = *ss;
     socklen_t len;
@@ -219,7 +226,7 @@ static void accept_one(struct mgmt *m, int lfd)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, p->addr, sizeof(p->addr));
         port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
-    p->local = addr_is_local(&ss);
+    p->local = mgmt_addr_is_local(&ss);
     snprintf(name, sizeof(name), "%s:%u", p->addr, port);
     struct rpc_conn *c = rpc_conn_new(fd, &ops, p, name);
     if (!c) {

@@ -27,7 +27,8 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_XATTRS] = K_BYTES, [RPC_T_EXTENTS] = K_BYTES, [RPC_T_LAYOUT] = K_BYTES,
     [RPC_T_LINKTO] = K_BYTES, [RPC_T_OPSTAT] = K_REP,    [RPC_T_CALLS] = K_U64,
     [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_SUBDIR] = K_STR,
-    [RPC_T_WAITING] = K_U64,  [RPC_T_TOPENTRY] = K_REP,  [RPC_T_TOPPERF] = K_BYTES,
+    [RPC_T_WAITING] = K_U64,  [RPC_T_BUCKET] = K_REP,    [RPC_T_ERRSTAT] = K_REP,
+    [RPC_T_COUNTER] = K_REP,  [RPC_T_TOPENTRY] = K_REP,  [RPC_T_TOPPERF] = K_BYTES,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -390,6 +391,15 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
                 break;
             case RPC_T_OPSTAT:
                 m->n_opstat++;
+                break;
+            case RPC_T_BUCKET:
+                m->n_bucket++;
+                break;
+            case RPC_T_ERRSTAT:
+                m->n_errstat++;
+                break;
+            case RPC_T_COUNTER:
+                m->n_counter++;
                 break;
             case RPC_T_TOPENTRY:
                 m->n_topentry++;

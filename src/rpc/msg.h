@@ -88,6 +88,9 @@ enum rpc_op {
     RPC_OP_MGMT_CLI = 100,    /* ARG...: one CLI command; reply: TEXT, STATUS */
     RPC_OP_MGMT_GETVOL = 101, /* NAME: volume layout for clients */
     RPC_OP_MGMT_RECONF = 102, /* cairnd -> brick: OPTION*, the live options' values */
+    /* mount -> cairnd, on its GETVOL connection: PATH (mount point), COUNTER*
+     * (docs/metrics.md); reply empty (ENOSYS from an older cairnd) */
+    RPC_OP_MGMT_CLIENT_STATS = 103,
     RPC_OP_MAX = 128,
 };
 
@@ -152,6 +155,11 @@ enum rpc_tag {
     /* 48-51: distribute (docs/replication.md, Distribute) */
     RPC_T_LAYOUT = 48, /* bytes: MKDIR: trusted.cairn.layout to set on the new directory */
     RPC_T_LINKTO = 49, /* bytes: MKNOD: trusted.cairn.linkto to set on the new (link-to) file */
+    /* 50-52: STATS with RPC_STATS_MONITOR (cairnd's metrics, docs/metrics.md) */
+    RPC_T_BUCKET = 50,  /* nested, rep, in OPSTAT: NSEC (upper bound), CALLS (requests that took
+                           at most that long, cumulative) */
+    RPC_T_ERRSTAT = 51, /* nested, rep, in OPSTAT: ERRNO, CALLS (requests that failed with it) */
+    RPC_T_COUNTER = 52, /* nested, rep: NAME, CALLS (a brick-wide count, see docs/protocol.md) */
     /* 53-54: TOP (brick/top.c) */
     RPC_T_TOPENTRY = 53, /* nested, rep: PATH, CALLS[, SIZE bytes, NSEC time] */
     RPC_T_TOPPERF = 54,  /* nested: request SIZE (block), CALLS (blocks); reply SIZE, NSEC */
@@ -237,6 +245,10 @@ static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
 #define RPC_STATS_CUMULATIVE 0u
 #define RPC_STATS_INTERVAL 1u
 #define RPC_STATS_CLEAR 2u
+/* Monitor: counters that only ever grow (never cleared by the above),
+ * with latency buckets and errors by errno per opcode, and the brick-wide
+ * COUNTERs (cairnd's metrics endpoint, docs/metrics.md). */
+#define RPC_STATS_MONITOR 3u
 
 /* TOP's FLAGS: the list asked for (volume top), or clear. */
 #define RPC_TOP_OPEN 0u
@@ -309,7 +321,8 @@ struct rpc_msg {
     struct rpc_time atime, mtime;
     struct rpc_lock lock;
     struct rpc_statfs statfs;
-    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat, n_topentry;
+    uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat, n_bucket, n_errstat,
+        n_counter, n_topentry;
     uint32_t groups[32]; /* the first 32 supplementary groups */
     const uint8_t *body;
     size_t body_len;

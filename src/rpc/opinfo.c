@@ -80,6 +80,7 @@ static const struct rpc_opinfo table[RPC_OP_MAX] = {
     [RPC_OP_MGMT_CLI] = {"MGMT_CLI", 0},
     [RPC_OP_MGMT_GETVOL] = {"MGMT_GETVOL", 0},
     [RPC_OP_MGMT_RECONF] = {"MGMT_RECONF", NO_HOLD},
+    [RPC_OP_MGMT_CLIENT_STATS] = {"MGMT_CLIENT_STATS", 0},
 };
 
 const struct rpc_opinfo *rpc_opinfo(uint64_t op)

@@ -228,9 +228,12 @@ class Cluster:
     """One cairnd on a loopback address, plus the volumes and mounts made
     through it. Use as a context manager or call close()."""
 
-    def __init__(self, host="127.0.0.10", port=MGMT_PORT, root=None, prefix="st-", uid=None):
-        """uid: run cairnd as that user (and group), its workdir theirs."""
+    def __init__(self, host="127.0.0.10", port=MGMT_PORT, root=None, prefix="st-", uid=None,
+                 args=()):
+        """uid: run cairnd as that user (and group), its workdir theirs;
+        args: more cairnd arguments (e.g. --metrics ADDR)."""
         self.host, self.port, self.uid = host, port, uid
+        self.args = list(args)
         self.root = root or tempfile.mkdtemp(prefix=prefix, dir="/tmp")
         os.chmod(self.root, 0o755)  # unprivileged test users traverse it
         self.workdir = os.path.join(self.root, "cairnd")
@@ -265,7 +268,7 @@ class Cluster:
             open(self.logfile, "ab").close()
             os.chown(self.logfile, self.uid, self.uid)
         args = [exe("cairnd"), "--foreground", "--listen", self.remote, "--workdir",
-                self.workdir, "--log-file", self.logfile, "--log-level", "DEBUG"]
+                self.workdir, "--log-file", self.logfile, "--log-level", "DEBUG"] + self.args
         drop = None if self.uid is None else drop_privs(self.uid, self.uid, [self.uid])
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                      stdout=open(self.logfile + ".out", "ab"),

@@ -89,10 +89,10 @@ static void test_brick_stats(void)
     rpc_buf_init(&out);
     CHECK_EQ(stats(RPC_STATS_CLEAR, &out, &m), 0);
     CHECK_EQ(m.n_opstat, 0);
-    brick_stats_note(RPC_OP_CREATE, 1000, 0);
-    brick_stats_note(RPC_OP_CREATE, 3000, 0);
-    brick_stats_note(RPC_OP_WRITE, 500, 4096);
-    brick_stats_note(RPC_OP_STATS, 1, 0); /* not counted */
+    brick_stats_note(RPC_OP_CREATE, 1000, 0, 0);
+    brick_stats_note(RPC_OP_CREATE, 3000, 0, 0);
+    brick_stats_note(RPC_OP_WRITE, 500, 4096, 0);
+    brick_stats_note(RPC_OP_STATS, 1, 0, 0); /* not counted */
     CHECK_EQ(stats(RPC_STATS_CUMULATIVE, &out, &m), 0);
     CHECK_EQ(m.n_opstat, 2);
     uint64_t bytes = 0;
@@ -105,7 +105,7 @@ static void test_brick_stats(void)
     CHECK_EQ(stats(RPC_STATS_INTERVAL, &out, &m), 0);
     CHECK_EQ(calls_of(&m, RPC_OP_CREATE, NULL), 2);
     CHECK_EQ(m.gen, 0);
-    brick_stats_note(RPC_OP_CREATE, 10, 0);
+    brick_stats_note(RPC_OP_CREATE, 10, 0, 0);
     CHECK_EQ(stats(RPC_STATS_INTERVAL, &out, &m), 0);
     CHECK_EQ(calls_of(&m, RPC_OP_CREATE, NULL), 1);
     CHECK_EQ(calls_of(&m, RPC_OP_WRITE, NULL), -1);
@@ -117,9 +117,73 @@ static void test_brick_stats(void)
     rpc_buf_free(&out);
 }
 
+/* The monitor counters: never cleared, buckets cumulative and ending at
+ * CALLS, failures by errno. */
+static void test_brick_monitor(void)
+{
+    struct rpc_buf out;
+    struct rpc_msg m;
+    rpc_buf_init(&out);
+    CHECK_EQ(stats(RPC_STATS_MONITOR, &out, &m), 0);
+    long long before = calls_of(&m, RPC_OP_UNLINK, NULL);
+    if (before < 0)
+        before = 0;
+    brick_stats_note(RPC_OP_UNLINK, 50000, 0, 0);         /* first bucket (100 us) */
+    brick_stats_note(RPC_OP_UNLINK, 3000000, 0, -ENOENT); /* 5 ms */
+    brick_stats_note(RPC_OP_UNLINK, 3000000, 0, -ENOENT);
+    brick_stats_note(RPC_OP_UNLINK, 20000000000ull, 0, -EACCES); /* above every bound */
+    CHECK_EQ(stats(RPC_STATS_CLEAR, &out, &m), 0);               /* profile's clear */
+    CHECK_EQ(stats(RPC_STATS_MONITOR, &out, &m), 0);
+    CHECK_EQ(calls_of(&m, RPC_OP_UNLINK, NULL), before + 4);
+    CHECK(m.n_counter >= 2);
+    struct rpc_iter it;
+    struct rpc_field f;
+    rpc_iter_init(&it, m.body, m.body_len);
+    int seen = 0;
+    while (rpc_iter_next(&it, &f) > 0) {
+        struct rpc_msg s;
+        if (f.tag != RPC_T_OPSTAT || rpc_msg_decode(f.val, f.len, &s, NULL) < 0 ||
+            s.op != RPC_OP_UNLINK)
+            continue;
+        seen = 1;
+        CHECK_EQ(s.n_bucket, 16);
+        uint64_t prev = 0, at_100us = 0, at_5ms = 0, last = 0;
+        uint64_t enoent = 0, eacces = 0;
+        struct rpc_iter jt;
+        struct rpc_field g;
+        rpc_iter_init(&jt, s.body, s.body_len);
+        while (rpc_iter_next(&jt, &g) > 0) {
+            struct rpc_msg x;
+            if (rpc_msg_decode(g.val, g.len, &x, NULL) < 0)
+                continue;
+            if (g.tag == RPC_T_BUCKET) {
+                CHECK(x.calls >= prev);
+                prev = last = x.calls;
+                if (x.nsec == 100000)
+                    at_100us = x.calls;
+                if (x.nsec == 5000000)
+                    at_5ms = x.calls;
+            } else if (g.tag == RPC_T_ERRSTAT) {
+                if (x.err == ENOENT)
+                    enoent = x.calls;
+                if (x.err == EACCES)
+                    eacces = x.calls;
+            }
+        }
+        CHECK(at_100us >= 1);
+        CHECK_EQ(at_5ms - at_100us >= 2, 1);
+        CHECK_EQ(s.calls - last >= 1, 1); /* the 20 s one is only in +Inf */
+        CHECK(enoent >= 2);
+        CHECK(eacces >= 1);
+    }
+    CHECK(seen);
+    rpc_buf_free(&out);
+}
+
 int main(void)
 {
     test_client_opstats();
     test_brick_stats();
+    test_brick_monitor();
     return check_summary("test_counters");
 }

@@ -60,9 +60,11 @@ static const struct {
     {RPC_OP_ACCUSED, "ACCUSED"},
     {RPC_OP_ACCUSED_SEEN, "ACCUSED_SEEN"},
     {RPC_OP_STATS, "STATS"},
+    {RPC_OP_TOP, "TOP"},
     {RPC_OP_MGMT_CLI, "MGMT_CLI"},
     {RPC_OP_MGMT_GETVOL, "MGMT_GETVOL"},
     {RPC_OP_MGMT_RECONF, "MGMT_RECONF"},
+    {RPC_OP_MGMT_CLIENT_STATS, "MGMT_CLIENT_STATS"},
 };
 #define N_ALL (sizeof(all) / sizeof(all[0]))
 
