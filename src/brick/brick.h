@@ -116,6 +116,8 @@ int brick_statedump(struct brick *b, char *written, size_t len);
  * its locks with sd_lock, writing "skipped=busy" when it cannot). */
 void brick_space_dump(struct brick *b, FILE *f);
 void brick_conns_dump(struct brick *b, FILE *f);
+/* One RPC_T_CLIENT per handshaken connection but asker (STATS CLIENTS). */
+void brick_conns_put_clients(struct brick *b, const struct brick_conn *asker, struct rpc_buf *out);
 void brick_lease_dump(struct brick *b, FILE *f);
 void brick_locks_dump(struct brick *b, FILE *f);
 

@@ -365,3 +365,23 @@ void brick_conns_dump(struct brick *b, FILE *f)
         conn_dump(bc, ++n, f);
     pthread_mutex_unlock(&b->conns_lock);
 }
+
+void brick_conns_put_clients(struct brick *b, const struct brick_conn *asker, struct rpc_buf *out)
+{
+    pthread_mutex_lock(&b->conns_lock);
+    for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next) {
+        pthread_mutex_lock(&bc->lock);
+        int live = bc != asker && bc->rc && bc->handshaken && !bc->closed;
+        pthread_mutex_unlock(&bc->lock);
+        if (!live)
+            continue;
+        uint64_t rx, tx;
+        rpc_conn_bytes(bc->rc, &rx, &tx);
+        size_t mark = rpc_put_begin(out, RPC_T_CLIENT);
+        rpc_put_str(out, RPC_T_HOST, bc->peer);
+        rpc_put_u64(out, RPC_T_SIZE, rx);
+        rpc_put_u64(out, RPC_T_OFFSET, tx);
+        rpc_put_end(out, mark);
+    }
+    pthread_mutex_unlock(&b->conns_lock);
+}

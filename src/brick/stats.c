@@ -171,6 +171,10 @@ int brick_op_stats(struct brick_req *r)
         put_monitor(r);
         return 0;
     }
+    if (flags == RPC_STATS_CLIENTS) {
+        brick_conns_put_clients(r->b, r->bc, r->out);
+        return 0;
+    }
     if (flags > RPC_STATS_CLEAR) {
         snprintf(r->text, sizeof(r->text), "unknown STATS flags %llu", (unsigned long long)flags);
         return -EINVAL;

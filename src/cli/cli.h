@@ -28,4 +28,7 @@ int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv);
  * [bs B count N] [brick B] [list-cnt N] (top.c); returns the exit status. */
 int cli_volume_top(const struct net_addr *mgmt, int argc, char **argv);
 
+/* volume status NAME clients (clients.c); returns the exit status. */
+int cli_volume_status_clients(const struct net_addr *mgmt, int argc, char **argv);
+
 #endif

@@ -115,6 +115,13 @@ int main(int argc, char **argv)
             return xml_fail(EOPNOTSUPP, "volume profile has no XML output; run it without --xml");
         return cli_volume_profile(&addr, argc - i, argv + i);
     }
+    if (argc - i == 4 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "status") == 0 &&
+        strcmp(argv[i + 3], "clients") == 0) {
+        if (xml)
+            return xml_fail(EOPNOTSUPP, "volume status clients has no XML output; run it without "
+                                        "--xml");
+        return cli_volume_status_clients(&addr, argc - i, argv + i);
+    }
     if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "top") == 0) {
         if (xml)
             return xml_fail(EOPNOTSUPP, "volume top has no XML output; run it without --xml");

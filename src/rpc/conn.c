@@ -64,8 +64,9 @@ struct rpc_conn {
     size_t rx_pos, rx_len; /* unconsumed bytes are rx[rx_pos, rx_len) */
     uint8_t *tx;           /* gathered frames, under send_lock */
     size_t tx_cap;
-    size_t tx_len; /* written under send_lock; read racily by the reader */
-    int tx_reply;  /* a gathered reply among them: the reader flushes (same) */
+    size_t tx_len;               /* written under send_lock; read racily by the reader */
+    int tx_reply;                /* a gathered reply among them: the reader flushes (same) */
+    uint64_t rx_bytes, tx_bytes; /* read from and written to the socket (atomic) */
 };
 
 /* The connection whose reader thread this is. */
@@ -150,6 +151,12 @@ const char *rpc_conn_peer(struct rpc_conn *c)
     return c->peer;
 }
 
+void rpc_conn_bytes(struct rpc_conn *c, uint64_t *rx, uint64_t *tx)
+{
+    *rx = __atomic_load_n(&c->rx_bytes, __ATOMIC_RELAXED);
+    *tx = __atomic_load_n(&c->tx_bytes, __ATOMIC_RELAXED);
+}
+
 void *rpc_conn_ctx(struct rpc_conn *c)
 {
     return c->ctx;
@@ -166,6 +173,7 @@ static int send_all(struct rpc_conn *c, struct iovec *v, int niov)
                 continue;
             return -errno;
         }
+        __atomic_add_fetch(&c->tx_bytes, (uint64_t)n, __ATOMIC_RELAXED);
         size_t done = (size_t)n;
         while (niov > 0 && done >= v->iov_len) {
             done -= v->iov_len;
@@ -518,6 +526,7 @@ static int rx_fill(struct rpc_conn *c)
         ssize_t n = read(c->fd, c->rx + c->rx_len, RX_BUF - c->rx_len);
         if (n > 0) {
             c->rx_len += (size_t)n;
+            __atomic_add_fetch(&c->rx_bytes, (uint64_t)n, __ATOMIC_RELAXED);
             return 0;
         }
         if (n == 0)
@@ -558,6 +567,7 @@ static int read_frame(struct rpc_conn *c, struct rpc_frame *f, const char **why)
             *why = "connection lost inside a frame";
             return rc;
         }
+        __atomic_add_fetch(&c->rx_bytes, (uint64_t)(len - have), __ATOMIC_RELAXED);
     }
     if (rpc_crc32c(0, f->body, len) != f->hdr.body_crc) {
         *why = "body checksum mismatch";

@@ -53,6 +53,8 @@ void rpc_conn_put(struct rpc_conn *c);
 void rpc_conn_close(struct rpc_conn *c, int reason);
 int rpc_conn_is_open(struct rpc_conn *c);
 const char *rpc_conn_peer(struct rpc_conn *c);
+/* Bytes read from and written to the socket so far. */
+void rpc_conn_bytes(struct rpc_conn *c, uint64_t *rx, uint64_t *tx);
 void *rpc_conn_ctx(struct rpc_conn *c);
 
 /* Sends a request; cb runs on the reader thread when the reply arrives, or

@@ -163,6 +163,8 @@ enum rpc_tag {
     /* 53-54: TOP (brick/top.c) */
     RPC_T_TOPENTRY = 53, /* nested, rep: PATH, CALLS[, SIZE bytes, NSEC time] */
     RPC_T_TOPPERF = 54,  /* nested: request SIZE (block), CALLS (blocks); reply SIZE, NSEC */
+    RPC_T_CLIENT = 55,   /* nested, rep: STATS CLIENTS reply: HOST (peer address:port), SIZE (bytes
+                            read from it), OFFSET (bytes written to it) */
     RPC_T_OPSTAT = 56,   /* nested, repeated: OP, CALLS, NSEC, NSECMAX, SIZE (bytes moved) */
     RPC_T_CALLS = 57,    /* u: number of requests */
     RPC_T_NSEC = 58,     /* u: nanoseconds (a latency sum, a duration) */
@@ -249,6 +251,8 @@ static inline mode_t rpc_kill_suidgid_mode(mode_t mode)
  * with latency buckets and errors by errno per opcode, and the brick-wide
  * COUNTERs (cairnd's metrics endpoint, docs/metrics.md). */
 #define RPC_STATS_MONITOR 3u
+/* The brick's client connections, for `volume status VOL clients`. */
+#define RPC_STATS_CLIENTS 4u
 
 /* TOP's FLAGS: the list asked for (volume top), or clear. */
 #define RPC_TOP_OPEN 0u
@@ -322,7 +326,7 @@ struct rpc_msg {
     struct rpc_lock lock;
     struct rpc_statfs statfs;
     uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat, n_bucket, n_errstat,
-        n_counter, n_topentry;
+        n_counter, n_topentry, n_client;
     uint32_t groups[32]; /* the first 32 supplementary groups */
     const uint8_t *body;
     size_t body_len;

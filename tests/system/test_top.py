@@ -2,7 +2,8 @@
 brick, in GlusterFS's layout. A mount opens, reads (O_DIRECT, so every
 read reaches the brick), writes and lists known paths a known number of
 times; top must list them first, with at least those counts, and the
-perf lists must time a real write and read on each brick.
+perf lists must time a real write and read on each brick. Also `volume
+status VOL clients`, the bricks' client connections.
 One cairnd on 127.0.0.235, a replica 2 volume (each brick counts what it
 served).
 
@@ -129,3 +130,46 @@ def test_errors(c):
                                                                     f"{HOST}:/nowhere")
     r = c.cli("volume", "top", "nosuch", "open", check=False)
     assert r.returncode != 0 and "volume top: failed" in r.stdout + r.stderr
+
+
+def test_status_clients(c):
+    """`volume status VOL clients`: every brick lists the mounts' connections
+    (and the self-heal daemon's), with the bytes it read from each: a 1 MiB
+    write through a mount shows on every copy."""
+    before = clients(c)
+    with open(os.path.join(c.mnt.path, "big"), "wb") as f:
+        f.write(os.urandom(1 << 20))
+        f.flush()
+        os.fsync(f.fileno())
+    after = clients(c)
+    assert sorted(after) == sorted(f"{HOST}:{b}" for b in c.volumes[VOL])
+    for brick, rows in after.items():
+        assert len(rows) >= 2, after  # this module's mounts at least
+        grew = [h for h, (rd, _) in rows.items() if rd - before[brick].get(h, (0, 0))[0] >= 1 << 20]
+        assert grew, (before, after)
+        assert all(wr > 0 for _, wr in rows.values())
+    r = c.cli("volume", "status", "nosuch", "clients", check=False)
+    assert r.returncode != 0 and "volume status: failed" in r.stdout + r.stderr
+
+
+def clients(c):
+    """{brick: {host: (bytes read, bytes written)}} from status clients."""
+    out = c.cli("volume", "status", VOL, "clients").stdout
+    assert out.startswith(f"Client connections for volume {VOL}\n"), out
+    res, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^Brick : (\S+)$", line)
+        if m:
+            cur = res.setdefault(m.group(1), {})
+            continue
+        m = re.match(r"^Clients connected : (\d+)$", line)
+        if m:
+            n = int(m.group(1))
+            continue
+        m = re.match(r"^(\d+\.\d+\.\d+\.\d+:\d+)\s+(\d+)\s+(\d+)\s+-$", line)
+        if m:
+            cur[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    for rows in res.values():
+        assert rows
+    assert n == len(cur)
+    return res
