@@ -119,10 +119,11 @@ $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
-# cairnd takes the distribute layer's pure name hash for volume import.
+# cairnd takes the distribute layer's pure name hash for volume import, and
+# libsystemd for its readiness report (sd_notify; only main.c calls it).
 $(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ) $(BUILD)/obj/src/client/dht_layout.o
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
+	$(CC) -o $@ $^ -lraft -luv -lsystemd $(LDLIBS_ALL)
 
 $(BUILD)/bin/cairn: $(call obj,$(CLI_SRC)) $(CLIENT_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
