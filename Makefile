@@ -1,4 +1,5 @@
-# Cairn build. `make` builds everything into build/; `make SAN=1` builds with
+# Cairn build. `make` builds everything into build/ (`make programs` only
+# what `make install` installs); `make SAN=1` builds with
 # ASan+UBSan into build-san/; `make test` runs the unit tests. `make install`
 # puts the programs, libcairn and its header and cairn.pc under PREFIX
 # (default /usr/local; DESTDIR for staging), and the nbdkit plugin in nbdkit's
@@ -18,7 +19,7 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werro
 	-Wno-unused-parameter -pthread -MMD -MP $(OPT) $(SANFLAGS)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null) -luring
-CFLAGS_ALL = $(CFLAGS_BASE) $(CFLAGS)
+CFLAGS_ALL = $(CFLAGS_BASE) $(CPPFLAGS) $(CFLAGS)
 LDLIBS_ALL = -pthread $(SANFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard src/lib/*.c) $(wildcard src/rpc/*.c)
@@ -78,8 +79,10 @@ NBD_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werror
 	-Wno-unused-parameter $(OPT) -fPIC -shared -pthread $(SANFLAGS) -Iinclude \
 	$(shell pkg-config --cflags nbdkit 2>/dev/null)
 
-all: $(BINS) $(BUILD)/bin/mount.cairn $(UNIT_BINS) $(FUZZ_REPLAY) $(BUILD)/lib/libcairn.so \
-	$(LIBCAIRN_PROGS) $(NBD_TARGET)
+all: programs $(UNIT_BINS) $(FUZZ_REPLAY) $(LIBCAIRN_PROGS)
+
+# What `make install` installs (the Debian package builds only this).
+programs: $(BINS) $(BUILD)/bin/mount.cairn $(BUILD)/lib/libcairn.so $(NBD_TARGET)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -175,7 +178,7 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
-install: all
+install: programs
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)/sbin $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/cairn $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/sbin/
@@ -207,5 +210,5 @@ format:
 format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 
-.PHONY: all test install clean format format-check fuzz nbd-plugin-skipped
+.PHONY: all programs test install clean format format-check fuzz nbd-plugin-skipped
 -include $(shell find $(BUILD) build-fuzz -name '*.d' 2>/dev/null)
