@@ -115,7 +115,12 @@ def test_packages_build_install_mount_and_purge(tmp):
     use_systemd = own_workdir and systemd_reaches_us()
     files = []
     try:
-        run("dpkg", "-i", *debs)
+        if use_systemd:
+            # the package starts cairnd on installation: on our address, not
+            # on every address, where the other tests' cairnds listen
+            with open("/etc/default/cairnd", "w") as f:
+                f.write(f'CAIRND_OPTIONS="--listen {HOST}"\n')
+        run("dpkg", "-i", "--force-confold", *debs)
         for p in PACKAGES:
             files += [f for f in run("dpkg", "-L", p).stdout.split("\n")
                       if f and os.path.isfile(f)]
@@ -132,8 +137,6 @@ def test_packages_build_install_mount_and_purge(tmp):
 
         # cairnd: through its unit, or as the unit would run it
         if use_systemd:
-            with open("/etc/default/cairnd", "w") as f:
-                f.write(f'CAIRND_OPTIONS="--listen {HOST}"\n')
             run("systemctl", "restart", "cairnd")
             assert run("systemctl", "is-active", "cairnd").stdout.strip() == "active"
         else:
@@ -197,6 +200,8 @@ def test_packages_build_install_mount_and_purge(tmp):
                 pass
         for pid in run("pgrep", "-f", f"--brick-path {brick}", check=False).stdout.split():
             os.kill(int(pid), signal.SIGKILL)
+        if use_systemd:
+            subprocess.run(["systemctl", "stop", "cairnd"], capture_output=True)
         r = subprocess.run(["apt-get", "purge", "-y", "-q", *PACKAGES], capture_output=True,
                            text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
         # purge removes cairnd's logs and runtime files, keeps the pool's state
