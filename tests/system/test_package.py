@@ -133,6 +133,10 @@ def test_packages_build_install_mount_and_purge(tmp):
                   "/usr/include/cairn/cairn.h"]:
             assert f in files or os.path.realpath(f) in map(os.path.realpath, files), f
         assert run("pkg-config", "--libs", "cairn").stdout.strip() == "-lcairn"
+        if shutil.which("systemd-analyze"):
+            # the installed unit, its command and its man page
+            r = run("systemd-analyze", "verify", "/lib/systemd/system/cairnd.service")
+            assert r.stdout + r.stderr == "", r.stdout + r.stderr
         run("man", "-w", "cairn-fuse", env=dict(os.environ, MANPATH="/usr/share/man"))
 
         # cairnd: through its unit, or as the unit would run it

@@ -6,13 +6,15 @@ No systemd needed: the test plays the service manager's part, binding the
 datagram socket cairnd is told about in NOTIFY_SOCKET."""
 
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
 
-from cairn_cluster import Cluster, kill_pid, port_open
+from cairn_cluster import REPO, Cluster, exe, kill_pid, port_open
 
 HOST = "127.0.0.214"
 
@@ -96,3 +98,36 @@ def test_sighup_to_cairnd_reopens_brick_logs(pool):
     assert c.proc.poll() is None
     wait_for(lambda: "passed on to 1 brick process" in open(c.logfile).read(), 10,
              "cairnd to log the SIGHUP")
+
+
+UNIT = os.path.join(REPO, "extras", "systemd", "cairnd.service")
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is missing")
+def test_unit_file_parses(tmp_path):
+    """systemd reads every line of cairnd.service (a misspelt key or value
+    is only a warning to it: any output fails this)."""
+    text = open(UNIT).read()
+    assert "Type=notify" in text and "ExecReload=/bin/kill -HUP $MAINPID" in text
+    unit = tmp_path / "cairnd.service"
+    unit.write_text(text.replace("/usr/sbin/cairnd", exe("cairnd")))
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout + r.stderr == "", r.stdout + r.stderr
+
+
+def test_mount_helper_takes_what_systemd_and_mount_pass(tmp_path):
+    """A mount unit from an fstab line runs `mount -t cairn -o OPTIONS`, and
+    mount(8) runs mount.cairn with -n/-s/-v and the options: those for
+    mount(8) and systemd alone are dropped, the rest reach cairn-fuse."""
+    r = subprocess.run(
+        [exe("mount.cairn"), "server1:/vol1", str(tmp_path), "-s", "-n", "-f", "-v", "-o",
+         "rw,_netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=30,noatime,"
+         "backup-servers=s2:s3,comment=x,defaults", "-t", "cairn"],
+        capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().endswith(
+        f"cairn-fuse server1:/vol1 {tmp_path} -o noatime,backup-servers=s2:s3"), r.stderr
+    r = subprocess.run([exe("mount.cairn"), "server1:/vol1", str(tmp_path), "-Z"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode != 0 and "unknown flag -Z" in r.stderr
