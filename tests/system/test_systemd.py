@@ -95,6 +95,9 @@ def test_sighup_to_cairnd_reopens_brick_logs(pool):
     wait_for(lambda: os.path.exists(log), 10, f"brick {brick} to open {log} again")
     wait_for(lambda: os.path.exists(c.logfile), 10, "cairnd to open its log again")
     assert c.brick_status("hv")[0][3] == pid, "the brick restarted instead of reopening"
+    # its standard output and error (a crash message) follow the log too
+    for fd in (1, 2):
+        assert os.readlink(f"/proc/{pid}/fd/{fd}") == log, fd
     assert c.proc.poll() is None
     wait_for(lambda: "passed on to 1 brick process" in open(c.logfile).read(), 10,
              "cairnd to log the SIGHUP")
