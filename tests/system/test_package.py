@@ -26,6 +26,7 @@ from cairn_cluster import REPO, mounted, port_open
 HOST = "127.0.0.218"
 PACKAGES = ["cairn-server", "cairn-client", "libcairn1", "libcairn-dev"]
 WORKDIR = "/var/lib/cairnd"
+LOGDIR = "/var/log/cairn"
 # sources a package build needs; tests/, bench/ and build outputs stay out
 TREE = ["Makefile", "debian", "extras", "include", "man", "src", "examples"]
 
@@ -206,6 +207,15 @@ def test_packages_build_install_mount_and_purge(tmp):
             os.kill(int(pid), signal.SIGKILL)
         if use_systemd:
             subprocess.run(["systemctl", "stop", "cairnd"], capture_output=True)
+        # purging cairn-client removes /var/log/cairn: the logs of mounts
+        # made by other tests (from the build tree) wait aside meanwhile,
+        # and a log of our own shows that purge removes it
+        logs_aside = None
+        if os.path.isdir(LOGDIR):
+            logs_aside = LOGDIR + ".pkgtest-aside"
+            os.rename(LOGDIR, logs_aside)
+        os.makedirs(LOGDIR, exist_ok=True)
+        open(os.path.join(LOGDIR, "mnt-pkgtest.log"), "w").close()
         r = subprocess.run(["apt-get", "purge", "-y", "-q", *PACKAGES], capture_output=True,
                            text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
         # purge removes cairnd's logs and runtime files, keeps the pool's state
@@ -214,13 +224,20 @@ def test_packages_build_install_mount_and_purge(tmp):
             shutil.rmtree(WORKDIR, ignore_errors=True)
         if backup:
             os.replace(backup, helper)
+        logs_purged = not os.path.exists(LOGDIR)
+        if logs_aside:
+            os.makedirs(LOGDIR, exist_ok=True)
+            for name in os.listdir(logs_aside):
+                os.replace(os.path.join(logs_aside, name), os.path.join(LOGDIR, name))
+            os.rmdir(logs_aside)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert logs_purged, f"purge left {LOGDIR}"
     for p in PACKAGES:
         assert not installed(p), p
     left = [f for f in files if os.path.lexists(f) and not (backup and f == helper)]
     assert left == [], left
     for d in ["/etc/default/cairnd", "/etc/logrotate.d/cairn-server",
-              "/etc/logrotate.d/cairn-client", "/var/log/cairn",
+              "/etc/logrotate.d/cairn-client",
               "/usr/share/doc/cairn-server", "/usr/include/cairn"]:
         assert not os.path.exists(d), d
     assert not os.path.lexists("/etc/systemd/system/multi-user.target.wants/cairnd.service")
