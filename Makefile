@@ -1,7 +1,8 @@
 # Cairn build. `make` builds everything into build/ (`make programs` only
 # what `make install` installs); `make SAN=1` builds with
 # ASan+UBSan into build-san/; `make test` runs the unit tests. `make install`
-# puts the programs, libcairn and its header and cairn.pc under PREFIX
+# puts the programs, libcairn and its header and cairn.pc, the man pages
+# and the bash completion under PREFIX
 # (default /usr/local; DESTDIR for staging), and the nbdkit plugin in nbdkit's
 # plugin directory when nbdkit-plugin-dev is installed.
 CC ?= cc
@@ -177,6 +178,8 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
 install: programs
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)/sbin $(DESTDIR)$(LIBDIR) \
@@ -190,6 +193,9 @@ install: programs
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		src/libcairn/cairn.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
+	install -d $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
+	install -m 644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 extras/bash-completion/cairn $(DESTDIR)$(BASHCOMPDIR)/cairn
 ifneq ($(NBDKIT_PLUGINDIR),)
 	install -d $(DESTDIR)$(NBDKIT_PLUGINDIR) $(BUILD)/install
 	$(CC) $(NBD_CFLAGS) -o $(BUILD)/install/nbdkit-cairn-plugin.so src/nbd/nbdkit-cairn-plugin.c \
