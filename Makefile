@@ -1,6 +1,8 @@
-# Cairn build. `make` builds everything into build/; `make SAN=1` builds with
+# Cairn build. `make` builds everything into build/ (`make programs` only
+# what `make install` installs); `make SAN=1` builds with
 # ASan+UBSan into build-san/; `make test` runs the unit tests. `make install`
-# puts the programs, libcairn and its header and cairn.pc under PREFIX
+# puts the programs, libcairn and its header and cairn.pc, the man pages
+# and the bash completion under PREFIX
 # (default /usr/local; DESTDIR for staging), and the nbdkit plugin in nbdkit's
 # plugin directory when nbdkit-plugin-dev is installed.
 CC ?= cc
@@ -18,7 +20,7 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werro
 	-Wno-unused-parameter -pthread -MMD -MP $(OPT) $(SANFLAGS)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null) -luring
-CFLAGS_ALL = $(CFLAGS_BASE) $(CFLAGS)
+CFLAGS_ALL = $(CFLAGS_BASE) $(CPPFLAGS) $(CFLAGS)
 LDLIBS_ALL = -pthread $(SANFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard src/lib/*.c) $(wildcard src/rpc/*.c)
@@ -78,8 +80,10 @@ NBD_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werror
 	-Wno-unused-parameter $(OPT) -fPIC -shared -pthread $(SANFLAGS) -Iinclude \
 	$(shell pkg-config --cflags nbdkit 2>/dev/null)
 
-all: $(BINS) $(BUILD)/bin/mount.cairn $(UNIT_BINS) $(FUZZ_REPLAY) $(BUILD)/lib/libcairn.so \
-	$(LIBCAIRN_PROGS) $(NBD_TARGET)
+all: programs $(UNIT_BINS) $(FUZZ_REPLAY) $(LIBCAIRN_PROGS)
+
+# What `make install` installs (the Debian package builds only this).
+programs: $(BINS) $(BUILD)/bin/mount.cairn $(BUILD)/lib/libcairn.so $(NBD_TARGET)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -119,10 +123,11 @@ $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
-# cairnd takes the distribute layer's pure name hash for volume import.
+# cairnd takes the distribute layer's pure name hash for volume import, and
+# libsystemd for its readiness report (sd_notify; only main.c calls it).
 $(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ) $(BUILD)/obj/src/client/dht_layout.o
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ -lraft -luv $(LDLIBS_ALL)
+	$(CC) -o $@ $^ -lraft -luv -lsystemd $(LDLIBS_ALL)
 
 $(BUILD)/bin/cairn: $(call obj,$(CLI_SRC)) $(CLIENT_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -173,8 +178,10 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
-install: all
+install: programs
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)/sbin $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(INCLUDEDIR)/cairn $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/sbin/
@@ -186,6 +193,9 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 		src/libcairn/cairn.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/cairn.pc
+	install -d $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
+	install -m 644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 extras/bash-completion/cairn $(DESTDIR)$(BASHCOMPDIR)/cairn
 ifneq ($(NBDKIT_PLUGINDIR),)
 	install -d $(DESTDIR)$(NBDKIT_PLUGINDIR) $(BUILD)/install
 	$(CC) $(NBD_CFLAGS) -o $(BUILD)/install/nbdkit-cairn-plugin.so src/nbd/nbdkit-cairn-plugin.c \
@@ -206,5 +216,5 @@ format:
 format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 
-.PHONY: all test install clean format format-check fuzz nbd-plugin-skipped
+.PHONY: all programs test install clean format format-check fuzz nbd-plugin-skipped
 -include $(shell find $(BUILD) build-fuzz -name '*.d' 2>/dev/null)

@@ -37,6 +37,9 @@ ls build-fuzz/fuzz_* | grep -v '\.d$' | xargs -P "$(nproc)" -n 1 scripts/fuzz-on
 echo "== system tests on real mounts (ASan+UBSan daemons and clients)"
 # Daemons and FUSE clients are killed by the tests; leak reports at those
 # exits are noise, real memory errors still abort.
-# deps.sh installed glusterfs-server: test_import.py must not skip.
+# deps.sh installed glusterfs-server and debhelper: test_import.py and
+# test_package.py (which builds, installs and purges the Debian packages)
+# must not skip.
 ASAN_OPTIONS=abort_on_error=1:detect_leaks=0 CAIRN_BUILD="$PWD/build-san" CAIRN_TEST_GLUSTERFS=1 \
+    CAIRN_TEST_PACKAGE=1 \
     /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=25 tests/system bench/tests

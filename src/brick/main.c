@@ -16,7 +16,9 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: cairn-brickd --volume NAME --brick-path PATH --listen HOST:PORT\n"
                  "                    [--brick-id ID] [--log-file FILE] [--log-level LEVEL]\n"
-                 "                    [--threads N]\n");
+                 "                    [--threads N]\n"
+                 "       cairn-brickd --help\n"
+                 "cairnd runs one per brick of a started volume; SIGHUP reopens the log file.\n");
 }
 
 int main(int argc, char **argv)

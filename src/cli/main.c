@@ -25,7 +25,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] [--xml] <command> ...\n"
-               "       cairn help | --version | volume set help\n"
+               "       cairn help | --help | --version | volume set help\n"
                "--xml: output as GlusterFS's `gluster --xml` does (volume info, volume status,\n"
                "       volume heal VOL info [summary|split-brain]; other commands in <output>)\n");
 }

@@ -12,10 +12,11 @@
 #include "../lib/log.h"
 #include "bridge.h"
 
-static void usage(const char *prog)
+static void usage(FILE *f, const char *prog)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: %s HOST[:PORT]:/VOLNAME[/DIR] MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d]\n"
+            "  -h, --help            show this help (man cairn-fuse has more)\n"
             "  -f                    stay in the foreground\n"
             "  -d                    debug: foreground, FUSE requests traced\n"
             "  -o ping-timeout=SEC   brick liveness timeout, whole seconds (default: the\n"
@@ -23,8 +24,8 @@ static void usage(const char *prog)
             "  -o backup-servers=HOST[:PORT]:HOST[:PORT]...   cairnd servers to fetch the\n"
             "                        volume from when HOST of the spec does not answer\n"
             "                        (also backup-volfile-servers=, GlusterFS's name)\n"
-            "  -o attribute-timeout=SEC, entry-timeout=SEC   fix this mount's kernel cache\n"
-            "                        times, under leases and without them (default: leases\n"
+            "  -o attribute-timeout=SEC, -o entry-timeout=SEC   fix this mount's kernel\n"
+            "                        cache times, under leases and without them (default: leases\n"
             "                        decide); above 0 another client's change may show up\n"
             "                        to SEC seconds late here\n"
             "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
@@ -320,7 +321,7 @@ int cf_parse_args(int argc, char **argv, struct cf_config *c)
         } else if (!strcmp(a, "-d")) {
             c->debug = 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(argv[0]);
+            usage(stdout, argv[0]);
             exit(0);
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "cairn-fuse: unknown flag %s\n", a);
@@ -343,7 +344,7 @@ int cf_parse_args(int argc, char **argv, struct cf_config *c)
         c->foreground = 1;
     return 0;
 usage:
-    usage(argv[0]);
+    usage(stderr, argv[0]);
     return -EINVAL;
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +20,9 @@ static int log_fd = 2;
 static char log_path[PATH_MAX]; /* what log_open opened, for log_reopen */
 /* Set by log_reopen: the next line logged says the file was reopened. */
 static volatile sig_atomic_t log_reopened;
+/* Descriptors 1 and 2 that were the log file at log_open (bit 1 << fd):
+ * log_reopen moves them to the new file too. */
+static int log_std_same;
 
 static const char *const level_names[] = {"E", "W", "I", "D", "T"};
 
@@ -34,6 +38,12 @@ int log_open(const char *path)
     if (fd < 0)
         return -errno;
     log_fd = fd;
+    struct stat lst, st;
+    log_std_same = 0;
+    if (fstat(fd, &lst) == 0)
+        for (int std = 1; std <= 2; std++)
+            if (fstat(std, &st) == 0 && st.st_dev == lst.st_dev && st.st_ino == lst.st_ino)
+                log_std_same |= 1 << std;
     if (strlen(path) < sizeof(log_path))
         memcpy(log_path, path, strlen(path) + 1);
     return 0;
@@ -53,6 +63,9 @@ int log_reopen(void)
     /* dup3 swaps the file under log_fd at once: a line written meanwhile
      * goes wholly to the old file or wholly to the new one. */
     int rc = dup3(fd, log_fd, O_CLOEXEC) < 0 ? -errno : 0;
+    for (int std = 1; std <= 2 && rc == 0; std++)
+        if (log_std_same & (1 << std))
+            (void)dup2(fd, std);
     close(fd);
     if (rc == 0)
         log_reopened = 1;

@@ -11,7 +11,10 @@ int log_open(const char *path);
 /* Opens the log file again by the path log_open was given, so that a file
  * logrotate moved away is replaced by a new one. Async-signal-safe (open,
  * dup3, close): callable from a signal handler. The next line logged says
- * so. 0 (also when logging to stderr) or -errno, the old file kept. */
+ * so. 0 (also when logging to stderr) or -errno, the old file kept.
+ * Standard output and error that were the log file at log_open (a brick or
+ * self-heal daemon cairnd started: crash messages go there) follow it to
+ * the new file. */
 int log_reopen(void);
 /* Makes SIGHUP reopen the log (log_reopen) instead of ending the process,
  * as logrotate configurations expect; for processes that take signals by

@@ -340,11 +340,30 @@ static void supervise_once(struct mgmt *m)
         }
 }
 
+/* cairnd reopened its own log in the signal handler; its children get the
+ * signal from here, where the brick table may be read. */
+static void pass_on_sighup(struct mgmt *m)
+{
+    int n = 0;
+    for (struct mgmt_vol *v = m->vols; v; v = v->next)
+        for (int i = 0; i < v->n_bricks; i++)
+            if (v->bricks[i].local && v->bricks[i].pid && kill(v->bricks[i].pid, SIGHUP) == 0)
+                n++;
+    mgmt_shd_signal_all(SIGHUP);
+    log_info("SIGHUP: log file reopened, passed on to %d brick process%s and the self-heal "
+             "daemons",
+             n, n == 1 ? "" : "es");
+}
+
 static void *supervisor_main(void *arg)
 {
     struct mgmt *m = arg;
     while (!m->stopping) {
         pthread_mutex_lock(&m->lock);
+        if (m->reopen_logs) {
+            m->reopen_logs = 0;
+            pass_on_sighup(m);
+        }
         supervise_once(m);
         mgmt_shd_supervise(m);
         pthread_mutex_unlock(&m->lock);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
@@ -23,6 +24,14 @@ static void stop_cb(int sig)
     the_mgmt.stopping = 1;
 }
 
+/* logrotate's signal: cairnd's own file at once, its children's through the
+ * supervisor (bricks.c). */
+static void hup_cb(int sig)
+{
+    (void)log_reopen();
+    the_mgmt.reopen_logs = 1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -30,12 +39,16 @@ static void usage(FILE *f)
             "              [--log-file FILE] [--log-level LEVEL] [--pid-file FILE]\n"
             "              [--brick-ports MIN-MAX] [--raft-port PORT]\n"
             "              [--metrics ADDR[:PORT]] [--metrics-allow PATTERNS]\n"
+            "       cairnd --help | --version\n"
             "Defaults: --listen 0.0.0.0:%d, --workdir /var/lib/cairnd, brick ports %d-%d,\n"
             "raft port: the listen port + 1000 (used once the server is in a pool).\n"
             "--metrics serves Prometheus metrics at http://ADDR:PORT/metrics (port %d by\n"
             "default; off without it) to this host, and to the addresses --metrics-allow\n"
             "lists (auth.allow's patterns, e.g. 10.0.0.*,192.168.1.0/24).\n"
-            "Without --foreground cairnd daemonizes and logs to DIR/cairnd.log.\n",
+            "Without --foreground cairnd daemonizes and logs to DIR/cairnd.log.\n"
+            "Under systemd (Type=notify) it reports READY=1 once it listens and the\n"
+            "bricks of started volumes answer. SIGHUP reopens the log files of cairnd,\n"
+            "its bricks and self-heal daemons; SIGTERM stops them all.\n",
             CAIRN_MGMT_PORT, CAIRN_BRICK_PORT_MIN, CAIRN_BRICK_PORT_MAX, CAIRN_METRICS_PORT);
 }
 
@@ -247,7 +260,9 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    log_reopen_on_sighup();
+    struct sigaction hup = {.sa_handler = hup_cb, .sa_flags = SA_RESTART};
+    sigemptyset(&hup.sa_mask);
+    sigaction(SIGHUP, &hup, NULL);
 
     log_info("cairnd %s starting: listening on %s:%u, workdir %s", MGMT_VERSION, m->listen.host,
              m->listen.port, m->workdir);
@@ -281,6 +296,10 @@ int main(int argc, char **argv)
         return 1;
     }
     mgmt_report_ready(&ready_fd, 1);
+    /* systemd's readiness (NOTIFY_SOCKET; nothing without it): the port
+     * listens and the bricks of started volumes answer, so units ordered
+     * after cairnd.service (mounts of a local volume) find them. */
+    sd_notifyf(0, "READY=1\nSTATUS=listening on %s:%u", m->listen.host, m->listen.port);
 
     int rc = mgmt_server_run(m, lfd);
     if (rc < 0)
@@ -288,6 +307,7 @@ int main(int argc, char **argv)
     /* Stopping cairnd stops the bricks it runs: nothing is left without a
      * supervisor. */
     log_info("cairnd stopping");
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping its bricks");
     mgmt_pool_stop(m);
     pthread_mutex_lock(&m->lock);
     m->stopping = 1;

@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -76,6 +77,10 @@ struct mgmt {
     uint16_t port_min, port_max; /* brick port range */
     struct mgmt_vol *vols;       /* sorted by name */
     volatile int stopping;
+    /* Set by SIGHUP (logrotate, `systemctl reload cairnd`): the supervisor
+     * passes the signal on to the bricks and self-heal daemons, so each
+     * reopens its log file too. */
+    volatile sig_atomic_t reopen_logs;
     /* The pool (pool.h). All zero in a struct mgmt that never joins one. */
     pthread_cond_t cond;      /* broadcast (with lock) after every applied entry */
     pthread_mutex_t cmd_lock; /* serializes mutating commands on this server */
@@ -132,7 +137,8 @@ int mgmt_brick_spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b);
 /* Terminates the brick's process (SIGTERM, SIGKILL after the timeout) and
  * waits for it. */
 void mgmt_brick_kill(struct mgmt *m, struct mgmt_brick *b);
-/* Starts the thread that reaps and restarts dead brick processes. */
+/* Starts the thread that reaps and restarts dead brick processes, and
+ * passes SIGHUP on to them when m->reopen_logs is set. */
 int mgmt_supervisor_start(struct mgmt *m);
 /* Kills brick processes left running by a previous cairnd (pid files under
  * DIR/run). */

@@ -230,6 +230,13 @@ void mgmt_shd_stop_all(struct mgmt *m)
         }
 }
 
+void mgmt_shd_signal_all(int sig)
+{
+    for (int i = 0; i < SHD_MAX; i++)
+        if (shds[i].pid)
+            kill(shds[i].pid, sig);
+}
+
 pid_t mgmt_shd_pid(const char *vol_id)
 {
     struct shd *s = find(vol_id);

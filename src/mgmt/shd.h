@@ -12,6 +12,8 @@
 void mgmt_shd_supervise(struct mgmt *m);
 /* Stops every self-heal daemon (cairnd exiting). */
 void mgmt_shd_stop_all(struct mgmt *m);
+/* Sends sig to every running self-heal daemon (SIGHUP: reopen the log). */
+void mgmt_shd_signal_all(int sig);
 /* Pid of the volume's self-heal daemon on this server, 0 if none. */
 pid_t mgmt_shd_pid(const char *vol_id);
 /* Where the daemon of volname writes its statistics. */

@@ -85,7 +85,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: cairn-shd --volume NAME --mgmt HOST[:PORT] --brick-id ID [--brick-id ID]...\n"
-            "                 [--stats-file FILE] [--log-file FILE] [--log-level LEVEL]\n");
+            "                 [--stats-file FILE] [--log-file FILE] [--log-level LEVEL]\n"
+            "       cairn-shd --help\n"
+            "cairnd runs one per replicated volume with a brick on this server.\n");
 }
 
 static void destroy_set(struct set *s)
