@@ -56,7 +56,7 @@ def complete(request):
 def test_commands(complete):
     assert complete("") == ["help", "peer", "pool", "volume"]
     assert complete("vol") == ["volume"]
-    assert complete("volume", "st") == ["start", "status", "stop"]
+    assert complete("volume", "st") == ["start", "statedump", "status", "stop"]
     assert complete("peer", "") == ["detach", "probe", "status"]
     assert complete("--") == ["--help", "--mode=script", "--remote-host", "--version", "--xml"]
     assert complete("volume", "heal", "v", "") == [
