@@ -352,14 +352,12 @@ static void conn_dump(struct brick_conn *bc, int n, FILE *f)
 
 void brick_conns_dump(struct brick *b, FILE *f)
 {
-    if (sd_lock(&b->conns_lock) < 0) {
-        fprintf(f, "\n[brick.connections]\nskipped=busy\n");
+    if (sd_section(f, "brick.connections", &b->conns_lock) < 0)
         return;
-    }
     int n = 0;
     for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next)
         n++;
-    fprintf(f, "\n[brick.connections]\ncount=%d\n", n);
+    fprintf(f, "count=%d\n", n);
     n = 0;
     for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next)
         conn_dump(bc, ++n, f);

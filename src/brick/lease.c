@@ -1156,15 +1156,8 @@ void brick_lease_conn_gone(struct brick_conn *bc)
 void brick_lease_dump(struct brick *b, FILE *f)
 {
     struct brick_leases *L = b->leases;
-    fprintf(f, "\n[brick.leases]\n");
-    if (!L) {
-        fprintf(f, "count=0\n");
+    if (!L || sd_section(f, "brick.leases", &L->lock) < 0)
         return;
-    }
-    if (sd_lock(&L->lock) < 0) {
-        fprintf(f, "skipped=busy\n");
-        return;
-    }
     uint64_t now = now_ms();
     size_t held = 0, written = 0;
     fprintf(f, "paths-tracked=%zu\nexclusive-holders=%d\nrecall-timeout-ms=%d\n", L->t.count,

@@ -552,15 +552,8 @@ int brick_op_flock(struct brick_req *r)
 void brick_locks_dump(struct brick *b, FILE *f)
 {
     struct brick_locks *L = b->locks;
-    fprintf(f, "\n[brick.locks]\n");
-    if (!L) {
-        fprintf(f, "count=0\n");
+    if (!L || sd_section(f, "brick.locks", &L->lock) < 0)
         return;
-    }
-    if (sd_lock(&L->lock) < 0) {
-        fprintf(f, "skipped=busy\n");
-        return;
-    }
     int n = 0;
     for (const struct lockfd *lf = L->fds; lf; lf = lf->next)
         n++;

@@ -165,11 +165,8 @@ int brick_space_check(struct brick_req *r)
 void brick_space_dump(struct brick *b, FILE *f)
 {
     struct brick_space *s = &b->space;
-    fprintf(f, "\n[brick.space]\n");
-    if (sd_lock(&s->lock) < 0) {
-        fprintf(f, "skipped=busy\n");
+    if (sd_section(f, "brick.space", &s->lock) < 0)
         return;
-    }
     if (s->percent >= 0)
         fprintf(f, "reserve=%d%%\n", s->percent);
     else

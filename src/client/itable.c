@@ -752,10 +752,8 @@ int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh)
 
 void cl_itable_dump_open(struct cl_itable *t, FILE *f)
 {
-    if (sd_lock(&t->lock) < 0) {
-        fprintf(f, "skipped=busy\n");
+    if (sd_section(f, "client.open", &t->lock) < 0)
         return;
-    }
     fprintf(f, "inodes=%zu\nnames=%zu\n", t->count, t->nnames);
     size_t open = 0;
     for (size_t k = 0; k < t->by_id.n; k++)

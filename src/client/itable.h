@@ -98,9 +98,8 @@ void cl_itable_rename(struct cl_itable *t, uint64_t oldparent, const char *oldna
  * has no path left; one of its handles reaches the object instead.
  * open_fh returns 0, -ENOENT or -ENOMEM; any_fh 0 or -ENOENT (none open). */
 int cl_itable_open_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh);
-/* Writes, for a statedump, the table's size and every node with open
- * handles: node id, gfid, path and handle ids ("skipped=busy" when the
- * table stays locked). */
+/* Writes, for a statedump, section [client.open]: the table's size and
+ * every node with open handles: node id, gfid, path and handle ids. */
 void cl_itable_dump_open(struct cl_itable *t, FILE *f);
 void cl_itable_close_fh(struct cl_itable *t, uint64_t nodeid, uint64_t fh);
 int cl_itable_any_fh(struct cl_itable *t, uint64_t nodeid, uint64_t *fh);

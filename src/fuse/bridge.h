@@ -235,8 +235,9 @@ double cf_lease_attr_timeout_as(const struct fop *f, int held, const struct rpc_
 /* ---- known.c: answers without the brick, under leases ---- */
 int cf_known_init(struct cf *cf);
 void cf_known_free(struct cf *cf);
-/* Writes, for a statedump, every node this mount knows something of under
- * a lease: its path and what is known ("complete", "exclusive", ...). */
+/* Writes, for a statedump, section [client.leases]: every node this mount
+ * knows something of under a lease, its path and what is known
+ * ("complete", "exclusive-dir", ...). */
 void cf_known_dump(struct cf *cf, FILE *f);
 /* dir was made by this mount under a lease: it is complete (empty);
  * excl: the lease is exclusive. */

@@ -747,14 +747,8 @@ void cf_known_dump(struct cf *cf, FILE *f)
         {K_FEXCL, "exclusive-file"}, {K_LISTED, "listing-cached"}, {K_ATTR, "attributes"},
         {K_NOXATTRS, "no-xattrs"},   {K_NOCAPS, "no-capability"},  {K_NOSETID, "no-setid"}};
     struct cf_known *k = cf->known;
-    if (!k) {
-        fprintf(f, "records=0\n");
+    if (!k || sd_section(f, "client.leases", &k->lock) < 0)
         return;
-    }
-    if (sd_lock(&k->lock) < 0) {
-        fprintf(f, "skipped=busy\n");
-        return;
-    }
     fprintf(f, "records=%zu\nrecords-and-names=%zu\n", k->nodes, k->total);
     for (size_t s = 0; s < k->nslots; s++)
         for (const struct knode *x = k->slots[s]; x; x = x->next) {

@@ -61,9 +61,7 @@ static int dump(struct cf_sd *d, char *path, size_t len)
         fprintf(f, "\n[client.io-stats]\n%.*s", (int)n, stats);
         free(stats);
     }
-    fprintf(f, "\n[client.open]\n");
     cl_itable_dump_open(d->cf->it, f);
-    fprintf(f, "\n[client.leases]\n");
     cf_known_dump(d->cf, f);
     return sd_close(f);
 }

@@ -1,6 +1,8 @@
 /* Statedump files (statedump.h). */
 #include "statedump.h"
 
+#include "dirs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,27 +25,13 @@ int sd_lock(pthread_mutex_t *m)
     return -EBUSY;
 }
 
-/* mkdir -p of dir (mode 0755 for what it makes). */
-static int make_dirs(const char *dir)
+int sd_section(FILE *f, const char *name, pthread_mutex_t *m)
 {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
-        return -ENAMETOOLONG;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s)
-            continue;
-        char c = *s;
-        *s = 0;
-        if (mkdir(p, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        if (!c)
-            break;
-        *s = c;
-    }
-    struct stat st;
-    if (stat(p, &st) < 0)
-        return -errno;
-    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+    fprintf(f, "\n[%s]\n", name);
+    if (sd_lock(m) == 0)
+        return 0;
+    fprintf(f, "skipped=busy\n");
+    return -EBUSY;
 }
 
 static void stamp(FILE *f, const char *what)
@@ -59,7 +47,7 @@ static void stamp(FILE *f, const char *what)
 
 FILE *sd_open(const char *dir, const char *name, char *path, size_t len)
 {
-    int rc = make_dirs(dir);
+    int rc = dirs_make(dir);
     if (rc < 0) {
         snprintf(path, len, "%s", dir);
         errno = -rc;

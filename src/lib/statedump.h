@@ -21,5 +21,8 @@ FILE *sd_open(const char *dir, const char *name, char *path, size_t len);
 int sd_close(FILE *f);
 /* Locks m, or gives up after a second (-EBUSY). */
 int sd_lock(pthread_mutex_t *m);
+/* Starts section [name] and locks m with sd_lock: 0, or -EBUSY with
+ * "skipped=busy" written. */
+int sd_section(FILE *f, const char *name, pthread_mutex_t *m);
 
 #endif

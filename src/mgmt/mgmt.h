@@ -220,9 +220,6 @@ int mgmt_resolve_addr_list(const char *option, const char *list, char *out, size
  * brick in messages. 0, or -errno with the reason in err. */
 int mgmt_brick_dir_usable(const char *label, const char *path, struct stat *st, int *missing,
                           char *err, size_t errlen);
-/* Makes the brick directory path and its missing parents (mode 0755); 0 if
- * it is a directory already, or -errno. */
-int mgmt_brick_dir_make(const char *path);
 /* The canonical form of path (symbolic links resolved) into out
  * (PATH_MAX), also when its last components do not exist yet. */
 void mgmt_brick_canonical(const char *path, char *out);

@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "../lib/dirs.h"
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "pool.h"
@@ -109,7 +110,7 @@ static int apply_create(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, c
         /* checked to be creatable before the commit; a failure now is a
          * race (something put in the way since), and `volume start` then
          * finds no marker */
-        int rc = mgmt_brick_dir_make(b->path);
+        int rc = dirs_make(b->path);
         if (rc < 0)
             log_error("volume %s: cannot create brick directory %s:%s: %s", v->name, b->host,
                       b->path, strerror(-rc));

@@ -386,28 +386,6 @@ int mgmt_brick_dir_usable(const char *label, const char *path, struct stat *st, 
     return 0;
 }
 
-int mgmt_brick_dir_make(const char *path)
-{
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
-        return -ENAMETOOLONG;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s)
-            continue;
-        char c = *s;
-        *s = 0;
-        if (mkdir(p, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *s = c;
-        if (!c)
-            break;
-    }
-    struct stat st;
-    if (stat(path, &st) < 0)
-        return -errno;
-    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
-
 void mgmt_brick_canonical(const char *path, char *out)
 {
     char anc[PATH_MAX], real[PATH_MAX];

@@ -17,11 +17,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 from cairn_cluster import REPO, mounted, port_open
+from replica_pool import wait_until
 
 HOST = "127.0.0.218"
 PACKAGES = ["cairn-server", "cairn-client", "libcairn1", "libcairn-dev"]
@@ -42,15 +42,6 @@ def run(*cmd, check=True, timeout=120, **kw):
 def installed(pkg):
     r = run("dpkg-query", "-W", "-f=${Status}", pkg, check=False)
     return r.returncode == 0 and "installed" in r.stdout.split()[-1:]
-
-
-def wait_for(fn, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        if fn():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def systemd_reaches_us():
@@ -176,11 +167,11 @@ def test_packages_build_install_mount_and_purge(tmp):
             state = os.path.join(tmp, "logrotate.state")
             run("logrotate", "-f", "-s", state, "/etc/logrotate.d/cairn-server")
             assert os.path.exists(os.path.join(workdir, "cairnd.log.1"))
-            wait_for(lambda: os.path.exists(os.path.join(workdir, "cairnd.log")), 10,
+            wait_until(lambda: os.path.exists(os.path.join(workdir, "cairnd.log")), 10,
                      "cairnd to reopen its log after logrotate")
             blogs = glob.glob(os.path.join(workdir, "logs", "bricks", "*.log.1"))
             assert blogs, os.listdir(os.path.join(workdir, "logs", "bricks"))
-            wait_for(lambda: all(os.path.exists(b[:-2]) for b in blogs), 10,
+            wait_until(lambda: all(os.path.exists(b[:-2]) for b in blogs), 10,
                      "the brick to reopen its log")
 
         # stopping cairnd stops its brick
@@ -189,10 +180,10 @@ def test_packages_build_install_mount_and_purge(tmp):
         else:
             pid = int(open(os.path.join(workdir, "cairnd.pid")).read())
             os.kill(pid, signal.SIGTERM)
-            wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30, "cairnd to stop")
+            wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 30, "cairnd to stop", step=0.1)
         assert not port_open(HOST, 24810)
-        wait_for(lambda: not run("pgrep", "-f", f"--brick-path {brick}", check=False).stdout,
-                 10, "the brick to stop")
+        wait_until(lambda: not run("pgrep", "-f", f"--brick-path {brick}", check=False).stdout,
+                 10, "the brick to stop", step=0.1)
     finally:
         if mounted(mnt):
             subprocess.run(["umount", "-l", mnt])

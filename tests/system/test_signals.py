@@ -9,17 +9,9 @@ import time
 import pytest
 
 from cairn_cluster import Cluster, alive, pids_with_arg
+from replica_pool import wait_until
 
 HOST = "127.0.0.213"
-
-
-def wait_for(fn, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        if fn():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -34,8 +26,8 @@ def test_sighup_reopens_logs_of_every_process(pool):
     c.create_volume("sig", bricks, replica=3)
     mlog = os.path.join(c.root, "mount.log")
     m = c.mount("sig", os.path.join(c.root, "m"), opts=[f"log-file={mlog}"])
-    wait_for(lambda: all(pids_with_arg("--brick-path", b) for b in bricks), 30, "the bricks")
-    wait_for(lambda: len(pids_with_arg("--volume", "sig")) >= 4, 30, "the self-heal daemon")
+    wait_until(lambda: all(pids_with_arg("--brick-path", b) for b in bricks), 30, "the bricks")
+    wait_until(lambda: len(pids_with_arg("--volume", "sig")) >= 4, 30, "the self-heal daemon")
 
     procs = {"cairnd": (c.proc.pid, c.logfile), "mount": (m.proc.pid, mlog)}
     logdir = os.path.join(c.workdir, "logs")
@@ -61,7 +53,7 @@ def test_sighup_reopens_logs_of_every_process(pool):
     time.sleep(1)
     for name, (pid, log) in procs.items():
         assert alive(pid), f"{name} (pid {pid}) ended on SIGHUP"
-        wait_for(lambda: os.path.exists(log), 10, f"{name} to open {log} again")
+        wait_until(lambda: os.path.exists(log), 10, f"{name} to open {log} again", step=0.1)
 
     # the mount still works, and the daemons write to the new files
     with open(os.path.join(m.path, "after-hup"), "wb") as f:
@@ -71,7 +63,7 @@ def test_sighup_reopens_logs_of_every_process(pool):
     c.cli("volume", "set", "sig", "diagnostics.brick-log-level", "DEBUG")
     r = c.cli("volume", "status", "sig")
     assert r.stdout.count(" Y ") >= 3, r.stdout
-    wait_for(lambda: os.path.getsize(c.logfile) > 0, 10, "cairnd to log to the new file")
+    wait_until(lambda: os.path.getsize(c.logfile) > 0, 10, "cairnd to log to the new file", step=0.1)
     for name, (pid, log) in procs.items():
         # the first line logged after the reopen names the new file
         if os.path.getsize(log) > 0:

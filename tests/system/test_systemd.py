@@ -10,22 +10,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
 from cairn_cluster import REPO, Cluster, exe, kill_pid, port_open
+from replica_pool import wait_until
 
 HOST = "127.0.0.214"
-
-
-def wait_for(fn, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        if fn():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -59,7 +50,7 @@ def test_ready_only_once_bricks_answer(pool):
     # cairnd stops its bricks when it stops: the next one starts them again
     kill_pid(c.proc.pid)
     c.proc.wait(timeout=10)
-    wait_for(lambda: not port_open(HOST, port), 10, "the brick to stop with cairnd")
+    wait_until(lambda: not port_open(HOST, port), 10, "the brick to stop with cairnd", step=0.1)
 
     s, path = notify_socket(c.root)
     with s:
@@ -92,15 +83,15 @@ def test_sighup_to_cairnd_reopens_brick_logs(pool):
     os.rename(log, log + ".1")
     os.rename(c.logfile, c.logfile + ".1")
     os.kill(c.proc.pid, signal.SIGHUP)
-    wait_for(lambda: os.path.exists(log), 10, f"brick {brick} to open {log} again")
-    wait_for(lambda: os.path.exists(c.logfile), 10, "cairnd to open its log again")
+    wait_until(lambda: os.path.exists(log), 10, f"brick {brick} to open {log} again", step=0.1)
+    wait_until(lambda: os.path.exists(c.logfile), 10, "cairnd to open its log again", step=0.1)
     assert c.brick_status("hv")[0][3] == pid, "the brick restarted instead of reopening"
     # its standard output and error (a crash message) follow the log too
     for fd in (1, 2):
         assert os.readlink(f"/proc/{pid}/fd/{fd}") == log, fd
     assert c.proc.poll() is None
-    wait_for(lambda: "passed on to 1 brick process" in open(c.logfile).read(), 10,
-             "cairnd to log the SIGHUP")
+    wait_until(lambda: "passed on to 1 brick process" in open(c.logfile).read(), 10,
+             "cairnd to log the SIGHUP", step=0.1)
 
 
 UNIT = os.path.join(REPO, "extras", "systemd", "cairnd.service")
