@@ -169,7 +169,8 @@ build-fuzz/obj/%.o: %.c
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $^ -lraft -luv
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(filter %.o,$^) \
+		-lraft -luv
 
 test: all
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
