@@ -4,7 +4,7 @@
 set -e
 need="build-essential pkg-config libfuse3-dev fuse3 attr acl libraft-dev libuv1-dev liburing-dev nbdkit-plugin-dev libsystemd-dev"
 if [ "$1" = "--test" ]; then
-    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest xfsprogs rsync fio nbdkit qemu-utils libnbd-bin glusterfs-server debhelper logrotate bash-completion"
+    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest xfsprogs rsync fio nbdkit qemu-utils libnbd-bin glusterfs-server debhelper logrotate bash-completion groff-base man-db systemd"
 fi
 missing=""
 for p in $need; do

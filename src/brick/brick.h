@@ -526,8 +526,6 @@ void brick_top_close(struct brick *b, struct top_entry *e, int was_file);
  * the time the file system took). No lock. */
 void brick_top_count(struct top_entry *e, int list, uint64_t bytes, uint64_t ns);
 int brick_op_top(struct brick_req *r);
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t brick_clock_ns(void);
 
 /* The connection holding fh ended without releasing it after changes came
  * through it: marks the file RPC_PENDING_DIRTY (version.c). */

@@ -10,6 +10,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../lib/statedump.h"
 #include "server.h"
 
 static void usage(FILE *out)
@@ -143,11 +144,7 @@ int main(int argc, char **argv)
         }
         if (sig == SIGUSR1) {
             char dump[PATH_MAX + 128];
-            int r = brick_statedump(b, dump, sizeof(dump));
-            if (r < 0)
-                log_error("SIGUSR1: cannot write the statedump %s: %s", dump, strerror(-r));
-            else
-                log_info("SIGUSR1: statedump written to %s", dump);
+            sd_log(brick_statedump(b, dump, sizeof(dump)), dump);
             continue;
         }
         log_info("signal %d: stopping brick %s", sig, path);

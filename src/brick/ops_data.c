@@ -299,7 +299,7 @@ int brick_op_read(struct brick_req *r)
         goto out;
     }
     size_t got = 0;
-    uint64_t t0 = fh->top ? brick_clock_ns() : 0;
+    uint64_t t0 = brick_stats_now();
     while (got < size) {
         long n = VFS->pread(fh->fd, p + got, size - got, (off_t)(off + got));
         if (n == -EINTR)
@@ -314,7 +314,7 @@ int brick_op_read(struct brick_req *r)
     }
     r->out->len = mark + got;
     rpc_put_end(r->out, mark);
-    brick_top_count(fh->top, RPC_TOP_READ, got, fh->top ? brick_clock_ns() - t0 : 0);
+    brick_top_count(fh->top, RPC_TOP_READ, got, brick_stats_now() - t0);
 out:
     brick_fh_put(r->bc, fh);
     return rc;
@@ -377,7 +377,7 @@ int brick_op_write(struct brick_req *r)
     if (rc < 0)
         return rc;
     size_t len = rpc_has(r->in, RPC_T_DATA) ? r->in->data.len : 0, done = 0;
-    uint64_t off = r->in->offset, t0 = fh->top ? brick_clock_ns() : 0;
+    uint64_t off = r->in->offset, t0 = brick_stats_now();
     if (rpc_has(r->in, RPC_T_EXTENTS)) {
         rc = write_extents(r, fh->fd, &done);
     } else if (off > INT64_MAX || off + len > INT64_MAX) {
@@ -387,7 +387,7 @@ int brick_op_write(struct brick_req *r)
         rc = write_at(r, fh->fd, r->in->data.p, len, off, &done);
     }
     if (done > 0)
-        brick_top_count(fh->top, RPC_TOP_WRITE, done, fh->top ? brick_clock_ns() - t0 : 0);
+        brick_top_count(fh->top, RPC_TOP_WRITE, done, brick_stats_now() - t0);
     int killed = 0;
     if (rc == 0 && done > 0 && rpc_has(r->in, RPC_T_FLAGS) &&
         (r->in->flags & RPC_WRITE_KILL_SUIDGID))

@@ -316,10 +316,3 @@ int brick_op_top(struct brick_req *r)
     free(rows);
     return rows || n == 0 ? 0 : -ENOMEM;
 }
-
-uint64_t brick_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}

@@ -497,14 +497,7 @@ int brick_version_load(struct brick *b)
     return rc;
 }
 
-/* INDEX: OFFSET (entries to skip), SIZE (reply budget), PENDING (members
- * the caller knows are down). DATA holds lines "<gfid> <path>\n"; EOF 1
- * when the listing is complete. Entries that wait only for members named
- * down (brick_accused_waits_for) are left out, without reading their
- * paths, and counted in WAITING: with a server down, a self-heal daemon's
- * crawl of an index that grows by every change would otherwise look up
- * each of them on the survivors only to learn that it cannot be healed
- * yet. OFFSET counts the entries listed, not those left out. */
+/* The entries of the heal index (metrics), or -errno. */
 long brick_index_count(struct brick *b)
 {
     int dfd = index_open(b, 0);
@@ -525,6 +518,14 @@ long brick_index_count(struct brick *b)
     return n < 0 ? n : count;
 }
 
+/* INDEX: OFFSET (entries to skip), SIZE (reply budget), PENDING (members
+ * the caller knows are down). DATA holds lines "<gfid> <path>\n"; EOF 1
+ * when the listing is complete. Entries that wait only for members named
+ * down (brick_accused_waits_for) are left out, without reading their
+ * paths, and counted in WAITING: with a server down, a self-heal daemon's
+ * crawl of an index that grows by every change would otherwise look up
+ * each of them on the survivors only to learn that it cannot be healed
+ * yet. OFFSET counts the entries listed, not those left out. */
 int brick_op_index(struct brick_req *r)
 {
     struct brick *b = r->b;

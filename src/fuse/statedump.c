@@ -79,11 +79,7 @@ static void *sd_main(void *arg)
         if (__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
             break;
         char path[PATH_MAX + 64];
-        int rc = dump(d, path, sizeof(path));
-        if (rc < 0)
-            log_error("SIGUSR1: cannot write the statedump %s: %s", path, strerror(-rc));
-        else
-            log_info("SIGUSR1: statedump written to %s", path);
+        sd_log(dump(d, path, sizeof(path)), path);
     }
     return NULL;
 }

@@ -2,6 +2,7 @@
 #include "statedump.h"
 
 #include "dirs.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +76,14 @@ FILE *sd_open(const char *dir, const char *name, char *path, size_t len)
     }
     stamp(f, "DUMP-START-TIME");
     return f;
+}
+
+void sd_log(int rc, const char *path)
+{
+    if (rc < 0)
+        log_error("SIGUSR1: cannot write the statedump %s: %s", path, strerror(-rc));
+    else
+        log_info("SIGUSR1: statedump written to %s", path);
 }
 
 int sd_close(FILE *f)

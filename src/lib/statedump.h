@@ -19,6 +19,9 @@
 FILE *sd_open(const char *dir, const char *name, char *path, size_t len);
 /* Writes the end stamp and closes f: 0, or -errno. */
 int sd_close(FILE *f);
+/* Logs what a dump asked for by SIGUSR1 came to: rc 0, written to path;
+ * else the error, path naming what failed. */
+void sd_log(int rc, const char *path);
 /* Locks m, or gives up after a second (-EBUSY). */
 int sd_lock(pthread_mutex_t *m);
 /* Starts section [name] and locks m with sd_lock: 0, or -EBUSY with
