@@ -6,6 +6,8 @@
 
 struct cl_layer;
 struct cl_volinfo;
+struct cl_heal_progress;
+struct cli_progress;
 
 /* A protocol client of brick i of v, waiting for it as long as the
  * volume's network.ping-timeout (brickconn.c); NULL when out of memory. */
@@ -14,8 +16,9 @@ struct cl_layer *cli_brick_connect(const struct cl_volinfo *v, int i);
 /* volume heal NAME [full|info ...|summary|split-brain ...] (argv[0] is
  * "volume"), run by the CLI against the bricks; returns the exit status.
  * xml: GlusterFS's healInfo document for info [summary|split-brain], an
- * error document for the rest. */
-int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml);
+ * error document for the rest. progress: print progress lines on stderr
+ * (--progress; without it, when stderr is a terminal and not xml). */
+int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml, int progress);
 /* Whether this heal command is answered by cairnd (enable, disable,
  * statistics). */
 int cli_heal_by_cairnd(int argc, char **argv);
@@ -30,5 +33,15 @@ int cli_volume_top(const struct net_addr *mgmt, int argc, char **argv);
 
 /* volume status NAME clients (clients.c); returns the exit status. */
 int cli_volume_status_clients(const struct net_addr *mgmt, int argc, char **argv);
+
+/* Progress lines on stderr of a long operation following p (progress.c):
+ * every two seconds how far it came, its rates and the time left when a
+ * total is known; cli_progress_stop prints the last line ("done in ...")
+ * and frees. what names the operation ("heal full"). NULL when out of
+ * memory (then stop does nothing). */
+struct cli_progress *cli_progress_start(const char *what, struct cl_heal_progress *p);
+/* Adds objects to the number a full walk is expected to meet. */
+void cli_progress_expect(struct cli_progress *pr, unsigned objects);
+void cli_progress_stop(struct cli_progress *pr);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../client/client.h"
 #include "../client/heal.h"
@@ -202,7 +203,7 @@ static int xml_heal_info(const struct cl_volinfo *v, int mode)
         set_open(&s, v, f);
         struct xml_report x = {.w = &w, .names = s.names, .mode = mode};
         /* A brick that is down is part of the answer, not a failure. */
-        cl_heal_walk(s.ch, s.n, v->arbiter, &visit, &x);
+        cl_heal_walk(s.ch, s.n, v->arbiter, &visit, &x, NULL);
         set_close(&s);
     }
     xml_close(&w);
@@ -212,7 +213,7 @@ static int xml_heal_info(const struct cl_volinfo *v, int mode)
     return 0;
 }
 
-int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml)
+int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml, int progress)
 {
     const char *name = argv[2], *file, *brick;
     enum what w;
@@ -261,6 +262,13 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml)
     }
     int status = 0, found = 0, matched_brick = 0;
     unsigned split = 0;
+    /* Progress lines for what may take long: a heal, and heal info that
+     * looks at every entry of every brick. */
+    struct cl_heal_progress prog = {0};
+    struct cli_progress *pr = NULL;
+    if ((progress || (!xml && isatty(STDERR_FILENO))) && w != SB_BIGGER && w != SB_MTIME &&
+        w != SB_SOURCE)
+        pr = cli_progress_start(w == FULL ? "heal full" : w == INDEX ? "heal" : "heal info", &prog);
     for (int f = 0; f + v.replica <= v.n_bricks; f += v.replica) {
         struct set s;
         int source = -1;
@@ -290,11 +298,16 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml)
                            w == INFO      ? 0
                            : w == SUMMARY ? 1
                                           : 2,
-                           stdout, &split);
+                           stdout, &split, pr ? &prog : NULL);
             break;
         case INDEX:
         case FULL: {
             struct cl_heal_params p = {.full = w == FULL, .source = -1};
+            if (pr) {
+                p.progress = &prog;
+                if (w == FULL)
+                    cli_progress_expect(pr, cl_heal_expect(s.ch, s.n, v.arbiter));
+            }
             p.threads = (int)opt_int(&v.opts, "cluster.shd-max-threads");
             p.rate_bps = (uint64_t)opt_int(&v.opts, "cluster.heal-rate-limit") << 20;
             int pol = cl_heal_policy_parse(opt_value(&v.opts, "cluster.favorite-child-policy"));
@@ -318,6 +331,7 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml)
         if (found && file)
             break;
     }
+    cli_progress_stop(pr);
     if (w == SB_SOURCE && !matched_brick) {
         fprintf(stderr, "%s: no such brick in volume %s\n", brick, name);
         status = 1;

@@ -24,10 +24,13 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] [--xml] <command> ...\n"
+    fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] [--xml] [--progress] "
+               "<command> ...\n"
                "       cairn help | --help | --version | volume set help\n"
                "--xml: output as GlusterFS's `gluster --xml` does (volume info, volume status,\n"
-               "       volume heal VOL info [summary|split-brain]; other commands in <output>)\n");
+               "       volume heal VOL info [summary|split-brain]; other commands in <output>)\n"
+               "--progress: progress lines on stderr for volume heal VOL [full] and heal info\n"
+               "       (without it: when stderr is a terminal)\n");
 }
 
 /* --xml: a failure the CLI meets itself (no daemon, no answer), as the
@@ -64,7 +67,7 @@ static int run_locally(int argc, char **argv)
 int main(int argc, char **argv)
 {
     const char *remote = "127.0.0.1";
-    int i = 1, xml = 0;
+    int i = 1, xml = 0, progress = 0;
     log_init("cairn", LOG_ERROR);
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--remote-host") == 0 && i + 1 < argc)
@@ -75,6 +78,8 @@ int main(int argc, char **argv)
             continue;
         else if (strcmp(argv[i], "--xml") == 0)
             xml = 1;
+        else if (strcmp(argv[i], "--progress") == 0)
+            progress = 1;
         else if (strcmp(argv[i], "--version") == 0) {
             printf("cairn %s\n", CLI_VERSION);
             return 0;
@@ -85,11 +90,13 @@ int main(int argc, char **argv)
         } else
             break;
     }
-    /* gluster also takes --xml after the command */
+    /* gluster also takes --xml after the command; so does --progress */
     int n = i;
     for (int j = i; j < argc; j++)
         if (strcmp(argv[j], "--xml") == 0)
             xml = 1;
+        else if (strcmp(argv[j], "--progress") == 0)
+            progress = 1;
         else
             argv[n++] = argv[j];
     argc = n;
@@ -109,7 +116,7 @@ int main(int argc, char **argv)
     }
     if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "heal") == 0 &&
         !cli_heal_by_cairnd(argc - i, argv + i))
-        return cli_volume_heal(&addr, argc - i, argv + i, xml);
+        return cli_volume_heal(&addr, argc - i, argv + i, xml, progress);
     if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "profile") == 0) {
         if (xml)
             return xml_fail(EOPNOTSUPP, "volume profile has no XML output; run it without --xml");

@@ -677,8 +677,11 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
         }
         /* Everything up now agrees: clear the marks that said otherwise. */
         unmark_all(h, v.up, path, &v.l[src].a.gfid);
-        if (sinks)
+        if (sinks) {
             count(&h->st->healed);
+            if (h->p.progress)
+                count(&h->p.progress->healed);
+        }
         if (chose)
             count(&h->st->resolved);
         return 0;
@@ -688,6 +691,8 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
 static int walk_full(struct hctx *h, const char *path)
 {
     heal_one(h, path, NULL);
+    if (h->p.progress)
+        count(&h->p.progress->walked);
     struct look l;
     int src = -1;
     for (int i = 0; i < h->n && src < 0; i++)
@@ -861,6 +866,8 @@ static void *worker(void *arg)
         if (i >= w->n)
             return NULL;
         heal_one(w->h, w->e[i].path, &w->e[i].g);
+        if (w->h->p.progress)
+            count(&w->h->p.progress->done);
     }
 }
 
@@ -908,6 +915,8 @@ int cl_heal_run(struct cl_layer **children, int n, int arbiter, const struct cl_
         int r = collect(&h, &e, &k);
         if (r < 0)
             rc = r;
+        if (h.p.progress)
+            __atomic_add_fetch(&h.p.progress->queued, (unsigned)k, __ATOMIC_RELAXED);
         heal_entries_parallel(&h, e, k);
         for (size_t i = 0; i < k; i++)
             free(e[i].path);
@@ -929,6 +938,25 @@ out:
     st->bytes_copied += run.bytes_copied;
     st->bytes_same += run.bytes_same;
     return rc;
+}
+
+unsigned cl_heal_expect(struct cl_layer **children, int n, int arbiter)
+{
+    uint64_t most = 0;
+    for (int i = 0; i < n; i++) {
+        if ((arbiter && i == n - 1) || !cl_proto_connected(children[i]))
+            continue;
+        struct cl_op op;
+        path_op(&op, RPC_OP_STATFS, "/");
+        if (cl_op_run(children[i], &op) == 0) {
+            const struct rpc_statfs *st = &op.reply->msg.statfs;
+            uint64_t used = st->files > st->ffree ? st->files - st->ffree : 0;
+            if (used > most)
+                most = used;
+        }
+        cl_op_release(&op);
+    }
+    return most > UINT32_MAX ? UINT32_MAX : (unsigned)most;
 }
 
 int cl_heal_set(struct cl_layer **children, int n, int arbiter, int full, struct cl_heal_stats *st)

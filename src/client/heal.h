@@ -52,6 +52,18 @@ int cl_heal_policy_pick(int n, uint32_t cand, const struct cl_heal_copy *c, enum
 int cl_heal_diff_sums(const uint8_t *src, size_t src_len, const uint8_t *dst, size_t dst_len,
                       uint64_t *out, size_t max);
 
+/* How far a long heal or heal info has come, for progress lines (the CLI
+ * prints them, src/cli/progress.c). Owned by the caller, which reads it
+ * from another thread while the engine adds to it (__atomic builtins); the
+ * engine never reads it. Counts accumulate over runs that share it. */
+struct cl_heal_progress {
+    unsigned walked;       /* full heal: objects the walk from the root looked at */
+    unsigned queued;       /* index entries (heal) or entries to classify (info) found */
+    unsigned done;         /* of those, finished */
+    unsigned healed;       /* objects brought in line */
+    uint64_t bytes_copied; /* file data written to sinks */
+};
+
 /* How one heal run behaves. */
 struct cl_heal_params {
     uint32_t index_mask; /* children whose heal index is read; 0: every child */
@@ -62,6 +74,7 @@ struct cl_heal_params {
     int source;                 /* >= 0: this child is the source of every split-brain object */
     const char *path;           /* non-NULL: heal only this object (split-brain commands) */
     int takeover;               /* with index_mask: also heal entries another daemon owns */
+    struct cl_heal_progress *progress; /* non-NULL: kept up to date during the run */
 };
 
 /* One heal run over a replica set with params p (NULL: index heal, one
@@ -70,6 +83,12 @@ struct cl_heal_params {
  * a child's INDEX failing; -ENOENT when p->path names nothing. */
 int cl_heal_run(struct cl_layer **children, int n, int arbiter, const struct cl_heal_params *p,
                 struct cl_heal_stats *st);
+
+/* How many objects a full heal of a set will walk, about: the inodes in use
+ * on the file system of its fullest data child (from STATFS). An upper
+ * bound where that file system holds more than the brick; 0 when no data
+ * child answers. */
+unsigned cl_heal_expect(struct cl_layer **children, int n, int arbiter);
 
 /* State of one index entry, for heal info. */
 enum cl_heal_state {
@@ -91,14 +110,16 @@ struct cl_heal_visitor {
 };
 
 /* Walks every child's index entries, classifying each; the last child's
- * error, or 0. Uses the children synchronously. */
+ * error, or 0. Uses the children synchronously. progress (may be NULL):
+ * queued counts the entries read, done those classified. */
 int cl_heal_walk(struct cl_layer **children, int n, int arbiter, const struct cl_heal_visitor *v,
-                 void *arg);
+                 void *arg, struct cl_heal_progress *progress);
 
 /* heal info: every up child's index entries with their state, in GlusterFS's
  * layout; mode 0: list, 1: summary, 2: split-brain only. Adds the entries
- * in split brain to *split when non-NULL. 0 or -errno. */
+ * in split brain to *split when non-NULL. progress as cl_heal_walk's.
+ * 0 or -errno. */
 int cl_heal_report(struct cl_layer **children, char **names, int n, int arbiter, int mode,
-                   FILE *out, unsigned *split);
+                   FILE *out, unsigned *split, struct cl_heal_progress *progress);
 
 #endif

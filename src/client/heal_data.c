@@ -91,8 +91,11 @@ static int copy_range(struct hctx *h, struct cl_layer *src, struct cl_layer *dst
         RPC_SET(&w.args, offset, RPC_T_OFFSET, off);
         rpc_set_bytes(&w.args, RPC_T_DATA, &w.args.data, d.p, d.len);
         rc = cl__heal_simple(dst, &w);
-        if (rc == 0)
+        if (rc == 0) {
             __atomic_add_fetch(&h->st->bytes_copied, d.len, __ATOMIC_RELAXED);
+            if (h->p.progress)
+                __atomic_add_fetch(&h->p.progress->bytes_copied, d.len, __ATOMIC_RELAXED);
+        }
         off += d.len;
         cl_op_release(&op);
     }

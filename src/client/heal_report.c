@@ -17,7 +17,7 @@ static enum cl_heal_state classify(struct hctx *h, const char *path, const gfid_
 }
 
 int cl_heal_walk(struct cl_layer **children, int n, int arbiter, const struct cl_heal_visitor *v,
-                 void *arg)
+                 void *arg, struct cl_heal_progress *progress)
 {
     struct hctx h = {.ch = children, .n = n, .arbiter = arbiter};
     int rc = 0;
@@ -34,6 +34,12 @@ int cl_heal_walk(struct cl_layer **children, int n, int arbiter, const struct cl
             rc = r;
             continue;
         }
+        if (progress) {
+            unsigned lines = 0;
+            for (size_t k = 0; k < len; k++)
+                lines += idx[k] == '\n';
+            __atomic_add_fetch(&progress->queued, lines, __ATOMIC_RELAXED);
+        }
         for (char *line = idx, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
             *nl = 0;
             char *sp = strchr(line, ' ');
@@ -47,6 +53,8 @@ int cl_heal_walk(struct cl_layer **children, int n, int arbiter, const struct cl
             total++;
             cnt[s]++;
             v->entry_cb(arg, line, named ? sp + 1 : NULL, s);
+            if (progress)
+                __atomic_add_fetch(&progress->done, 1, __ATOMIC_RELAXED);
         }
         free(idx);
         v->brick_end_cb(arg, i, 0, total, cnt);
@@ -112,14 +120,14 @@ static void text_brick_end_cb(void *arg, int i, int err, unsigned total, const u
 }
 
 int cl_heal_report(struct cl_layer **children, char **names, int n, int arbiter, int mode,
-                   FILE *out, unsigned *split_total)
+                   FILE *out, unsigned *split_total, struct cl_heal_progress *progress)
 {
     static const struct cl_heal_visitor text = {text_brick_cb, text_entry_cb, text_brick_end_cb};
     struct text_report t = {.out = out, .names = names, .mode = mode, .split = split_total};
-    return cl_heal_walk(children, n, arbiter, &text, &t);
+    return cl_heal_walk(children, n, arbiter, &text, &t, progress);
 }
 
 int cl_heal_info(struct cl_layer **children, char **names, int n, FILE *out)
 {
-    return cl_heal_report(children, names, n, 0, 0, out, NULL);
+    return cl_heal_report(children, names, n, 0, 0, out, NULL, NULL);
 }

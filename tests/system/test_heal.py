@@ -559,6 +559,79 @@ def test_object_changed_while_its_directory_heals_is_healed_again(pool):
     a.mounts.remove(m)
 
 
+PROGRESS_DONE = re.compile(r"^(heal(?: full| info)?): done in [^:]+: (.*)$", re.M)
+
+
+def progress_done(r, what):
+    """The counts of the last progress line of `what` on stderr."""
+    found = [rest for w, rest in PROGRESS_DONE.findall(r.stderr) if w == what]
+    assert len(found) == 1, f"one '{what}: done' line wanted:\n{out(r)}"
+    counts = {}
+    for num, name in re.findall(r"(\d+) (objects walked|healed)", found[0]):
+        counts[name] = int(num)
+    m = re.search(r"(\d+) of (\d+) entries", found[0])
+    assert m, found[0]
+    counts["done"], counts["found"] = int(m.group(1)), int(m.group(2))
+    return counts
+
+
+def test_heal_progress_lines(pool):
+    """--progress: heal info, heal and heal full end with a line of what they
+    did on stderr, whose counts are those of the volume (entries listed,
+    objects healed, objects walked); stdout stays GlusterFS's."""
+    bricks = pool.volume("pg", options={"cluster.self-heal-daemon": "off"})
+    a, c = pool.nodes[0], pool.nodes[2]
+    mnt = os.path.join(a.root, "pg-mnt")
+    m = a.mount("pg", mnt)
+    for d in range(3):
+        os.makedirs(f"{mnt}/before{d}")
+        for i in range(20):
+            write(f"{mnt}/before{d}/f{i}", b"x" * 100)
+    pid = brick_pid(c, "pg", bricks[2])
+    c.stop_signal(pid)
+    missed = 0
+    for d in range(4):
+        os.makedirs(f"{mnt}/d{d}")
+        missed += 1
+        for i in range(50):
+            write(f"{mnt}/d{d}/f{i}", os.urandom(1000))
+            missed += 1
+    m.stop()
+    a.mounts.remove(m)
+    os.kill(pid, signal.SIGKILL)
+    c.stopped_pids.discard(pid)
+    wait_for(lambda: brick_pid(c, "pg", bricks[2]) not in (None, pid), 30, "brick 2 again")
+
+    r = a.cli("--progress", "volume", "heal", "pg", "info", "summary", check=False)
+    assert r.returncode == 0, out(r)
+    listed = sum(int(x) for x in re.findall(r"^Total Number of entries: (\d+)$", r.stdout, re.M))
+    got = progress_done(r, "heal info")
+    assert got["done"] == got["found"] == listed, (got, r.stdout)
+    assert listed >= missed, r.stdout  # each good copy lists what brick 2 missed
+
+    r = a.cli("volume", "heal", "pg", "--progress", check=False, timeout=120)
+    assert r.returncode == 0, out(r)
+    assert "Launching heal operation to perform index self heal on volume pg has been " \
+           "successful" in r.stdout, out(r)
+    got = progress_done(r, "heal")
+    assert got["done"] == got["found"] >= missed, out(r)
+    assert got["healed"] >= missed, out(r)
+    assert "copied" in r.stderr, out(r)
+    for b in bricks[1:]:
+        assert same_tree(bricks[0], b), b
+
+    # Every object of the volume, walked once: the root, 7 directories and
+    # 260 files; nothing left to heal.
+    r = a.cli("--progress", "volume", "heal", "pg", "full", check=False, timeout=120)
+    assert r.returncode == 0, out(r)
+    got = progress_done(r, "heal full")
+    assert got["objects walked"] == 1 + 7 + 260, out(r)
+    assert "healed" not in got, out(r)
+    # without --progress and with stderr not a terminal: no progress lines
+    r = a.cli("volume", "heal", "pg", "full", check=False, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", out(r)
+
+
 def test_takeover_when_a_daemon_is_gone(pool):
     """The daemon that owns an entry (the server of the lowest marked brick)
     is gone with its cairnd (killed -9; its brick runs on): another server's
