@@ -21,7 +21,7 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werro
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null) -luring
 CFLAGS_ALL = $(CFLAGS_BASE) $(CPPFLAGS) $(CFLAGS)
-LDLIBS_ALL = -pthread $(SANFLAGS) $(LDFLAGS)
+LDLIBS_ALL = -pthread -lm $(SANFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard src/lib/*.c) $(wildcard src/rpc/*.c)
 BRICK_SRC := $(wildcard src/brick/*.c)
@@ -80,7 +80,7 @@ NBD_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werror
 	-Wno-unused-parameter $(OPT) -fPIC -shared -pthread $(SANFLAGS) -Iinclude \
 	$(shell pkg-config --cflags nbdkit 2>/dev/null)
 
-all: programs $(UNIT_BINS) $(FUZZ_REPLAY) $(LIBCAIRN_PROGS)
+all: programs $(UNIT_BINS) $(FUZZ_REPLAY) $(LIBCAIRN_PROGS) $(BUILD)/bench/placement
 
 # What `make install` installs (the Debian package builds only this).
 programs: $(BINS) $(BUILD)/bin/mount.cairn $(BUILD)/lib/libcairn.so $(NBD_TARGET)
@@ -150,6 +150,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OB
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(FUSE_CFLAGS) -o $@ $^ $(FUSE_LIBS) -lraft -luv $(LDLIBS_ALL)
 
+# The placement study (docs/notes/2026-12-07-placement.md): the real placement code over a
+# million names.
+$(BUILD)/bench/placement: bench/placement.c $(BUILD)/obj/src/client/dht_place.o \
+		$(BUILD)/obj/src/client/dht_layout.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
 # Fuzz targets: built as corpus replayers with gcc (tests/fuzz/replay.c
 # provides main); `make fuzz` builds libFuzzer binaries with clang.
 $(BUILD)/fuzz/%-replay: tests/fuzz/%.c tests/fuzz/replay.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OBJ)
@@ -170,7 +177,7 @@ build-fuzz/obj/%.o: %.c
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(filter %.o,$^) \
-		-lraft -luv
+		-lraft -luv -lm
 
 test: all
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done

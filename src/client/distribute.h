@@ -87,6 +87,50 @@ int cl_dht_cookie_map_put(struct cl_dht_cookie_map *m, int subvol, uint64_t bric
 int cl_dht_cookie_map_get(struct cl_dht_cookie_map *m, uint64_t cookie, int *subvol,
                           uint64_t *brick_cookie);
 
+/* Volume-wide placement (docs/notes/2026-12-07-placement.md): one versioned object for the
+ * whole volume, not a layout per directory. A file's place is decided by
+ * rendezvous hashing: each set draws a number from (the key of the file,
+ * the set's id), and the active set with the best draw holds the file
+ * (weighted: a set of weight w wins w / (sum of weights) of the keys).
+ * Adding a set moves only the files the new set wins (1/(N+1) of them with
+ * equal weights), and none between the sets already there; draining a set
+ * moves only its files, each to the set that would have won without it.
+ * Not yet the placement of distribute's files: the rebalance work
+ * (docs/notes/2026-12-07-placement.md) switches volumes to it. */
+#define CL_PLACE_VERSION 1
+#define CL_PLACE_MAX 1024           /* sets */
+#define CL_PLACE_WEIGHT_MAX 1000000 /* a set's weight: 1..this (say, GiB of its bricks) */
+enum { CL_PLACE_ACTIVE = 1, CL_PLACE_DRAINING = 2 };
+struct cl_place_set {
+    uint64_t id;     /* never 0; never reused within a volume */
+    uint32_t weight; /* 1..CL_PLACE_WEIGHT_MAX */
+    uint32_t state;  /* CL_PLACE_ACTIVE: takes files; DRAINING: being removed, takes none */
+};
+struct cl_place {
+    uint64_t gen; /* one more at each change */
+    int n;
+    struct cl_place_set set[CL_PLACE_MAX];
+};
+/* The key of name (len bytes) in the directory whose gfid is parent: a
+ * well-mixed 64-bit hash of both, so equal names in different directories
+ * land apart and a directory's rename moves nothing. Pure. */
+uint64_t cl_place_key(const uint8_t parent[16], const char *name, size_t len);
+/* The index of the set holding key: the best draw among the active sets;
+ * -1 when none is active. Pure. */
+int cl_place_pick(const struct cl_place *p, uint64_t key);
+/* The index of the set with this id, or -1. Pure. */
+int cl_place_find(const struct cl_place *p, uint64_t id);
+/* Appends a set (and counts a change): its index, -EINVAL (id 0 or taken,
+ * weight or state out of range) or -E2BIG (CL_PLACE_MAX sets). */
+int cl_place_add(struct cl_place *p, uint64_t id, uint32_t weight, int state);
+/* Wire form: u32 version (1), u32 n, u64 gen, then n x (u64 id, u32
+ * weight, u32 state), little-endian. encode writes encoded_len bytes. */
+size_t cl_place_encoded_len(const struct cl_place *p);
+size_t cl_place_encode(const struct cl_place *p, uint8_t *out);
+/* Decodes and checks (version, length, each set as cl_place_add checks it,
+ * at least one active set). 0 or -EPROTO. Pure. */
+int cl_place_decode(const uint8_t *in, size_t len, struct cl_place *p);
+
 /* Creates the layer over children[0..n) (2 <= n <= CL_DHT_MAX). NULL on
  * ENOMEM / bad n. */
 struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volume);
