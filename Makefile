@@ -21,7 +21,8 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werro
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null) -luring
 CFLAGS_ALL = $(CFLAGS_BASE) $(CPPFLAGS) $(CFLAGS)
-LDLIBS_ALL = -pthread -lm $(SANFLAGS) $(LDFLAGS)
+# ISA-L: disperse's erasure code (src/client/ec_codec.c).
+LDLIBS_ALL = -pthread -lisal -lm $(SANFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard src/lib/*.c) $(wildcard src/rpc/*.c)
 BRICK_SRC := $(wildcard src/brick/*.c)
@@ -80,7 +81,8 @@ NBD_CFLAGS = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werror
 	-Wno-unused-parameter $(OPT) -fPIC -shared -pthread $(SANFLAGS) -Iinclude \
 	$(shell pkg-config --cflags nbdkit 2>/dev/null)
 
-all: programs $(UNIT_BINS) $(FUZZ_REPLAY) $(LIBCAIRN_PROGS) $(BUILD)/bench/placement
+all: programs $(UNIT_BINS) $(FUZZ_REPLAY) $(LIBCAIRN_PROGS) $(BUILD)/bench/placement \
+	$(BUILD)/bench/ec-speed
 
 # What `make install` installs (the Debian package builds only this).
 programs: $(BINS) $(BUILD)/bin/mount.cairn $(BUILD)/lib/libcairn.so $(NBD_TARGET)
@@ -157,6 +159,11 @@ $(BUILD)/bench/placement: bench/placement.c $(BUILD)/obj/src/client/dht_place.o 
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
+# The erasure code's speed (docs/notes/2026-12-07-disperse-plan.md).
+$(BUILD)/bench/ec-speed: bench/ec_speed.c $(BUILD)/obj/src/client/ec_codec.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
 # Fuzz targets: built as corpus replayers with gcc (tests/fuzz/replay.c
 # provides main); `make fuzz` builds libFuzzer binaries with clang.
 $(BUILD)/fuzz/%-replay: tests/fuzz/%.c tests/fuzz/replay.c $(LIB_OBJ) $(BRICK_OBJ) $(CLIENT_OBJ) $(MGMT_OBJ)
@@ -177,7 +184,7 @@ build-fuzz/obj/%.o: %.c
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(filter %.o,$^) \
-		-lraft -luv -lm
+		-lraft -luv -lisal -lm
 
 test: all
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
