@@ -200,7 +200,8 @@ int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv
         return 0;
     }
     if (sn < so || (sn > so && so == 1) || sn > CL_REPL_MAX ||
-        (old->arbiter && (!nv->arbiter || sn != so)) || (nv->arbiter && !old->arbiter && sn == so)) {
+        (old->arbiter && (!nv->arbiter || sn != so)) ||
+        (nv->arbiter && !old->arbiter && sn == so)) {
         snprintf(why, len, "replica sets of %d%s, %d%s before", sn, nv->arbiter ? " (arbiter)" : "",
                  so, old->arbiter ? " (arbiter)" : "");
         return 0;

@@ -49,8 +49,8 @@ static int check_new(struct mgmt *m, const char *volname, const char *arg, int m
     if (owner)
         snprintf(uuid, sizeof(uuid), "%s", owner->uuid);
     char why[1024];
-    int rc = mgmt_owner_check_bricks(m, owner ? uuid : NULL, volname, mode, 1, paths, why,
-                                     sizeof(why));
+    int rc =
+        mgmt_owner_check_bricks(m, owner ? uuid : NULL, volname, mode, 1, paths, why, sizeof(why));
     if (rc < 0)
         snprintf(err, errlen, "%s: %s", b->host, why);
     return rc;
@@ -154,7 +154,8 @@ static int replace_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     if (rc < 0)
         return failed(out, verb, "%s", err);
     log_info("volume %s: brick %s replaced by %s", argv[2], argv[3], argv[4]);
-    fprintf(out, "volume replace-brick: success: replace-brick commit force operation successful\n");
+    fprintf(out,
+            "volume replace-brick: success: replace-brick commit force operation successful\n");
     return 0;
 }
 
@@ -231,7 +232,9 @@ static int reset_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         return failed(out, verb, "%s", err);
     log_info("volume %s: reset-brick %s %s", argv[2], argv[3], start ? "start" : "commit");
     fprintf(out, "volume reset-brick: success: reset-brick %s operation successful\n",
-            start ? "start" : force ? "commit force" : "commit");
+            start   ? "start"
+            : force ? "commit force"
+                    : "commit");
     return 0;
 }
 
@@ -277,8 +280,8 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
                      argv[first + i]);
             goto fail;
         }
-    if (mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err,
-                           sizeof(err)) < 0)
+    if (mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err, sizeof(err)) <
+        0)
         goto fail;
     free(list);
     list = NULL;
@@ -295,8 +298,8 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         snprintf(err, sizeof(err), "Volume %s does not exist", argv[2]);
         goto fail;
     }
-    if (mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err,
-                           sizeof(err)) < 0)
+    if (mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err, sizeof(err)) <
+        0)
         goto fail;
     struct mgmt_vol *nv = mgmt_vol_dup(v);
     if (!nv) {

@@ -61,9 +61,9 @@ static const char *taken_by(const struct mgmt_vol *vols, const char *host, const
     return NULL;
 }
 
-int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v, const char *old_host,
-                         const char *old_path, const struct mgmt_brick *nb, int *index,
-                         char *err, size_t errlen)
+int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v,
+                         const char *old_host, const char *old_path, const struct mgmt_brick *nb,
+                         int *index, char *err, size_t errlen)
 {
     int i = mgmt_elastic_find(v, old_host, old_path);
     if (i < 0)

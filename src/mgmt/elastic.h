@@ -20,9 +20,9 @@ int mgmt_elastic_is_new(const struct mgmt_vol *old, const struct mgmt_brick *b);
 /* replace-brick: checks that old_host:old_path is a brick of v, that v has
  * copies to heal a new brick from, and that nb is no brick of any volume
  * of the list vols. 0 with *index the old brick's place, or -errno. */
-int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v, const char *old_host,
-                         const char *old_path, const struct mgmt_brick *nb, int *index,
-                         char *err, size_t errlen);
+int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v,
+                         const char *old_host, const char *old_path, const struct mgmt_brick *nb,
+                         int *index, char *err, size_t errlen);
 /* add-brick replica N [arbiter 1]: the new list of v's bricks when every
  * set gains replica - current members, nb[0..n) in set order (replica < 0:
  * no replica given, refused: new distribute sets need a rebalance). 0 with
