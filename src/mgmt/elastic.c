@@ -136,11 +136,3 @@ int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, in
     *n_out = sets * replica;
     return 0;
 }
-
-int mgmt_elastic_live(const struct mgmt_vol *old, const struct mgmt_vol *nv)
-{
-    int ro = old->replica > 1 ? old->replica : 1, rn = nv->replica > 1 ? nv->replica : 1;
-    if (old->n_bricks / ro != nv->n_bricks / rn)
-        return 0; /* other distribute sets: a rebalance's work */
-    return rn >= ro;
-}

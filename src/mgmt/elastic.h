@@ -30,8 +30,4 @@ int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v,
 int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, int replica,
                        int arbiter, const struct mgmt_brick *nb, int n, struct mgmt_brick **out,
                        int *n_out, char *err, size_t errlen);
-/* Whether a mounted client can move from old's bricks to nv's without a
- * remount: the same number of distribute sets, and no set losing members. */
-int mgmt_elastic_live(const struct mgmt_vol *old, const struct mgmt_vol *nv);
-
 #endif
