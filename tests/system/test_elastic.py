@@ -256,7 +256,15 @@ def test_replace_brick_of_a_dead_server(pool, vols):
         time.sleep(0.2)
     assert "now on the bricks of generation" in v.mnt.tail(1 << 20), v.mnt.tail(1 << 20)
     assert "not read from until heal has filled it" in pool.brick_logs()
-    time.sleep(4)  # writes and reads go on with the new brick in the set
+    # files opened anew while heal fills the new brick: never a wrong byte
+    healer = threading.Thread(target=lambda: [v.cli("heal", v.name) for _ in range(2)])
+    healer.start()
+    rounds = 0
+    while healer.is_alive() or rounds < 2:
+        assert read_all(v.mnt.path, want) == []
+        rounds += 1
+    healer.join()
+    time.sleep(2)  # writes and reads go on with the new brick in the set
     log = app.finish()
     assert not app.errors, app.errors
     assert app.reads > 10 and len(log) > 0
@@ -279,14 +287,29 @@ def test_replace_brick_of_a_dead_server(pool, vols):
     v.bricks[2] = (n, nb)
 
 
-def test_add_brick_raises_the_replica_count_live(pool, vols):
+def arbiter_equal(arb, sums):
+    """None when arb holds sums' names with empty files, else why."""
+    names = {k: x[:2] for k, x in sums.items()}
+    got = tree_sums(arb, data=False)
+    bad, k = diff_sums(names, got)
+    if k:
+        return f"arbiter {arb}: {k} differences, e.g. {bad}"
+    if any(os.path.getsize(os.path.join(arb, p)) for p, x in got.items() if x[0] == "f"):
+        return "the arbiter holds file data"
+    return None
+
+
+@pytest.mark.parametrize("arbiter", [False, True], ids=["rep3", "arb"])
+def test_add_brick_raises_the_replica_count_live(pool, vols, arbiter):
     v = vols([0, 1], 2)
     want = fill(v.mnt.path, 120, 2)
     n, nb = v.add(2, "added")
-    r = v.cli("add-brick", v.name, "replica", "3", f"{n.host}:{nb}")
+    r = v.cli("add-brick", v.name, "replica", "3", *(["arbiter", "1"] if arbiter else []),
+              f"{n.host}:{nb}")
     assert r.returncode == 0 and "volume add-brick: success" in r.stdout, out(r)
     info = v.cli("info", v.name).stdout
-    assert "Number of Bricks: 1 x 3 = 3" in info, info
+    shape = "1 x (2 + 1) = 3" if arbiter else "1 x 3 = 3"
+    assert f"Number of Bricks: {shape}" in info, info
     assert f"Brick3: {n.host}:{nb}" in info, info
     end = time.time() + 20
     while "now on the bricks of generation" not in v.mnt.tail(1 << 20) and time.time() < end:
@@ -305,12 +328,18 @@ def test_add_brick_raises_the_replica_count_live(pool, vols):
         f.write(b"x" * 70000)
     want["after"] = b"x" * 70000
     sums = tree_sums(v.bricks[0][1])
-    v.heal_until_equal([v.bricks[0][1], v.bricks[1][1], nb], tree_sums(v.bricks[0][1]))
+    v.heal_until_equal([v.bricks[0][1], v.bricks[1][1]] + ([] if arbiter else [nb]), sums)
+    end = time.time() + 120
+    while arbiter and arbiter_equal(nb, sums) and time.time() < end:
+        v.cli("heal", v.name)
+        time.sleep(1)
     v.wait_heal_info_clean()
     sums = tree_sums(v.bricks[0][1])
-    for b in (v.bricks[1][1], nb):
+    for b in (v.bricks[1][1],) + (() if arbiter else (nb,)):
         bad, k = diff_sums(sums, tree_sums(b))
         assert not k, f"{b}: {bad}"
+    if arbiter:
+        assert arbiter_equal(nb, sums) is None, arbiter_equal(nb, sums)
     assert read_all(v.mount("fresh").path, want) == []
 
 
