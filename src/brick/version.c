@@ -478,7 +478,10 @@ int brick_version_fill(struct brick *b)
     unsigned member;
     int rc = 0;
     if (n <= 0 || sscanf(text, "member=%u", &member) != 1 || member >= 31) {
-        log_error("%s: %s/%s is malformed; ignored", b->path, BRICK_PRIVATE, BRICK_FILL_NAME);
+        /* an empty copy served as a full one would lose data: no start */
+        log_error("%s: %s/%s is malformed (\"member=N\" expected)", b->path, BRICK_PRIVATE,
+                  BRICK_FILL_NAME);
+        rc = -EINVAL;
     } else {
         struct obj o = {.fd = -1, .dirfd = b->root_fd, .name = "."};
         if ((rc = mark_obj(b, &o, "/", 1u << member)) == 0)

@@ -303,6 +303,8 @@ def arbiter_equal(arb, sums):
 def test_add_brick_raises_the_replica_count_live(pool, vols, arbiter):
     v = vols([0, 1], 2)
     want = fill(v.mnt.path, 120, 2)
+    # no self-heal daemon: the new copy stays empty until the CLI heals it
+    v.cli("heal", v.name, "disable", check=True)
     n, nb = v.add(2, "added")
     r = v.cli("add-brick", v.name, "replica", "3", *(["arbiter", "1"] if arbiter else []),
               f"{n.host}:{nb}")
@@ -315,6 +317,14 @@ def test_add_brick_raises_the_replica_count_live(pool, vols, arbiter):
     while "now on the bricks of generation" not in v.mnt.tail(1 << 20) and time.time() < end:
         time.sleep(0.2)
     assert "now on the bricks of generation" in v.mnt.tail(1 << 20), v.mnt.tail(1 << 20)
+    # heal info names what is left (the whole tree, from its root), and the
+    # mount reads every file right although the new copy holds none
+    info = v.cli("heal", v.name, "info").stdout
+    assert f"Brick {n.host}:{nb}\n/\n" in info, info
+    assert not os.path.exists(os.path.join(nb, "d0"))
+    assert read_all(v.mnt.path, want) == []
+    with open(os.path.join(v.mnt.path, "d0", "f0"), "rb") as f:
+        assert f.read() == want["d0/f0"]
     # reads while heal fills the new copy: never a wrong byte
     healer = threading.Thread(target=lambda: [v.cli("heal", v.name) for _ in range(3)])
     healer.start()
