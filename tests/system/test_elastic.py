@@ -6,9 +6,10 @@ a volume is mounted and in use, on a pool of three cairnd
   while a writer appends to a file and a reader holds it open: neither sees
   an error, heal fills the new brick, and every byte is compared on every
   brick and through a fresh mount;
-- add-brick replica 2 -> 3 under a live mount with data: the mount adopts
-  the new brick without a remount, every file read through it while heal
-  runs returns the right bytes, and heal fills the new copy;
+- add-brick replica 2 -> 3 (and 2 -> 2 + arbiter) under a live mount and a
+  libcairn client: both adopt the new brick without a remount, every file
+  read through the mount while the new copy is empty and while heal fills
+  it returns the right bytes, and both write to it afterwards;
 - reset-brick start / commit of a brick whose directory was wiped;
 - every refused input, with its message.
 
@@ -25,6 +26,7 @@ import pytest
 import replica_pool
 from cairn_cluster import kill_pid, pids_with_arg
 from test_faults import diff_sums, tree_sums
+from test_libcairn import Shell
 
 HOSTS = ["127.0.0.245", "127.0.0.246", "127.0.0.247"]
 PING = 3
@@ -305,6 +307,7 @@ def test_add_brick_raises_the_replica_count_live(pool, vols, arbiter):
     want = fill(v.mnt.path, 120, 2)
     # no self-heal daemon: the new copy stays empty until the CLI heals it
     v.cli("heal", v.name, "disable", check=True)
+    lib = Shell(f"{pool.nodes[0].remote}:/{v.name}")
     n, nb = v.add(2, "added")
     r = v.cli("add-brick", v.name, "replica", "3", *(["arbiter", "1"] if arbiter else []),
               f"{n.host}:{nb}")
@@ -351,6 +354,21 @@ def test_add_brick_raises_the_replica_count_live(pool, vols, arbiter):
     if arbiter:
         assert arbiter_equal(nb, sums) is None, arbiter_equal(nb, sums)
     assert read_all(v.mount("fresh").path, want) == []
+    # the mount and a libcairn client opened before the change now write to
+    # the new copy themselves (the self-heal daemon is off, no heal runs)
+    with open(os.path.join(v.mnt.path, "late"), "wb") as f:
+        f.write(b"late write")
+        os.fsync(f.fileno())
+    assert lib.call("write /lib-late 0123456789") == "ok"
+    lib.close()
+    expect = {"late": b"late write", "lib-late": b"0123456789"}
+    for name, data in expect.items():
+        p = os.path.join(nb, name)
+        end = time.time() + 10
+        while not os.path.exists(p) and time.time() < end:
+            time.sleep(0.1)
+        with open(p, "rb") as f:
+            assert f.read() == (b"" if arbiter else data), name
 
 
 def test_reset_brick_of_a_wiped_directory(pool, vols):
