@@ -413,7 +413,17 @@ int brick_accused_init(struct brick *b)
     pthread_mutex_init(&A->lock, NULL);
     net_cond_init_mono(&A->cond);
     b->accused = A;
-    int rc = brick_version_load(b);
+    /* A new copy must accuse itself before anyone can read it: no start
+     * without that mark. */
+    int rc = brick_version_fill(b);
+    if (rc < 0) {
+        log_error("%s: cannot mark this new copy as one to fill by heal: %s", b->path,
+                  strerror(-rc));
+        b->accused = NULL;
+        fini_struct(A);
+        return rc;
+    }
+    rc = brick_version_load(b);
     if (rc < 0)
         log_warn("%s: reading the heal index failed (%s): accusations start from what it "
                  "read",

@@ -235,7 +235,8 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     if ((rc = brick_dircache_init(b)) < 0)
         goto fail;
     if ((rc = brick_accused_init(b)) < 0) {
-        snprintf(err, errlen, "cannot read the heal index: %s", strerror(-rc));
+        snprintf(err, errlen, "cannot read the heal index (or this new copy's .cairn/fill): %s",
+                 strerror(-rc));
         goto fail;
     }
     if ((rc = brick_locks_init(b)) < 0) {

@@ -21,6 +21,9 @@
 
 /* The brick's private directory at its root: hidden from clients. */
 #define BRICK_PRIVATE ".cairn"
+/* BRICK/.cairn/fill: "member=N", written by cairnd for a new empty copy
+ * (version.c, docs/elastic.md) */
+#define BRICK_FILL_NAME "fill"
 /* xattrs Cairn keeps on every object (docs/brick-format.md). Renaming them
  * orphans every existing brick's ids. */
 #define BRICK_XATTR_PREFIX "trusted.cairn."
@@ -506,6 +509,9 @@ int brick_op_index(struct brick_req *r);
 /* The number of objects in the heal index (what heal info lists, counted
  * without reading them), or -errno. */
 long brick_index_count(struct brick *b);
+/* Applies BRICK/.cairn/fill (a new copy marks its root against itself);
+ * 0 when there is none. Called once at start, before any client. */
+int brick_version_fill(struct brick *b);
 int brick_op_unmark(struct brick_req *r);
 /* ops_heal.c: CHECKSUM (per-block checksums for range heal) and its hash. */
 int brick_op_checksum(struct brick_req *r);

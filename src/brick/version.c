@@ -453,6 +453,48 @@ int brick_op_unmark(struct brick_req *r)
     return rc;
 }
 
+/* A brick that replaces a lost copy, or adds one, starts empty: cairnd
+ * leaves BRICK/.cairn/fill holding "member=N", its place in its replica
+ * set (docs/elastic.md). The brick then marks its own root as missing
+ * every change for member N before it serves anyone. That one mark makes
+ * the brick accuse itself (its accusation mask, in every handshake), so no
+ * client reads from it, and names the root in its heal index, so the heal
+ * copies the whole tree onto it from the other copies (the root's sources)
+ * and clears the mark only once the copy is complete. The marker goes once
+ * the mark is written: a restart before that writes it again. */
+int brick_version_fill(struct brick *b)
+{
+    int cfd = VFS->openat(b->root_fd, BRICK_PRIVATE, O_RDONLY | O_DIRECTORY, 0);
+    if (cfd < 0)
+        return cfd == -ENOENT ? 0 : cfd;
+    int fd = VFS->openat(cfd, BRICK_FILL_NAME, O_RDONLY, 0);
+    if (fd < 0) {
+        VFS->close(cfd);
+        return fd == -ENOENT ? 0 : fd;
+    }
+    char text[64] = "";
+    long n = VFS->pread(fd, text, sizeof(text) - 1, 0);
+    VFS->close(fd);
+    unsigned member;
+    int rc = 0;
+    if (n <= 0 || sscanf(text, "member=%u", &member) != 1 || member >= 31) {
+        /* an empty copy served as a full one would lose data: no start */
+        log_error("%s: %s/%s is malformed (\"member=N\" expected)", b->path, BRICK_PRIVATE,
+                  BRICK_FILL_NAME);
+        rc = -EINVAL;
+    } else {
+        struct obj o = {.fd = -1, .dirfd = b->root_fd, .name = "."};
+        if ((rc = mark_obj(b, &o, "/", 1u << member)) == 0)
+            log_info("%s: a new copy (member %u of its set): not read from until heal has "
+                     "filled it",
+                     b->path, member);
+    }
+    if (rc == 0)
+        rc = VFS->unlinkat(cfd, BRICK_FILL_NAME, 0);
+    VFS->close(cfd);
+    return rc;
+}
+
 int brick_version_load(struct brick *b)
 {
     int dfd = index_open(b, 0);

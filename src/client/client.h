@@ -36,6 +36,9 @@ void cl_volinfo_free(struct cl_volinfo *v);
 /* 1 when a and b name the same bricks (address, path, id, in order) in the
  * same sets: a stack built from one serves the other. */
 int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b);
+/* Replaces dst's bricks, replica count and arbiter with copies of src's
+ * (a stack adopted src's bricks). 0, or -ENOMEM with dst unchanged. */
+int cl_volinfo_take_bricks(struct cl_volinfo *dst, const struct cl_volinfo *src);
 /* Fills out from a GETVOL reply or notification body (NAME, ID, GEN, BRICK*,
  * OPTION*). Returns 0, -EPROTO (malformed; out is freed) or -ENOMEM. */
 int cl_volinfo_parse(const struct rpc_frame *r, struct cl_volinfo *out);
@@ -104,6 +107,12 @@ uint64_t cl_proto_generation(struct cl_layer *l);
 uint32_t cl_proto_accused(struct cl_layer *l);
 /* "host:port:/brick/path", for log lines. */
 void cl_proto_describe(struct cl_layer *l, char *out, size_t len);
+/* Points the layer at another brick (replace-brick, reset-brick, a brick
+ * moved to another port; docs/elastic.md): the connection to the old one is
+ * closed and the new one connected in the background. Operations wait for
+ * it as for any reconnect; handles of the old connection fail with EIO.
+ * 0 or -ENOMEM. */
+int cl_proto_retarget(struct cl_layer *l, const struct net_addr *addr, const char *brick_path);
 
 /* ---- the stack (stack.c) ---- */
 struct cl_stack_params {
@@ -123,6 +132,19 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *p,
                    struct cl_layer **out, char *err, size_t errlen);
 /* cl_layer_destroy_tree of the stack's top. */
 void cl_stack_destroy(struct cl_layer *top);
+/* Elastic volumes (docs/elastic.md): whether a stack built from old can
+ * serve nv's bricks without a rebuild (the same distribute sets, each
+ * keeping its members in place and perhaps gaining some); when not, why
+ * says what differs. Pure. */
+int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv, char *why,
+                       size_t len);
+/* Makes the running stack top (built from old with sp) serve nv's bricks,
+ * without disturbing open files: a protocol layer whose brick changed is
+ * retargeted, a set that gains members gets new protocol layers (new
+ * copies, read only once healed). 0, -ENOTSUP (not adoptable: err says
+ * why) or -ENOMEM (err). */
+int cl_stack_adopt(struct cl_layer *top, const struct cl_volinfo *old, const struct cl_volinfo *nv,
+                   const struct cl_stack_params *sp, char *err, size_t errlen);
 /* The options the stack's layers are configured with (at build and on every
  * change): the volume's, with network.ping-timeout replaced by an explicit
  * ping_timeout_ms (> 0; whole seconds, at least 1). out is the caller's to

@@ -254,6 +254,36 @@ static void mark_if_changed(struct hctx *h, int src, int dst, const char *path,
                   dst);
 }
 
+/* The mark that keeps dst accused while path is copied onto it (below):
+ * 0, or -errno (then the copy goes on unguarded, as before). */
+static int guard_mark(struct hctx *h, int src, int dst, const char *path)
+{
+    struct cl_op op;
+    path_op(&op, RPC_OP_MARK, path);
+    RPC_SET(&op.args, flags, RPC_T_FLAGS, RPC_OP_SETATTR);
+    RPC_SET(&op.args, pending, RPC_T_PENDING, 1u << dst);
+    return simple(h->ch[src], &op);
+}
+
+/* Whether src's object at path is still as before (else the guard stays,
+ * and its own index entry heals it again with heal_one's checks). */
+static int unchanged(struct hctx *h, int src, const char *path, const struct look *before)
+{
+    struct look now;
+    return do_lookup(h->ch[src], path, &now) == 0 && same_version(&now, before);
+}
+
+static int unmark(struct hctx *h, int i, const char *path, const gfid_t *g, uint32_t bits);
+
+static void guard_clear(struct hctx *h, int src, int dst, const char *path, const gfid_t *g)
+{
+    int rc = unmark(h, src, path, g, 1u << dst);
+    if (rc < 0)
+        log_debug("heal: clearing the copy mark of %s on child %d failed (%s); its own heal "
+                  "clears it",
+                  path, src, strerror(-rc));
+}
+
 /* Makes dst's directory path list what src's does. */
 static int heal_entries(struct hctx *h, int src, int dst, const char *path, int is_arbiter)
 {
@@ -288,10 +318,22 @@ static int heal_entries(struct hctx *h, int src, int dst, const char *path, int 
         if (ld.rc == 0 && gfid_equal(&ld.a.gfid, &ls.a.gfid) &&
             (ld.a.mode & S_IFMT) == (ls.a.mode & S_IFMT))
             continue; /* the same object: its own index entry heals its content */
+        /* While the copy is made, the source's object accuses dst: a heal
+         * of this directory running beside this one (another daemon, the
+         * CLI) finds the object on dst and skips it, and may clear the
+         * directory's marks before this copy is complete; this mark keeps
+         * dst accused, so not read from, until it is (and heals it again
+         * if this heal dies half-way). Marked first, then looked at again:
+         * the mark moves the source's ctime. */
+        int guard = guard_mark(h, src, dst, sub) == 0;
+        if (guard && do_lookup(h->ch[src], sub, &ls) < 0)
+            continue;
         if (heal_tree(h, src, dst, sub, is_arbiter) < 0)
-            rc = -EIO;
-        else
+            rc = -EIO; /* the guard stays: its own index entry heals it */
+        else if (!guard)
             mark_if_changed(h, src, dst, sub, &ls);
+        else if (unchanged(h, src, sub, &ls))
+            guard_clear(h, src, dst, sub, &ls.a.gfid);
     }
     free_names(sn, ns);
     free_names(dn, nd);

@@ -53,11 +53,16 @@ struct proto {
     int thread_started;
     pthread_t thread;
     uint64_t backoff_ms, next_try_ms, last_ping_ms;
+    uint64_t target_gen; /* counts retargets (cl_proto_retarget) */
     /* The members of its replica set the brick holds marks against (its
      * last word, kept while disconnected), and that word's number on the
      * current connection. Atomic. */
     uint32_t accused;
     uint64_t accused_gen;
+    /* brick paths before a retarget: log lines of other threads may still
+     * hold them, so they are freed with the layer */
+    char **retired;
+    int n_retired;
 };
 
 static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
@@ -350,7 +355,12 @@ static void start_connect(struct proto *p)
 {
     int ping_ms = __atomic_load_n(&p->ping_ms, __ATOMIC_RELAXED);
     int tmo = ping_ms < 5000 ? ping_ms : 5000;
-    int fd = net_connect(&p->addr, tmo);
+    pthread_mutex_lock(&p->lock); /* cl_proto_retarget changes them */
+    struct net_addr addr = p->addr;
+    const char *brick_path = p->brick_path;
+    uint64_t target_gen = p->target_gen;
+    pthread_mutex_unlock(&p->lock);
+    int fd = net_connect(&addr, tmo);
     struct rpc_conn *c = NULL;
     struct hs_call *k = NULL;
     if (fd < 0) {
@@ -369,6 +379,10 @@ static void start_connect(struct proto *p)
     k->p = p;
     k->c = c;
     pthread_mutex_lock(&p->lock);
+    if (p->target_gen != target_gen) { /* retargeted meanwhile: connect anew */
+        pthread_mutex_unlock(&p->lock);
+        goto fail;
+    }
     p->hs = c;          /* the reference from rpc_conn_new */
     p->accused_gen = 0; /* the brick numbers its words per process */
     p->hs_deadline_ms = net_now_ms() + (uint64_t)p->ping_ms;
@@ -376,7 +390,7 @@ static void start_connect(struct proto *p)
     struct rpc_buf b;
     rpc_buf_init(&b);
     rpc_put_str(&b, RPC_T_NAME, p->volume);
-    rpc_put_str(&b, RPC_T_PATH, p->brick_path);
+    rpc_put_str(&b, RPC_T_PATH, brick_path);
     if (p->subdir)
         rpc_put_str(&b, RPC_T_SUBDIR, p->subdir);
     rpc_put_u64(&b, RPC_T_FEATURES, RPC_FEATURE_ACCUSED);
@@ -575,6 +589,9 @@ static void proto_destroy(struct cl_layer *self)
     pthread_cond_destroy(&p->cond);
     free(p->volume);
     free(p->brick_path);
+    for (int i = 0; i < p->n_retired; i++)
+        free(p->retired[i]);
+    free(p->retired);
     free(p->subdir);
     free(p);
 }
@@ -658,4 +675,52 @@ void cl_proto_describe(struct cl_layer *l, char *out, size_t len)
 {
     struct proto *p = l->priv;
     snprintf(out, len, "%s:%s", p->peer, p->brick_path);
+}
+
+int cl_proto_retarget(struct cl_layer *l, const struct net_addr *addr, const char *brick_path)
+{
+    struct proto *p = l->priv;
+    char *path = strdup(brick_path);
+    pthread_mutex_lock(&p->lock);
+    char **r = path ? realloc(p->retired, (size_t)(p->n_retired + 1) * sizeof(*r)) : NULL;
+    if (!r) {
+        pthread_mutex_unlock(&p->lock);
+        free(path);
+        return -ENOMEM;
+    }
+    p->retired = r;
+    p->retired[p->n_retired++] = p->brick_path;
+    char old[NET_HOST_MAX + 16];
+    snprintf(old, sizeof(old), "%s", p->peer);
+    const char *old_path = p->brick_path;
+    p->brick_path = path;
+    p->addr = *addr;
+    net_format_addr(&p->addr, p->peer, sizeof(p->peer));
+    p->target_gen++;
+    /* The old brick's word on accusations says nothing of the new one,
+     * whose handshake brings its own. */
+    __atomic_store_n(&p->accused, 0, __ATOMIC_RELEASE);
+    p->accused_gen = 0;
+    struct rpc_conn *c = p->conn, *h = p->hs;
+    if (c)
+        rpc_conn_get(c);
+    if (h)
+        rpc_conn_get(h);
+    p->backoff_ms = BACKOFF_MIN_MS;
+    p->next_try_ms = 0;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    log_info("brick %s:%s is now %s:%s", old, old_path, p->peer, path);
+    /* Closing makes closed_cb drop them; the thread then connects to the
+     * new brick. Handles of the old connection fail with EIO, as after
+     * any reconnect. */
+    if (c) {
+        rpc_conn_close(c, -ENOTCONN);
+        rpc_conn_put(c);
+    }
+    if (h) {
+        rpc_conn_close(h, -ENOTCONN);
+        rpc_conn_put(h);
+    }
+    return 0;
 }

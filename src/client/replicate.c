@@ -1118,7 +1118,8 @@ struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, con
     struct repl *r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
-    r->layer.children = calloc((size_t)n, sizeof(*children));
+    /* room for every member a set may gain live (cl_repl_add_child) */
+    r->layer.children = calloc(CL_REPL_MAX, sizeof(*children));
     r->volume = strdup(volume ? volume : "");
     if (!r->layer.children || !r->volume) {
         free(r->layer.children);
@@ -1143,4 +1144,26 @@ struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, con
     if (heal_interval_ms > 0 && pthread_create(&r->thread, NULL, heal_thread, r) == 0)
         r->thread_started = 1;
     return &r->layer;
+}
+
+int cl_repl_add_child(struct cl_layer *l, struct cl_layer *child, int arbiter)
+{
+    struct repl *r = l->priv;
+    int n = __atomic_load_n(&r->n, __ATOMIC_ACQUIRE);
+    if (n >= CL_REPL_MAX || r->arbiter)
+        return -ENOSPC;
+    /* The slot first, then the count: an operation that sees the new count
+     * finds the child. Handles opened before have no handle on it (NOFH),
+     * so their changes mark it as missing them; the count before the
+     * arbiter flag, so no moment counts a data child as the arbiter. */
+    __atomic_store_n(&l->children[n], child, __ATOMIC_RELEASE);
+    __atomic_store_n(&l->n_children, n + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->n, n + 1, __ATOMIC_RELEASE);
+    if (arbiter)
+        __atomic_store_n(&r->arbiter, 1, __ATOMIC_RELEASE);
+    char what[NET_HOST_MAX + PATH_MAX + 32];
+    cl_proto_describe(child, what, sizeof(what));
+    log_info("volume %s: replica set gains %s %s as member %d; not read from until healed",
+             r->volume, arbiter ? "arbiter" : "copy", what, n);
+    return 0;
 }

@@ -44,6 +44,14 @@ int cl_repl_pick(int n, uint64_t hash, uint32_t prefer, uint32_t usable);
  * up). heal_interval_ms 0: no background heal. NULL on ENOMEM / bad n. */
 struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, const char *volume,
                              int heal_interval_ms);
+/* Adds a member to the set while it is in use (add-brick raising the
+ * replica count; docs/elastic.md): child (a protocol layer, now the
+ * layer's) becomes member n, the arbiter when arbiter is set. The new brick
+ * accuses itself until heal has filled it, so no read goes to it; changes
+ * do, and those made through handles opened before are marked for it.
+ * The caller then reconfigures the layer (the quorum counts the new
+ * member). 0, or -ENOSPC (CL_REPL_MAX members, or an arbiter already). */
+int cl_repl_add_child(struct cl_layer *l, struct cl_layer *child, int arbiter);
 
 /* ---- heal (heal.c) ---- */
 

@@ -182,3 +182,82 @@ void cl_stack_destroy(struct cl_layer *top)
 {
     cl_layer_destroy_tree(top);
 }
+
+static int same_brick(const struct cl_brickinfo *a, const struct cl_brickinfo *b)
+{
+    return strcmp(a->addr.host, b->addr.host) == 0 && a->addr.port == b->addr.port &&
+           strcmp(a->path, b->path) == 0 && strcmp(a->id, b->id) == 0;
+}
+
+int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv, char *why,
+                       size_t len)
+{
+    int so = old->replica > 1 ? old->replica : 1, sn = nv->replica > 1 ? nv->replica : 1;
+    int sets = old->n_bricks / so;
+    if (nv->n_bricks / sn != sets || nv->n_bricks % sn) {
+        snprintf(why, len, "%d distribute sets now, %d before: that takes a rebalance",
+                 nv->n_bricks / sn, sets);
+        return 0;
+    }
+    if (sn < so || (sn > so && so == 1) || sn > CL_REPL_MAX ||
+        (old->arbiter && (!nv->arbiter || sn != so)) ||
+        (nv->arbiter && !old->arbiter && sn == so)) {
+        snprintf(why, len, "replica sets of %d%s, %d%s before", sn, nv->arbiter ? " (arbiter)" : "",
+                 so, old->arbiter ? " (arbiter)" : "");
+        return 0;
+    }
+    return 1;
+}
+
+/* The layer serving set s: the top itself for one set, else a child of
+ * distribute. */
+static struct cl_layer *set_layer(struct cl_layer *top, int sets, int s)
+{
+    return sets > 1 ? top->children[s] : top;
+}
+
+int cl_stack_adopt(struct cl_layer *top, const struct cl_volinfo *old, const struct cl_volinfo *nv,
+                   const struct cl_stack_params *sp, char *err, size_t errlen)
+{
+    if (!cl_stack_adoptable(old, nv, err, errlen))
+        return -ENOTSUP;
+    int so = old->replica > 1 ? old->replica : 1, sn = nv->replica > 1 ? nv->replica : 1;
+    int sets = old->n_bricks / so;
+    struct stack_build b = {.v = nv, .sp = sp, .set = sn, .n_sets = sets};
+    b.ping_ms = sp && sp->ping_timeout_ms > 0
+                    ? sp->ping_timeout_ms
+                    : (int)(opt_int(&nv->opts, "network.ping-timeout") * 1000);
+    if (b.ping_ms <= 0)
+        b.ping_ms = CL_DEFAULT_PING_TIMEOUT_MS;
+    struct opt_set opts;
+    if (cl_stack_effective_options(&nv->opts, sp ? sp->ping_timeout_ms : 0, &opts) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (int s = 0; s < sets && rc == 0; s++) {
+        struct cl_layer *set = set_layer(top, sets, s);
+        for (int j = 0; j < so && rc == 0; j++) {
+            const struct cl_brickinfo *o = &old->bricks[s * so + j], *n = &nv->bricks[s * sn + j];
+            if (!same_brick(o, n))
+                rc = cl_proto_retarget(so > 1 ? set->children[j] : set, &n->addr, n->path);
+        }
+        for (int j = so; j < sn && rc == 0; j++) {
+            struct cl_layer *child = make_proto(&b, s * sn + j, NULL, 0);
+            if (!child) {
+                rc = -ENOMEM;
+                break;
+            }
+            if (child->reconfigure)
+                child->reconfigure(child, &opts);
+            if ((rc = cl_repl_add_child(set, child, nv->arbiter && j == sn - 1)) < 0)
+                cl_layer_destroy_tree(child);
+        }
+        if (rc == 0 && sn > so && set->reconfigure)
+            set->reconfigure(set, &opts); /* the quorum counts the new members */
+    }
+    opt_set_free(&opts);
+    if (rc < 0)
+        snprintf(err, errlen, "%s", strerror(-rc));
+    return rc;
+}

@@ -22,6 +22,40 @@ void cl_volinfo_free(struct cl_volinfo *v)
     memset(v, 0, sizeof(*v));
 }
 
+int cl_volinfo_take_bricks(struct cl_volinfo *dst, const struct cl_volinfo *src)
+{
+    struct cl_brickinfo *b = calloc((size_t)src->n_bricks + 1, sizeof(*b));
+    int n = 0;
+    for (; b && n < src->n_bricks; n++) {
+        b[n].addr = src->bricks[n].addr;
+        b[n].path = strdup(src->bricks[n].path);
+        b[n].id = strdup(src->bricks[n].id);
+        if (!b[n].path || !b[n].id) {
+            free(b[n].path);
+            free(b[n].id);
+            break;
+        }
+    }
+    if (!b || n < src->n_bricks) {
+        for (int i = 0; b && i < n; i++) {
+            free(b[i].path);
+            free(b[i].id);
+        }
+        free(b);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < dst->n_bricks; i++) {
+        free(dst->bricks[i].path);
+        free(dst->bricks[i].id);
+    }
+    free(dst->bricks);
+    dst->bricks = b;
+    dst->n_bricks = src->n_bricks;
+    dst->replica = src->replica;
+    dst->arbiter = src->arbiter;
+    return 0;
+}
+
 int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b)
 {
     if (a->n_bricks != b->n_bricks || a->replica != b->replica || a->arbiter != b->arbiter)

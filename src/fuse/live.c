@@ -2,8 +2,10 @@
  * touching open files: the management connection (client/volwatch.c) hands
  * over each newer layout; the client's live options take effect at once
  * (network.ping-timeout in every protocol client layer, the kernel cache
- * times for later replies, the log level). A changed brick layout is only
- * reported: the stack is not rebuilt under open files. */
+ * times for later replies, the log level). A changed brick list is adopted
+ * by the running stack (client/stack.c cl_stack_adopt: bricks replaced,
+ * copies added); one it cannot adopt (other distribute sets) is reported,
+ * for a remount: the stack is not rebuilt under open files. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +133,26 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
     }
 }
 
+/* A changed brick list, adopted by the running stack when it can be
+ * (docs/elastic.md): 0, or -errno (logged) when a remount is needed. */
+static int adopt_bricks(struct cf_live *l, const struct cl_volinfo *v)
+{
+    char why[256];
+    struct cl_stack_params sp = {.ping_timeout_ms = l->cfg->ping_timeout_ms,
+                                 .subdir = l->cfg->subdir};
+    int rc = cl_stack_adopt(l->cf->stack, &l->vol, v, &sp, why, sizeof(why));
+    if (rc == 0)
+        rc = cl_volinfo_take_bricks(&l->vol, v);
+    if (rc < 0) {
+        log_warn("volume %s: cannot use the bricks of generation %llu without a remount: %s",
+                 v->name, (unsigned long long)v->gen, why);
+        return rc;
+    }
+    log_info("volume %s: now on the bricks of generation %llu (%d bricks, replica %d%s)", v->name,
+             (unsigned long long)v->gen, v->n_bricks, v->replica, v->arbiter ? ", arbiter" : "");
+    return 0;
+}
+
 static void changed_cb(const struct cl_volinfo *v, void *ctx)
 {
     struct cf_live *l = ctx;
@@ -139,7 +161,7 @@ static void changed_cb(const struct cl_volinfo *v, void *ctx)
                  (unsigned long long)v->gen);
         l->gone = 0;
     }
-    if (!cl_volinfo_same_bricks(&l->vol, v)) {
+    if (!cl_volinfo_same_bricks(&l->vol, v) && adopt_bricks(l, v) < 0) {
         char sig[64];
         snprintf(sig, sizeof(sig), "%llu", (unsigned long long)v->gen);
         if (strcmp(sig, l->reported_layout) != 0)

@@ -35,6 +35,14 @@ static const struct cmd_usage cmds[] = {
      "[<FILE>]}]",
      "self-heal: enable/disable the self-heal daemon, crawl statistics (info, full and "
      "split-brain run in the CLI)"},
+    {"add-brick", "volume add-brick <VOLNAME> replica <COUNT> [arbiter 1] <NEW-BRICK> ... [force]",
+     "raise the replica count: a new copy in every replica set, filled by heal "
+     "(docs/elastic.md)"},
+    {"replace-brick", "volume replace-brick <VOLNAME> <SOURCE-BRICK> <NEW-BRICK> commit force",
+     "replace a brick (its server may be dead) by a new empty one, filled by heal"},
+    {"reset-brick",
+     "volume reset-brick <VOLNAME> <SOURCE-BRICK> {{start} | {<NEW-BRICK> commit [force]}}",
+     "stop a brick (start), then bring it back empty on the same path, filled by heal (commit)"},
     {NULL,
      "volume set <VOLNAME> group "
      "virt|distributed-virt|metadata-cache|nl-cache|db-workload|small-file",

@@ -110,11 +110,16 @@ static void changed_cb(const struct cl_volinfo *v, void *ctx)
                  (unsigned long long)v->gen);
         vol->gone = 0;
     }
-    if (!cl_volinfo_same_bricks(&vol->info, v)) {
+    char why[256] = "";
+    struct cl_stack_params sp = {.ping_timeout_ms = vol->ping_ms, .subdir = vol->subdir};
+    if (!cl_volinfo_same_bricks(&vol->info, v) &&
+        (cl_stack_adopt(vol->stack, &vol->info, v, &sp, why, sizeof(why)) < 0 ||
+         cl_volinfo_take_bricks(&vol->info, v) < 0)) {
         if (vol->reported_layout_gen != v->gen)
             log_warn("volume %s: layout changed (generation %llu: %d bricks, this handle uses "
-                     "%d); open the volume again to use it",
-                     v->name, (unsigned long long)v->gen, v->n_bricks, vol->info.n_bricks);
+                     "%d: %s); open the volume again to use it",
+                     v->name, (unsigned long long)v->gen, v->n_bricks, vol->info.n_bricks,
+                     why[0] ? why : "out of memory");
         vol->reported_layout_gen = v->gen;
     }
     if (!opt_set_differ(&vol->info.opts, &v->opts))

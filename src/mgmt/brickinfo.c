@@ -4,11 +4,13 @@
  * point below it. `volume delete` removes it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/dirs.h"
 #include "../lib/log.h"
 #include "mgmt.h"
 
@@ -71,4 +73,40 @@ void mgmt_brickinfo_remove(const char *brick_path, const char *volid)
     snprintf(path, sizeof(path), "%s/.cairn/brick.info", brick_path);
     if (unlink(path) < 0)
         log_warn("cannot remove %s: %s", path, strerror(errno));
+}
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
+    if (rc < 0 && errno != ENOENT)
+        log_warn("cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int mgmt_brick_prepare_fill(const struct mgmt_vol *v, const struct mgmt_brick *b, int member,
+                            int reset)
+{
+    char dir[PATH_MAX + 16], path[PATH_MAX + 32], text[64];
+    int rc = dirs_make(b->path);
+    if (rc < 0)
+        return rc;
+    snprintf(dir, sizeof(dir), "%s/.cairn", b->path);
+    /* A reset brick keeps nothing of what it was: the heal index and
+     * marks of its old copy would say it holds what it does not. */
+    if (reset && nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+        return -errno;
+    if ((rc = mgmt_brickinfo_write(v, b)) < 0)
+        return rc;
+    snprintf(path, sizeof(path), "%s/" MGMT_FILL_NAME, dir);
+    int n = snprintf(text, sizeof(text), "member=%d\n", member);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    rc = mgmt_write_all(fd, text, (size_t)n);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
 }

@@ -164,6 +164,9 @@ int mgmt_brick_spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b)
 {
     if (b->pid)
         return 0;
+    /* `volume reset-brick ... start`: down until its commit. */
+    if (v->reset_id[0] && strcmp(v->reset_id, b->id) == 0)
+        return 0;
     /* Server quorum lost: quorum.c starts it when the quorum is back. */
     if (mgmt_quorum_blocks(m, v)) {
         log_info("brick %s:%s of volume %s waits for server quorum", b->host, b->path, v->name);

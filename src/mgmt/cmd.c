@@ -29,6 +29,9 @@ static const struct cmd volume_cmds[] = {
     {"get", mgmt_cmd_get, NULL},
     {"reset", mgmt_cmd_reset, NULL},
     {"heal", mgmt_cmd_heal, NULL},
+    {"add-brick", mgmt_cmd_bricks, NULL},
+    {"replace-brick", mgmt_cmd_bricks, NULL},
+    {"reset-brick", mgmt_cmd_bricks, NULL},
     {"statedump", mgmt_cmd_statedump, NULL},
     {NULL, NULL, NULL},
 };

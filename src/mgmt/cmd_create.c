@@ -23,9 +23,8 @@
         goto fail;                                                                                 \
     } while (0)
 
-/* Splits HOST:/abs/path and normalizes the path (no "//", no trailing '/',
- * no "." or ".." components). 0 or -EINVAL. */
-static int split_brick(const char *arg, struct mgmt_brick *b)
+/* (mgmt.h) */
+int mgmt_brick_split(const char *arg, struct mgmt_brick *b)
 {
     const char *colon = strchr(arg, ':');
     if (!colon || colon == arg || colon[1] != '/' || (size_t)(colon - arg) >= sizeof(b->host))
@@ -229,7 +228,7 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
     for (int i = first; i < last; i++, nb++) {
         struct mgmt_brick *b = &v->bricks[nb];
         struct stat st, root;
-        if (split_brick(argv[i], b) < 0)
+        if (mgmt_brick_split(argv[i], b) < 0)
             FAIL("wrong brick type: %s, use <HOSTNAME>:<export-dir-abs-path>", argv[i]);
         int local = mgmt_host_is_local(m, b->host);
         struct mgmt_peer *owner = m->n_peers ? mgmt_peer_for_host(m, b->host) : NULL;

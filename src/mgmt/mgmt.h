@@ -51,6 +51,9 @@ struct mgmt_vol {
     int arbiter;         /* 1: the last brick of each replica set is an arbiter */
     struct opt_set opts; /* options set by `volume set`, owned */
     uint64_t gen;        /* pool generation of its last change (GETVOL, NOTIFY) */
+    /* id of the brick `volume reset-brick ... start` stopped, until its
+     * commit ("" for none): its server keeps it down (docs/elastic.md) */
+    char reset_id[GFID_STRLEN];
     /* this server stopped its bricks of the volume for want of server
      * quorum (quorum.c); runtime only */
     int quorum_down;
@@ -192,6 +195,15 @@ int mgmt_brickinfo_read(const char *brick_path, char *volname, size_t nlen, char
                         size_t idlen);
 /* Removes the marker if it belongs to volume id volid. */
 void mgmt_brickinfo_remove(const char *brick_path, const char *volid);
+/* BRICK/.cairn/fill: tells the brick it is a new empty copy, member
+ * `member` of its replica set, to be filled by heal before anyone reads
+ * it (the brick's version.c applies it; docs/elastic.md). Never renamed:
+ * the brick reads it by this name. */
+#define MGMT_FILL_NAME "fill"
+/* Makes the directory of a new copy b of v (reset: the old copy's .cairn
+ * is removed first), writes its marker and the fill file. 0 or -errno. */
+int mgmt_brick_prepare_fill(const struct mgmt_vol *v, const struct mgmt_brick *b, int member,
+                            int reset);
 
 /* ---- validate.c ---- */
 
@@ -220,6 +232,9 @@ int mgmt_resolve_addr_list(const char *option, const char *list, char *out, size
  * brick in messages. 0, or -errno with the reason in err. */
 int mgmt_brick_dir_usable(const char *label, const char *path, struct stat *st, int *missing,
                           char *err, size_t errlen);
+/* Splits HOST:/abs/path into b's host and path, normalized (no "//", no
+ * trailing '/', no "." or ".." components). 0 or -EINVAL. */
+int mgmt_brick_split(const char *arg, struct mgmt_brick *b);
 /* The canonical form of path (symbolic links resolved) into out
  * (PATH_MAX), also when its last components do not exist yet. */
 void mgmt_brick_canonical(const char *path, char *out);
@@ -242,6 +257,9 @@ int mgmt_cmd_reset(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_info(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_list(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out);
+/* cmd_bricks.c: volume add-brick, replace-brick and reset-brick
+ * (docs/elastic.md). */
+int mgmt_cmd_bricks(struct mgmt *m, int argc, char **argv, FILE *out);
 /* cmd_statedump.c: `volume statedump`, and its part on this server
  * (internal __statedump VOLNAME [client PID]). */
 int mgmt_cmd_statedump(struct mgmt *m, int argc, char **argv, FILE *out);

@@ -34,6 +34,11 @@ enum mgmt_entry_kind {
     MGMT_E_VOL_STATUS = 6, /* NAME, ID, MODE status, BRICK* {ID, PORT} ports to use */
     MGMT_E_VOL_OPTS = 7,   /* NAME, ID, FLAGS 1: reset all first, OPTION* {NAME[, DATA]} */
     MGMT_E_POOL_OPTS = 8,  /* OPTION* {NAME[, DATA]}: `volume set all`, pool-wide */
+    /* NAME, ID, DATA: the volume's info text with its new bricks (replace-,
+     * reset-, add-brick; docs/elastic.md). Numbered from the range of
+     * management numbers this change was given, so that kinds other
+     * branches add do not collide. */
+    MGMT_E_VOL_BRICKS = 106,
 };
 
 /* ---- pool_state.c: identity, peers, DIR/pool.info, whole-state text ---- */
@@ -125,7 +130,12 @@ int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const ch
 /* Internal commands one cairnd sends another (words starting "__"). */
 int mgmt_cmd_internal(struct mgmt *m, int argc, char **argv, FILE *out);
 /* Brick work on the servers that own a volume's bricks (this one included):
- * checks before create/start and the spawn/kill after a status change. */
+ * checks before create/start and the spawn/kill after a status change.
+ * force: 0, 1, or for a new copy of an elastic change (docs/elastic.md)
+ * MGMT_CHECK_FILL (as force, and the directory must be empty or missing)
+ * or MGMT_CHECK_RESET (the volume's own brick, empty but for .cairn). */
+#define MGMT_CHECK_FILL 2
+#define MGMT_CHECK_RESET 3
 int mgmt_owner_check_bricks(struct mgmt *m, const char *owner_uuid, const char *volname, int force,
                             int n, char **paths, char *err, size_t errlen);
 struct mgmt_import_brick;

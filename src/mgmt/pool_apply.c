@@ -16,6 +16,7 @@
 #include "../lib/dirs.h"
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "elastic.h"
 #include "pool.h"
 
 #define RESULTS 64
@@ -228,6 +229,87 @@ nomem:
     REFUSE(-ENOMEM, "out of memory");
 }
 
+/* A volume's new brick list (elastic.h). Every server swaps the list; the
+ * owner of a brick that left stops it, the owner of a new one makes its
+ * directory, marker and fill file (its process starts with the status
+ * entry that follows, which names its port). A brick reset-started is
+ * stopped by its owner and kept down until its commit. */
+static int apply_bricks(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, char *err,
+                        size_t errlen)
+{
+    char name[MGMT_VOLNAME_MAX + 1], why[256];
+    struct mgmt_vol *v = vol_by_id(m, e, name, err, errlen), *nv;
+    if (!v)
+        return -ENOENT;
+    if (mgmt_vol_parse((const char *)e->data.p, e->data.len, &nv, why, sizeof(why)) < 0)
+        REFUSE(-EINVAL, "bad volume record: %s", why);
+    if (strcmp(nv->id, v->id) != 0 || strcmp(nv->name, v->name) != 0) {
+        mgmt_vol_free(nv);
+        REFUSE(-EINVAL, "volume record of another volume");
+    }
+    /* A concurrent change may have taken a new brick since it was checked. */
+    for (int i = 0; i < nv->n_bricks; i++) {
+        if (!mgmt_elastic_is_new(v, &nv->bricks[i]))
+            continue;
+        for (struct mgmt_vol *o = m->vols; o; o = o->next) {
+            int j = mgmt_elastic_find(o, nv->bricks[i].host, nv->bricks[i].path);
+            if (j >= 0 && (o != v || !v->reset_id[0] || strcmp(o->bricks[j].id, v->reset_id))) {
+                snprintf(err, errlen, "%s:%s is already part of volume %s", nv->bricks[i].host,
+                         nv->bricks[i].path, o->name);
+                mgmt_vol_free(nv);
+                return -EEXIST;
+            }
+        }
+    }
+    for (int i = 0; i < v->n_bricks; i++) {
+        struct mgmt_brick *b = &v->bricks[i];
+        int stays = 0;
+        for (int j = 0; j < nv->n_bricks; j++)
+            if (strcmp(nv->bricks[j].id, b->id) == 0) {
+                struct mgmt_brick *n = &nv->bricks[j];
+                n->pid = b->pid;
+                n->started_ms = b->started_ms;
+                n->retry_ms = b->retry_ms;
+                n->backoff_ms = b->backoff_ms;
+                n->restarts = b->restarts;
+                stays = 1;
+            }
+        int reset_now = strcmp(nv->reset_id, b->id) == 0 && strcmp(v->reset_id, b->id) != 0;
+        if (!stays || reset_now) {
+            mgmt_brick_kill(m, b);
+            log_info("volume %s: brick %s:%s %s", v->name, b->host, b->path,
+                     stays ? "stopped for reset-brick" : "left the volume");
+        }
+        if (!stays && b->local && mgmt_elastic_find(nv, b->host, b->path) < 0)
+            mgmt_brickinfo_remove(b->path, v->id);
+    }
+    struct mgmt_vol old = *v;
+    v->bricks = nv->bricks;
+    v->n_bricks = nv->n_bricks;
+    v->replica = nv->replica;
+    v->arbiter = nv->arbiter;
+    snprintf(v->reset_id, sizeof(v->reset_id), "%s", nv->reset_id);
+    nv->bricks = old.bricks;
+    nv->n_bricks = old.n_bricks;
+    mgmt_mark_local(m);
+    for (int i = 0; i < v->n_bricks; i++) {
+        struct mgmt_brick *b = &v->bricks[i];
+        if (!b->local || !mgmt_elastic_is_new(nv, b))
+            continue;
+        int reset = mgmt_elastic_find(nv, b->host, b->path) >= 0;
+        int rc = mgmt_brick_prepare_fill(v, b, mgmt_elastic_member(v, i), reset);
+        if (rc < 0)
+            log_error("volume %s: cannot prepare new brick %s:%s: %s", v->name, b->host, b->path,
+                      strerror(-rc));
+        else
+            log_info("volume %s: new brick %s:%s (member %d of its set), to be filled by heal",
+                     v->name, b->host, b->path, mgmt_elastic_member(v, i));
+    }
+    mgmt_vol_free(nv);
+    save_vol(m, v, gen);
+    return 0;
+}
+
 /* `volume set all`: options of the whole pool (opt_def.pool). */
 static int apply_pool_opts(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, char *err,
                            size_t errlen)
@@ -320,6 +402,8 @@ int mgmt_apply(struct mgmt *m, const uint8_t *data, size_t len, char *err, size_
         return apply_opts(m, &e, gen, err, errlen);
     case MGMT_E_POOL_OPTS:
         return apply_pool_opts(m, &e, gen, err, errlen);
+    case MGMT_E_VOL_BRICKS:
+        return apply_bricks(m, &e, gen, err, errlen);
     }
     REFUSE(-EINVAL, "unknown pool entry kind %llu", (unsigned long long)e.op);
 }

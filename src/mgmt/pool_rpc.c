@@ -12,6 +12,7 @@
  * __prepare-start, __sync, __status and __import (volume import's check,
  * convert and placement steps, import.h) do brick work on the server that
  * owns the bricks; __gen reports the applied generation. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,30 @@ static int path_within(const char *inner, const char *outer)
     return strncmp(inner, outer, n) == 0 && (inner[n] == 0 || inner[n] == '/');
 }
 
+/* A new copy starts empty (heal fills it; a file already there under the
+ * same id would be taken as healed): 0, or -ENOTEMPTY with err. */
+static int dir_empty(const char *path, int but_private, char *err, size_t errlen)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        snprintf(err, errlen, "Cannot read brick directory %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            !(but_private && strcmp(de->d_name, ".cairn") == 0)) {
+            snprintf(err, errlen,
+                     "Brick directory %s is not empty (%s): a new copy starts empty and is "
+                     "filled by heal; empty it first",
+                     path, de->d_name);
+            rc = -ENOTEMPTY;
+        }
+    closedir(d);
+    return rc;
+}
+
 int mgmt_local_check_bricks(struct mgmt *m, const char *volname, int force, int n, char **paths,
                             char *err, size_t errlen)
 {
@@ -106,6 +131,11 @@ int mgmt_local_check_bricks(struct mgmt *m, const char *volname, int force, int 
         int missing, rc;
         if ((rc = mgmt_brick_dir_usable(path, path, &st, &missing, err, errlen)) < 0)
             return rc;
+        if (force >= MGMT_CHECK_FILL && !missing &&
+            (rc = dir_empty(path, force == MGMT_CHECK_RESET, err, errlen)) < 0)
+            return rc;
+        if (force == MGMT_CHECK_RESET)
+            continue; /* the volume's own brick: its marker and place stay */
         mgmt_brick_canonical(path, real);
         for (struct mgmt_vol *o = m->vols; o; o = o->next)
             for (int j = 0; j < o->n_bricks; j++) {
@@ -161,7 +191,10 @@ int mgmt_owner_check_bricks(struct mgmt *m, const char *owner_uuid, const char *
     }
     argv[0] = "__check-bricks";
     argv[1] = volname;
-    argv[2] = force ? "force" : "-";
+    argv[2] = force == MGMT_CHECK_FILL    ? "fill"
+              : force == MGMT_CHECK_RESET ? "reset"
+              : force                     ? "force"
+                                          : "-";
     for (int i = 0; i < n; i++)
         argv[3 + i] = paths[i];
     char *text = NULL, host[NET_HOST_MAX];
@@ -559,8 +592,11 @@ int mgmt_cmd_internal(struct mgmt *m, int argc, char **argv, FILE *out)
     if (strcmp(w, "__check-bricks") == 0) {
         if (argc < 4)
             return bad(out, "usage: __check-bricks VOLNAME force|- PATH...");
-        if (mgmt_local_check_bricks(m, argv[1], strcmp(argv[2], "force") == 0, argc - 3, argv + 3,
-                                    err, sizeof(err)) < 0)
+        int mode = strcmp(argv[2], "force") == 0   ? 1
+                   : strcmp(argv[2], "fill") == 0  ? MGMT_CHECK_FILL
+                   : strcmp(argv[2], "reset") == 0 ? MGMT_CHECK_RESET
+                                                   : 0;
+        if (mgmt_local_check_bricks(m, argv[1], mode, argc - 3, argv + 3, err, sizeof(err)) < 0)
             return bad(out, err);
         return 0;
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "elastic.h"
 #include "pool.h"
 
 uint64_t mgmt_raft_id(const char *uuid)
@@ -397,6 +398,29 @@ int mgmt_state_replace(struct mgmt *m, const char *text, size_t len, char *err, 
         vols = v;
         p = nl + 1 + vlen;
     }
+    /* Bricks new to a volume this server knew (replace-, reset-, add-brick
+     * applied elsewhere while this server was behind): prepared below as
+     * apply_bricks prepares them, so that a new copy of this server's
+     * never starts without its fill file (docs/elastic.md). */
+    struct fresh {
+        char vol[GFID_STRLEN], brick[GFID_STRLEN];
+        int reset;
+    } *fresh = NULL;
+    int n_fresh = 0;
+    for (struct mgmt_vol *o = m->vols; o; o = o->next) {
+        struct mgmt_vol *nv = find_id(vols, o->id);
+        for (int j = 0; nv && j < nv->n_bricks; j++) {
+            if (!mgmt_elastic_is_new(o, &nv->bricks[j]))
+                continue;
+            struct fresh *f = realloc(fresh, (size_t)(n_fresh + 1) * sizeof(*f));
+            if (!f)
+                break; /* logged below as not prepared: no fill file, no start */
+            fresh = f;
+            snprintf(f[n_fresh].vol, GFID_STRLEN, "%s", nv->id);
+            snprintf(f[n_fresh].brick, GFID_STRLEN, "%s", nv->bricks[j].id);
+            f[n_fresh++].reset = mgmt_elastic_find(o, nv->bricks[j].host, nv->bricks[j].path) >= 0;
+        }
+    }
     /* Commit: volumes that disappear lose their processes and files. */
     for (struct mgmt_vol *o = m->vols; o; o = o->next) {
         struct mgmt_vol *nv = find_id(vols, o->id);
@@ -426,6 +450,18 @@ int mgmt_state_replace(struct mgmt *m, const char *text, size_t len, char *err, 
     m->pool_opts = opts;
     m->gen = gen;
     mgmt_mark_local(m);
+    for (int k = 0; k < n_fresh; k++)
+        for (struct mgmt_vol *v = m->vols; v; v = v->next)
+            for (int i = 0; strcmp(v->id, fresh[k].vol) == 0 && i < v->n_bricks; i++) {
+                struct mgmt_brick *b = &v->bricks[i];
+                if (!b->local || strcmp(b->id, fresh[k].brick) != 0)
+                    continue;
+                int prc = mgmt_brick_prepare_fill(v, b, mgmt_elastic_member(v, i), fresh[k].reset);
+                if (prc < 0)
+                    log_error("volume %s: cannot prepare new brick %s:%s: %s", v->name, b->host,
+                              b->path, strerror(-prc));
+            }
+    free(fresh);
     mgmt_pool_save(m);
     return 0;
 fail:

@@ -110,6 +110,8 @@ char *mgmt_vol_format(const struct mgmt_vol *v)
         fprintf(f, "replica=%d\narbiter=%d\n", v->replica, v->arbiter);
     if (v->gen)
         fprintf(f, "generation=%llu\n", (unsigned long long)v->gen);
+    if (v->reset_id[0])
+        fprintf(f, "reset-brick=%s\n", v->reset_id);
     for (int i = 0; i < v->n_bricks; i++) {
         const struct mgmt_brick *b = &v->bricks[i];
         fprintf(f, "brick=%s %u %s:%s\n", b->id, b->port, b->host, b->path);
@@ -212,6 +214,11 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
             v->status = MGMT_VOL_STOPPED;
         else
             BAD("line %d: unknown status \"%.40s\"", lineno, val);
+    } else if (strcmp(key, "reset-brick") == 0) {
+        gfid_t g;
+        if (gfid_parse(val, &g) < 0)
+            BAD("line %d: bad brick id \"%.40s\"", lineno, val);
+        snprintf(v->reset_id, sizeof(v->reset_id), "%s", val);
     } else if (strcmp(key, "brick") == 0) {
         void *nb = realloc(v->bricks, (size_t)(v->n_bricks + 1) * sizeof(*v->bricks));
         if (!nb) {

@@ -2,6 +2,8 @@
  * objects in its heal index, grown by changes that carry PENDING and by
  * MARK, shrunk by UNMARK (with or without the object), the dirty bit
  * accusing nobody, and rebuilt from the index when the brick opens again. */
+#include <unistd.h>
+
 #include "test_brick_util.h"
 
 static int mark(struct tb *t, const char *path, uint16_t missed, uint32_t bits)
@@ -93,5 +95,43 @@ int main(void)
     CHECK_EQ(tb_open_at(&t, t.dir, "testvol", NULL), 0);
     CHECK_EQ(brick_accused_mask(t.b), 0u);
     tb_close(&t, 1);
+
+    /* a new copy (docs/elastic.md): BRICK/.cairn/fill makes the brick
+     * accuse itself at open, its root in the index, and goes */
+    struct tb f;
+    CHECK_EQ(tb_open(&f, NULL), 0);
+    tb_close(&f, 0);
+    char fill[512];
+    snprintf(fill, sizeof(fill), "%s/.cairn/fill", f.dir);
+    FILE *ff = fopen(fill, "w");
+    CHECK(ff != NULL);
+    if (ff) {
+        fputs("member=2\n", ff);
+        fclose(ff);
+    }
+    CHECK_EQ(tb_open_at(&f, f.dir, "testvol", NULL), 0);
+    CHECK_EQ(brick_accused_mask(f.b), 1u << 2);
+    CHECK(access(fill, F_OK) < 0);
+    CHECK_EQ(brick_index_count(f.b), 1);
+    /* kept across a restart (the mark, not the file), cleared by UNMARK */
+    tb_close(&f, 0);
+    CHECK_EQ(tb_open_at(&f, f.dir, "testvol", NULL), 0);
+    CHECK_EQ(brick_accused_mask(f.b), 1u << 2);
+    gfid_t root;
+    gfid_root(&root);
+    CHECK_EQ(unmark(&f, "/", &root, 1u << 2), 0);
+    CHECK_EQ(brick_accused_mask(f.b), 0u);
+    /* a malformed file: the brick does not start (an empty copy must not
+     * be served as a full one) */
+    tb_close(&f, 0);
+    ff = fopen(fill, "w");
+    if (ff) {
+        fputs("member=x\n", ff);
+        fclose(ff);
+    }
+    CHECK(tb_open_at(&f, f.dir, "testvol", NULL) < 0);
+    unlink(fill);
+    CHECK_EQ(tb_open_at(&f, f.dir, "testvol", NULL), 0);
+    tb_close(&f, 1);
     return check_summary("test_brick_accused");
 }

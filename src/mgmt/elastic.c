@@ -1,0 +1,138 @@
+/* Elastic volumes: the new brick list of a volume whose bricks change while
+ * it is in use (replace-brick, reset-brick, add-brick raising the replica
+ * count; docs/elastic.md). Pure functions over the volume record: no I/O,
+ * no state, unit-tested in tests/unit/test_mgmt_elastic.c. The commands
+ * (cmd_bricks.c) check the new bricks' directories and commit the list. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elastic.h"
+
+struct mgmt_vol *mgmt_vol_dup(const struct mgmt_vol *v)
+{
+    char *text = mgmt_vol_format(v);
+    struct mgmt_vol *out = NULL;
+    char err[256];
+    if (text && mgmt_vol_parse(text, strlen(text), &out, err, sizeof(err)) < 0)
+        out = NULL;
+    free(text);
+    if (out) {
+        out->status = v->status;
+        out->gen = v->gen;
+    }
+    return out;
+}
+
+int mgmt_elastic_find(const struct mgmt_vol *v, const char *host, const char *path)
+{
+    for (int i = 0; i < v->n_bricks; i++)
+        if (strcmp(v->bricks[i].host, host) == 0 && strcmp(v->bricks[i].path, path) == 0)
+            return i;
+    return -1;
+}
+
+int mgmt_elastic_member(const struct mgmt_vol *v, int i)
+{
+    return v->replica > 1 ? i % v->replica : 0;
+}
+
+int mgmt_elastic_is_new(const struct mgmt_vol *old, const struct mgmt_brick *b)
+{
+    for (int i = 0; i < old->n_bricks; i++)
+        if (strcmp(old->bricks[i].id, b->id) == 0)
+            return 0;
+    return 1;
+}
+
+#define FAIL(code, ...)                                                                            \
+    do {                                                                                           \
+        snprintf(err, errlen, __VA_ARGS__);                                                        \
+        return code;                                                                               \
+    } while (0)
+
+/* Whether host:path is a brick of any volume (in) or the new list. */
+static const char *taken_by(const struct mgmt_vol *vols, const char *host, const char *path)
+{
+    for (const struct mgmt_vol *o = vols; o; o = o->next)
+        if (mgmt_elastic_find(o, host, path) >= 0)
+            return o->name;
+    return NULL;
+}
+
+int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v,
+                         const char *old_host, const char *old_path, const struct mgmt_brick *nb,
+                         int *index, char *err, size_t errlen)
+{
+    int i = mgmt_elastic_find(v, old_host, old_path);
+    if (i < 0)
+        FAIL(-ENOENT, "brick: %s:%s does not exist in volume: %s", old_host, old_path, v->name);
+    if (v->replica < 2)
+        FAIL(-EINVAL,
+             "replace-brick commit force on a distribute volume (%s) would lose the brick's "
+             "files: there is no other copy to heal the new brick from. Add a copy first "
+             "(volume add-brick %s replica 2 BRICK...), then replace the brick",
+             v->name, v->name);
+    if (taken_by(vols, nb->host, nb->path) || mgmt_elastic_find(v, nb->host, nb->path) >= 0)
+        FAIL(-EEXIST,
+             "Brick: %s:%s not available. Brick may be containing or be contained by an "
+             "existing brick.",
+             nb->host, nb->path);
+    *index = i;
+    return 0;
+}
+
+int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, int replica,
+                       int arbiter, const struct mgmt_brick *nb, int n, struct mgmt_brick **out,
+                       int *n_out, char *err, size_t errlen)
+{
+    int cur = v->replica > 1 ? v->replica : 1;
+    int sets = v->n_bricks / cur;
+    if (replica < 0)
+        FAIL(-EINVAL,
+             "Adding bricks without raising the replica count adds distribute sets, which "
+             "needs a rebalance to move files onto them: not supported yet. To add copies, "
+             "give the new count: volume add-brick %s replica %d BRICK...",
+             v->name, cur + 1);
+    if (replica <= cur)
+        FAIL(-EINVAL,
+             "Volume %s has replica count %d: add-brick can only raise it (the given replica "
+             "count %d is not above it)",
+             v->name, cur, replica);
+    if (v->arbiter)
+        FAIL(-EINVAL, "Volume %s already has an arbiter: its replica count cannot be raised",
+             v->name);
+    if (arbiter && (cur != 2 || replica != 3))
+        FAIL(-EINVAL, "For arbiter configuration, replica count must be 3 (2 data bricks and "
+                      "1 arbiter): add an arbiter to a replica 2 volume");
+    if (replica > 16)
+        FAIL(-EINVAL, "replica count must be a number from 2 to 16");
+    int per = replica - cur;
+    if (n != sets * per)
+        FAIL(-EINVAL, "Incorrect number of bricks supplied %d with count %d", n, replica);
+    for (int k = 0; k < n; k++) {
+        if (taken_by(vols, nb[k].host, nb[k].path))
+            FAIL(-EEXIST,
+                 "Brick: %s:%s not available. Brick may be containing or be contained by an "
+                 "existing brick.",
+                 nb[k].host, nb[k].path);
+        for (int j = 0; j < k; j++)
+            if (strcmp(nb[j].host, nb[k].host) == 0 && strcmp(nb[j].path, nb[k].path) == 0)
+                FAIL(-EEXIST, "Found duplicate exports %s:%s", nb[k].host, nb[k].path);
+    }
+    struct mgmt_brick *b = calloc((size_t)(sets * replica), sizeof(*b));
+    if (!b)
+        FAIL(-ENOMEM, "out of memory");
+    /* Set s keeps its members 0..cur-1 and gains the new bricks
+     * s*per .. s*per+per-1 after them (an arbiter last, as in a create). */
+    for (int s = 0; s < sets; s++) {
+        for (int j = 0; j < cur; j++)
+            b[s * replica + j] = v->bricks[s * cur + j];
+        for (int j = 0; j < per; j++)
+            b[s * replica + cur + j] = nb[s * per + j];
+    }
+    *out = b;
+    *n_out = sets * replica;
+    return 0;
+}

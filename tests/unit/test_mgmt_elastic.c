@@ -1,0 +1,179 @@
+/* Elastic volumes, the pure parts: the checks and new brick lists of
+ * replace-brick and add-brick (src/mgmt/elastic.c), the volume record's
+ * reset-brick line, and which brick changes a running client stack can
+ * adopt (src/client/stack.c cl_stack_adoptable). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/client/client.h"
+#include "../../src/mgmt/elastic.h"
+#include "check.h"
+
+/* A volume of n bricks h<i>:/b/<name><i>, replica r. */
+static struct mgmt_vol *make_vol(const char *name, int n, int r, int arbiter)
+{
+    struct mgmt_vol *v = calloc(1, sizeof(*v));
+    gfid_t g;
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    gfid_generate(&g);
+    gfid_format(&g, v->id);
+    v->status = MGMT_VOL_STARTED;
+    v->replica = r;
+    v->arbiter = arbiter;
+    v->n_bricks = n;
+    v->bricks = calloc((size_t)n, sizeof(*v->bricks));
+    for (int i = 0; i < n; i++) {
+        gfid_generate(&g);
+        gfid_format(&g, v->bricks[i].id);
+        snprintf(v->bricks[i].host, sizeof(v->bricks[i].host), "h%d", i);
+        snprintf(v->bricks[i].path, sizeof(v->bricks[i].path), "/b/%s%d", name, i);
+    }
+    return v;
+}
+
+static struct mgmt_brick brick(const char *host, const char *path)
+{
+    struct mgmt_brick b;
+    memset(&b, 0, sizeof(b));
+    snprintf(b.host, sizeof(b.host), "%s", host);
+    snprintf(b.path, sizeof(b.path), "%s", path);
+    return b;
+}
+
+static void test_replace(void)
+{
+    struct mgmt_vol *v = make_vol("r", 3, 3, 0), *d = make_vol("d", 2, 0, 0);
+    v->next = d;
+    char err[512];
+    int i = -1;
+    struct mgmt_brick nb = brick("h9", "/b/new");
+    CHECK_EQ(mgmt_elastic_replace(v, v, "h1", "/b/r1", &nb, &i, err, sizeof(err)), 0);
+    CHECK_EQ(i, 1);
+    CHECK_EQ(mgmt_elastic_replace(v, v, "h1", "/b/nope", &nb, &i, err, sizeof(err)), -ENOENT);
+    CHECK_STR(err, "brick: h1:/b/nope does not exist in volume: r");
+    /* a brick of this volume, or of another */
+    nb = brick("h2", "/b/r2");
+    CHECK_EQ(mgmt_elastic_replace(v, v, "h1", "/b/r1", &nb, &i, err, sizeof(err)), -EEXIST);
+    CHECK(strstr(err, "Brick may be containing or be contained by an existing brick") != NULL);
+    nb = brick("h0", "/b/d0");
+    CHECK_EQ(mgmt_elastic_replace(v, v, "h1", "/b/r1", &nb, &i, err, sizeof(err)), -EEXIST);
+    /* a distribute volume has no copy to fill the new brick from */
+    nb = brick("h9", "/b/new");
+    CHECK_EQ(mgmt_elastic_replace(v, d, "h0", "/b/d0", &nb, &i, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "no other copy") != NULL);
+    v->next = NULL;
+    mgmt_vol_free(v);
+    mgmt_vol_free(d);
+}
+
+static void test_raise(void)
+{
+    struct mgmt_vol *v = make_vol("x", 4, 2, 0);
+    char err[512];
+    struct mgmt_brick nb[2] = {brick("h8", "/b/n0"), brick("h9", "/b/n1")}, *out = NULL;
+    int n = 0;
+    /* 2 x 2 -> 2 x 3: set s gains nb[s] as its third member */
+    CHECK_EQ(mgmt_elastic_raise(v, v, 3, 0, nb, 2, &out, &n, err, sizeof(err)), 0);
+    CHECK_EQ(n, 6);
+    if (out && n == 6) {
+        CHECK_STR(out[0].path, "/b/x0");
+        CHECK_STR(out[1].path, "/b/x1");
+        CHECK_STR(out[2].path, "/b/n0");
+        CHECK_STR(out[3].path, "/b/x2");
+        CHECK_STR(out[4].path, "/b/x3");
+        CHECK_STR(out[5].path, "/b/n1");
+    }
+    free(out);
+    out = NULL;
+    /* an arbiter for each set */
+    CHECK_EQ(mgmt_elastic_raise(v, v, 3, 1, nb, 2, &out, &n, err, sizeof(err)), 0);
+    free(out);
+    out = NULL;
+    /* refusals, with GlusterFS's words where it has them */
+    CHECK_EQ(mgmt_elastic_raise(v, v, 3, 0, nb, 1, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK_STR(err, "Incorrect number of bricks supplied 1 with count 3");
+    CHECK_EQ(mgmt_elastic_raise(v, v, 2, 0, nb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "can only raise it") != NULL);
+    CHECK_EQ(mgmt_elastic_raise(v, v, 1, 0, nb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK_EQ(mgmt_elastic_raise(v, v, -1, 0, nb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "rebalance") != NULL);
+    CHECK_EQ(mgmt_elastic_raise(v, v, 4, 1, nb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "arbiter") != NULL);
+    struct mgmt_brick dup[2] = {brick("h8", "/b/n0"), brick("h8", "/b/n0")};
+    CHECK_EQ(mgmt_elastic_raise(v, v, 3, 0, dup, 2, &out, &n, err, sizeof(err)), -EEXIST);
+    struct mgmt_brick taken[2] = {brick("h8", "/b/n0"), brick("h3", "/b/x3")};
+    CHECK_EQ(mgmt_elastic_raise(v, v, 3, 0, taken, 2, &out, &n, err, sizeof(err)), -EEXIST);
+    CHECK(out == NULL);
+    /* a volume with an arbiter keeps its count */
+    struct mgmt_vol *a = make_vol("a", 3, 3, 1);
+    struct mgmt_brick one = brick("h8", "/b/n0");
+    CHECK_EQ(mgmt_elastic_raise(a, a, 4, 0, &one, 1, &out, &n, err, sizeof(err)), -EINVAL);
+    /* distribute 1 x 1 -> replica 2 */
+    struct mgmt_vol *d = make_vol("d", 1, 0, 0);
+    CHECK_EQ(mgmt_elastic_raise(d, d, 2, 0, &one, 1, &out, &n, err, sizeof(err)), 0);
+    CHECK_EQ(n, 2);
+    free(out);
+    mgmt_vol_free(a);
+    mgmt_vol_free(d);
+    mgmt_vol_free(v);
+}
+
+static void test_members_and_record(void)
+{
+    struct mgmt_vol *v = make_vol("m", 6, 3, 0), *w = NULL;
+    CHECK_EQ(mgmt_elastic_member(v, 0), 0);
+    CHECK_EQ(mgmt_elastic_member(v, 4), 1);
+    CHECK_EQ(mgmt_elastic_member(v, 5), 2);
+    CHECK(!mgmt_elastic_is_new(v, &v->bricks[3]));
+    struct mgmt_brick b = brick("h", "/x");
+    snprintf(b.id, sizeof(b.id), "%s", v->id);
+    CHECK(mgmt_elastic_is_new(v, &b));
+    /* the reset-brick line survives the store */
+    snprintf(v->reset_id, sizeof(v->reset_id), "%s", v->bricks[2].id);
+    w = mgmt_vol_dup(v);
+    CHECK(w != NULL);
+    if (w) {
+        CHECK_STR(w->reset_id, v->bricks[2].id);
+        CHECK_EQ(w->status, MGMT_VOL_STARTED);
+        CHECK_EQ(mgmt_elastic_find(w, "h4", "/b/m4"), 4);
+        CHECK_EQ(mgmt_elastic_find(w, "h4", "/b/m5"), -1);
+    }
+    mgmt_vol_free(w);
+    mgmt_vol_free(v);
+}
+
+/* cl_volinfo of n bricks, replica r (bricks share one array of names). */
+static struct cl_volinfo info(int n, int r, int arbiter, struct cl_brickinfo *b)
+{
+    struct cl_volinfo v = {.bricks = b, .n_bricks = n, .replica = r, .arbiter = arbiter};
+    return v;
+}
+
+static void test_adoptable(void)
+{
+    struct cl_brickinfo b[12];
+    memset(b, 0, sizeof(b));
+    char why[256];
+    struct cl_volinfo r2 = info(2, 2, 0, b), r3 = info(3, 3, 0, b), a3 = info(3, 3, 1, b);
+    struct cl_volinfo d2 = info(2, 1, 0, b), r22 = info(4, 2, 0, b), r23 = info(6, 3, 0, b);
+    CHECK(cl_stack_adoptable(&r3, &r3, why, sizeof(why)));   /* a brick replaced */
+    CHECK(cl_stack_adoptable(&r2, &r3, why, sizeof(why)));   /* a copy added */
+    CHECK(cl_stack_adoptable(&r2, &a3, why, sizeof(why)));   /* an arbiter added */
+    CHECK(cl_stack_adoptable(&r22, &r23, why, sizeof(why))); /* each set a copy */
+    CHECK(!cl_stack_adoptable(&r3, &r2, why, sizeof(why)));  /* a copy removed */
+    CHECK(!cl_stack_adoptable(&r3, &a3, why, sizeof(why)));  /* a copy made an arbiter */
+    CHECK(!cl_stack_adoptable(&a3, &r3, why, sizeof(why)));
+    CHECK(!cl_stack_adoptable(&r2, &r22, why, sizeof(why))); /* a set added: rebalance */
+    CHECK(strstr(why, "rebalance") != NULL);
+    CHECK(!cl_stack_adoptable(&d2, &r22, why, sizeof(why))); /* no replicate layer to grow */
+}
+
+int main(void)
+{
+    test_replace();
+    test_raise();
+    test_members_and_record();
+    test_adoptable();
+    return check_summary("test_mgmt_elastic");
+}
