@@ -30,6 +30,7 @@ static const struct cmd volume_cmds[] = {
     {"reset", mgmt_cmd_reset, NULL},
     {"heal", mgmt_cmd_heal, NULL},
     {"statedump", mgmt_cmd_statedump, NULL},
+    {"quota", mgmt_cmd_quota, NULL},
     {NULL, NULL, NULL},
 };
 
