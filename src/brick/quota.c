@@ -39,7 +39,7 @@
 #define STRIPES 64
 
 struct qdir {
-    struct quota_limit lim; /* path owned */
+    struct quota_limit lim;     /* path owned */
     int64_t bytes, files, dirs; /* on this brick */
     int64_t o_bytes, o_files;   /* on the other replica sets (cairnd's last sum) */
     int64_t reserved;           /* bytes granted to requests still running */
@@ -65,7 +65,6 @@ struct brick_quota {
 
 /* A request's quota state between brick_quota_pre and brick_quota_post. */
 enum qkind { Q_NONE, Q_FILE, Q_MAKE, Q_REMOVE, Q_RENAME };
-
 
 /* ---- counting ---- */
 
@@ -569,8 +568,8 @@ static int refuses(struct brick_quota *q, struct qdir *d, const struct brick_qop
     }
     if (op->grow_objs > 0 && d->lim.objects > 0 &&
         d->files + d->dirs + d->o_files + op->grow_objs > d->lim.objects) {
-        snprintf(why, len, "quota: %s would exceed its limit of %" PRId64 " objects",
-                 d->lim.path, d->lim.objects);
+        snprintf(why, len, "quota: %s would exceed its limit of %" PRId64 " objects", d->lim.path,
+                 d->lim.objects);
         return 1;
     }
     return 0;
@@ -711,8 +710,7 @@ void brick_quota_post(struct brick_req *r, struct brick_qop *op, int rc)
     pthread_mutex_lock(&q->lock);
     if (op->reserved)
         for (int i = 0; i < q->n; i++)
-            if (quota_path_under(q->dirs[i].lim.path,
-                                 op->kind == Q_RENAME ? op->path2 : op->path))
+            if (quota_path_under(q->dirs[i].lim.path, op->kind == Q_RENAME ? op->path2 : op->path))
                 q->dirs[i].reserved -= op->grow;
     if (counted) {
         switch (op->kind) {
@@ -838,8 +836,8 @@ void brick_quota_dump(struct brick *b, FILE *f)
     struct brick_quota *q = b->quota;
     if (!q || sd_section(f, "brick.quota", &q->lock) < 0)
         return;
-    fprintf(f, "enabled=%d\ndeem-statfs=%d\ncrawls=%llu\nlimits=%d\n", q->enabled,
-            q->deem_statfs, (unsigned long long)q->crawls, q->n);
+    fprintf(f, "enabled=%d\ndeem-statfs=%d\ncrawls=%llu\nlimits=%d\n", q->enabled, q->deem_statfs,
+            (unsigned long long)q->crawls, q->n);
     for (int i = 0; i < q->n; i++) {
         struct qdir *d = &q->dirs[i];
         fprintf(f,

@@ -82,8 +82,8 @@ int cli_volume_quota_list(const struct net_addr *mgmt, int argc, char **argv, in
     }
     if (strcmp(opt_value(&v.opts, "features.quota"), "on") != 0) {
         char msg[256];
-        snprintf(msg, sizeof(msg), "Quota is disabled, please enable quota (volume quota %s enable)",
-                 name);
+        snprintf(msg, sizeof(msg),
+                 "Quota is disabled, please enable quota (volume quota %s enable)", name);
         if (xml)
             xml_error_doc(stdout, XML_ERRNO_INTERNAL, msg);
         else
@@ -92,8 +92,7 @@ int cli_volume_quota_list(const struct net_addr *mgmt, int argc, char **argv, in
         return 1;
     }
     struct quota_limits q;
-    if (quota_limits_parse(opt_value(&v.opts, "features.quota-limits"), &q, err, sizeof(err)) <
-        0) {
+    if (quota_limits_parse(opt_value(&v.opts, "features.quota-limits"), &q, err, sizeof(err)) < 0) {
         fprintf(stderr, "quota command failed : %s\n", err);
         cl_volinfo_free(&v);
         return 1;
@@ -119,8 +118,7 @@ int cli_volume_quota_list(const struct net_addr *mgmt, int argc, char **argv, in
             int brc = ask_brick(&v, i, &q, set_u);
             if (brc < 0 && !xml)
                 fprintf(stderr, "Brick %s:%s: %s\n", v.bricks[i].addr.host, v.bricks[i].path,
-                        brc == -ENOTCONN || brc == -ETIMEDOUT ? "not connected"
-                                                              : strerror(-brc));
+                        brc == -ENOTCONN || brc == -ETIMEDOUT ? "not connected" : strerror(-brc));
         }
         for (int k = 0; k < q.n; k++) {
             tot[k].bytes += set_u[k].bytes;
@@ -169,8 +167,8 @@ int cli_volume_quota_list(const struct net_addr *mgmt, int argc, char **argv, in
             continue;
         }
         int64_t hard = objects ? l->objects : l->hard;
-        int soft_pct = (objects ? l->obj_soft : l->soft) ? (objects ? l->obj_soft : l->soft)
-                                                         : dsoft;
+        int soft_pct =
+            (objects ? l->obj_soft : l->soft) ? (objects ? l->obj_soft : l->soft) : dsoft;
         int64_t soft = (int64_t)((double)hard * soft_pct / 100.0);
         int64_t used = objects ? tot[k].files + tot[k].dirs : tot[k].bytes;
         int64_t avail = hard > used ? hard - used : 0;
@@ -195,8 +193,7 @@ int cli_volume_quota_list(const struct net_addr *mgmt, int argc, char **argv, in
         } else if (objects) {
             char sbuf[64];
             snprintf(sbuf, sizeof(sbuf), "%d%%(%" PRId64 ")", soft_pct, soft);
-            printf("%-40s %10" PRId64 " %12s %10" PRId64 " %10" PRId64 " %13" PRId64
-                   " %15s %20s\n",
+            printf("%-40s %10" PRId64 " %12s %10" PRId64 " %10" PRId64 " %13" PRId64 " %15s %20s\n",
                    l->path, hard, sbuf, tot[k].files, tot[k].dirs, avail, yes(sl), yes(hl));
         } else {
             char h[32], s[32], sbuf[64], u[32], a[32];

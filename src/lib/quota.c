@@ -89,8 +89,7 @@ int quota_limits_parse(const char *s, struct quota_limits *out, char *err, size_
                 goto bad;
         char path[4096];
         if (v[1] > 100 || v[3] > 100 || quota_path_norm(q, path, sizeof(path)) < 0 ||
-            strcmp(path, q) != 0 || out->n >= QUOTA_LIMITS_MAX ||
-            quota_limits_find(out, path))
+            strcmp(path, q) != 0 || out->n >= QUOTA_LIMITS_MAX || quota_limits_find(out, path))
             goto bad;
         struct quota_limit *l = realloc(out->l, sizeof(*l) * (size_t)(out->n + 1));
         if (!l) {

@@ -58,8 +58,7 @@ static int check_dir(const struct mgmt_vol *v, const char *path, FILE *out)
             return 1;
         }
         if (!S_ISDIR(st.st_mode)) {
-            fprintf(out, FAIL "%s is not a directory: quota limits apply to directories\n",
-                    path);
+            fprintf(out, FAIL "%s is not a directory: quota limits apply to directories\n", path);
             return 1;
         }
     }
@@ -86,8 +85,9 @@ static int change_limit(struct mgmt *m, struct mgmt_vol *v, int argc, char **arg
         return 2;
     char path[4096];
     if (quota_path_norm(argv[4], path, sizeof(path)) < 0) {
-        fprintf(out, FAIL "%s is not a path of the volume: it must start with '/' and have no "
-                          "empty, '.' or '..' part, ';' or control character\n",
+        fprintf(out,
+                FAIL "%s is not a path of the volume: it must start with '/' and have no "
+                     "empty, '.' or '..' part, ';' or control character\n",
                 argv[4]);
         return 1;
     }
@@ -99,8 +99,9 @@ static int change_limit(struct mgmt *m, struct mgmt_vol *v, int argc, char **arg
             errno = 0;
             long long n = strtoll(argv[5], &end, 10);
             if (end == argv[5] || *end || errno || n <= 0) {
-                fprintf(out, FAIL "'%s' is not a number of objects: give a whole number "
-                                  "above 0\n",
+                fprintf(out,
+                        FAIL "'%s' is not a number of objects: give a whole number "
+                             "above 0\n",
                         argv[5]);
                 return 1;
             }
@@ -131,8 +132,7 @@ static int change_limit(struct mgmt *m, struct mgmt_vol *v, int argc, char **arg
     int rc = 1;
     if (removing) {
         if (!l || !(objects ? l->objects : l->hard)) {
-            fprintf(out, FAIL "No %s limit is set on %s\n", objects ? "object" : "usage",
-                    path);
+            fprintf(out, FAIL "No %s limit is set on %s\n", objects ? "object" : "usage", path);
             goto out;
         }
         if (objects)
@@ -206,8 +206,7 @@ int mgmt_cmd_quota(struct mgmt *m, int argc, char **argv, FILE *out)
                     : set(m, v, "features.quota", "off", "features.quota-limits", "", out);
     }
     if (!strcmp(what, "list") || !strcmp(what, "list-objects")) {
-        fprintf(out, FAIL "volume quota %s runs in the cairn command (it asks the bricks)\n",
-                what);
+        fprintf(out, FAIL "volume quota %s runs in the cairn command (it asks the bricks)\n", what);
         return 1;
     }
     int limit = !strcmp(what, "limit-usage") || !strcmp(what, "limit-objects") ||

@@ -247,6 +247,8 @@ int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_statedump(struct mgmt *m, int argc, char **argv, FILE *out);
 /* volume quota (cmd_quota.c): every sub-command but list and list-objects. */
 int mgmt_cmd_quota(struct mgmt *m, int argc, char **argv, FILE *out);
+/* Starts the thread summing distributed volumes' quota usage (quota.c). */
+int mgmt_quota_start(struct mgmt *m);
 int mgmt_cmd_statedump_local(struct mgmt *m, int argc, char **argv, FILE *out);
 /* volume info and status with --xml (flag removed): GlusterFS's volInfo and
  * volStatus documents, errors included (opRet -1); the exit status. */
