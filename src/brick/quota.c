@@ -622,7 +622,14 @@ int brick_quota_pre(struct brick_req *r, struct brick_qop *op)
             goto none;
         break;
     case Q_RENAME:
-        if (measure(r->b, op->path, &op->moved) < 0)
+        /* what moves is counted only when it changes limits */
+        pthread_mutex_lock(&q->lock);
+        int crosses = 0;
+        for (int i = 0; i < q->n && !crosses; i++)
+            crosses = quota_path_under(q->dirs[i].lim.path, op->path) !=
+                      quota_path_under(q->dirs[i].lim.path, op->path2);
+        pthread_mutex_unlock(&q->lock);
+        if (crosses && measure(r->b, op->path, &op->moved) < 0)
             goto none;
         if (measure(r->b, op->path2, &op->before) < 0)
             memset(&op->before, 0, sizeof(op->before));

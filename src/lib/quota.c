@@ -144,8 +144,8 @@ int quota_parse_size(const char *s, int64_t *out)
 {
     char *end;
     errno = 0;
-    if (!*s || *s == '-' || *s == '+')
-        return -EINVAL;
+    if (!((*s >= '0' && *s <= '9') || *s == '.'))
+        return -EINVAL; /* no sign, space, "nan" or "inf" */
     double v = strtod(s, &end);
     if (end == s || errno || !isfinite(v) || v <= 0)
         return -EINVAL;

@@ -61,6 +61,9 @@ def test_commands(complete):
     assert complete("--") == ["--help", "--mode=script", "--remote-host", "--version", "--xml"]
     assert complete("volume", "heal", "v", "") == [
         "disable", "enable", "full", "info", "split-brain", "statistics"]
+    assert complete("volume", "quota", "v", "li") == ["limit-objects", "limit-usage", "list",
+                                                      "list-objects"]
+    assert complete("volume", "q") == ["quota"]
     assert complete("volume", "set", "v", "k", "1", "group", "") == sorted(
         "virt distributed-virt metadata-cache nl-cache db-workload small-file".split())
 
