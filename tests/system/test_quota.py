@@ -159,12 +159,12 @@ def write_until_refused(d, prefix, size, count, fsync_every=4):
     return confirmed, err
 
 
-@pytest.mark.parametrize("write_back", ["on", "off"])
-def test_hard_limit_gives_edquot_and_loses_nothing(c, write_back):
-    vol = f"qwb{write_back}"
+@pytest.mark.parametrize("write_back,replica", [("on", None), ("off", None), ("on", 3)])
+def test_hard_limit_gives_edquot_and_loses_nothing(c, write_back, replica):
+    vol = f"qwb{write_back}{replica or ''}"
     opts = {} if write_back == "on" else {"client.write-back": "off",
                                            "performance.write-behind": "off"}
-    bricks, m = new_volume(c, vol, options=opts)
+    bricks, m = new_volume(c, vol, n=replica or 1, replica=replica, options=opts)
     d = os.path.join(m.path, "lim")
     os.mkdir(d)
     fsync_dir(m.path)
@@ -198,8 +198,11 @@ def test_hard_limit_gives_edquot_and_loses_nothing(c, write_back):
     for name, data in confirmed.items():
         with open(os.path.join(m2.path, "lim", name), "rb") as f:
             assert f.read() == data, name
-        with open(os.path.join(bricks[0], "lim", name), "rb") as f:
-            assert f.read() == data, name
+        for b in bricks:
+            with open(os.path.join(b, "lim", name), "rb") as f:
+                assert f.read() == data, (b, name)
+    # the copies of a replica set took the same decisions
+    assert len({tuple(sorted(tree_sums(os.path.join(b, "lim")).items())) for b in bricks}) == 1
     # room made again: writes pass (after the mount's 5 s pause)
     for name in list(confirmed)[:6]:
         os.unlink(os.path.join(d, name))
@@ -345,6 +348,12 @@ def test_existing_data_is_counted_when_enabled(c):
     assert used(c, "qold", "/old") == 5 * 100 * KB + 10
     rows = listing(c, "qold", "list-objects")
     assert rows["/old"][2:4] == ["6", "3"], rows  # 5 files + a symlink; old, x, y
+    # the default soft limit applies to limits set without one
+    assert listing(c, "qold")["/old"][1] == "80%(80.0MB)"
+    quota(c, "qold", "default-soft-limit", "70")
+    assert listing(c, "qold")["/old"][1] == "70%(70.0MB)"
+    r = quota(c, "qold", "default-soft-limit", "0", check=False)
+    assert r.returncode != 0 and "is not a soft limit" in r.stderr
 
 
 def statedump_usage(c, vol, bricks):
