@@ -212,6 +212,83 @@ void brick_quota_fini(struct brick *b)
     b->quota = NULL;
 }
 
+/* The other sets' usage of the last sum, kept across restarts in
+ * .cairn/quota-others ("BYTES FILES PATH" lines): a restarted brick of a
+ * distributed volume goes on from that sum instead of from nothing
+ * (docs/quota.md). Written whole (temporary file, rename) at each sum
+ * that changed it; no fsync: a crash loses at most what the next sum,
+ * made at once when cairnd sees the new brick process, brings back. */
+#define OTHERS_FILE BRICK_PRIVATE "/quota-others"
+
+static void save_others(struct brick *b, const struct qdir *dirs, int n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return;
+    for (int i = 0; i < n; i++)
+        if (dirs[i].o_bytes || dirs[i].o_files)
+            fprintf(f, "%" PRId64 " %" PRId64 " %s\n", dirs[i].o_bytes, dirs[i].o_files,
+                    dirs[i].lim.path);
+    if (fclose(f) != 0) {
+        free(text);
+        return;
+    }
+    int fd = b->vfs->openat(b->root_fd, OTHERS_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int rc = fd;
+    if (fd >= 0) {
+        long w = len ? b->vfs->pwrite(fd, text, len, 0) : 0;
+        rc = w < 0 ? (int)w : (size_t)w != len ? -EIO : 0;
+        b->vfs->close(fd);
+        if (rc == 0)
+            rc = b->vfs->renameat2(b->root_fd, OTHERS_FILE ".tmp", b->root_fd, OTHERS_FILE, 0);
+    }
+    if (rc < 0)
+        log_debug("quota: keeping the other sets' usage in %s: %s", OTHERS_FILE, strerror(-rc));
+    free(text);
+}
+
+static void load_others(struct brick *b, struct qdir *dirs, int n)
+{
+    int fd = b->vfs->openat(b->root_fd, OTHERS_FILE, O_RDONLY, 0);
+    if (fd < 0)
+        return;
+    char *text = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            char *t = realloc(text, cap = len + 65536);
+            if (!t)
+                break;
+            text = t;
+        }
+        long r = b->vfs->pread(fd, text + len, cap - len - 1, (off_t)len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    b->vfs->close(fd);
+    if (!text)
+        return;
+    text[len] = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        long long ob, of;
+        int at = 0;
+        if (sscanf(line, "%lld %lld %n", &ob, &of, &at) != 2 || !at || ob < 0 || of < 0)
+            continue;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(dirs[i].lim.path, line + at) && !dirs[i].o_bytes && !dirs[i].o_files) {
+                dirs[i].o_bytes = ob;
+                dirs[i].o_files = of;
+            }
+    }
+    free(text);
+}
+
 /* Counts every limited directory afresh, with no request counted meanwhile. */
 static void crawl_all(struct brick *b)
 {
@@ -251,6 +328,8 @@ static void crawl_all(struct brick *b)
                 dirs[i].o_files = q->dirs[j].o_files;
                 dirs[i].over_soft = q->dirs[j].over_soft;
             }
+    if (q->crawls == 0)
+        load_others(b, dirs, n); /* the first count since the brick started */
     free_dirs(q->dirs, q->n);
     q->dirs = dirs;
     q->n = n;
@@ -785,6 +864,7 @@ int brick_op_quota_others(struct brick_req *r)
     struct rpc_iter it;
     struct rpc_field f;
     rpc_iter_init(&it, r->in->body, r->in->body_len);
+    int changed = 0;
     pthread_mutex_lock(&q->lock);
     while (rpc_iter_next(&it, &f) > 0) {
         struct rpc_msg m;
@@ -796,11 +876,16 @@ int brick_op_quota_others(struct brick_req *r)
             struct qdir *d = &q->dirs[i];
             if (strcmp(d->lim.path, path))
                 continue;
-            d->o_bytes = rpc_has(&m, RPC_T_SIZE) ? (int64_t)m.size : 0;
-            d->o_files = rpc_has(&m, RPC_T_CALLS) ? (int64_t)m.calls : 0;
+            int64_t ob = rpc_has(&m, RPC_T_SIZE) ? (int64_t)m.size : 0;
+            int64_t of = rpc_has(&m, RPC_T_CALLS) ? (int64_t)m.calls : 0;
+            changed |= ob != d->o_bytes || of != d->o_files;
+            d->o_bytes = ob;
+            d->o_files = of;
             note_levels(r->b, q, d);
         }
     }
+    if (changed)
+        save_others(r->b, q->dirs, q->n);
     pthread_mutex_unlock(&q->lock);
     return 0;
 }

@@ -458,5 +458,10 @@ def test_distributed_limit_holds_over_the_sets(c):
     assert sum(on_bricks) <= 2 * 2 * MB
     time.sleep(2.5)  # one more sum
     assert used(c, "qdist", "/dd") == sum(on_bricks)
+    # each brick keeps the other set's part for a restart
+    for i, b in enumerate(bricks):
+        with open(os.path.join(b, ".cairn", "quota-others")) as f:
+            ob, of, path = f.read().split()
+        assert (int(ob), path) == (on_bricks[1 - i], "/dd")
     st = os.statvfs(d)
     assert (st.f_blocks - st.f_bfree) * st.f_frsize >= min(sum(on_bricks), 2 * MB) - 8 * KB

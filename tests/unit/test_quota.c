@@ -27,10 +27,10 @@ static void test_limits(void)
     CHECK(back && strcmp(back, s) == 0);
     free(back);
     quota_limits_free(&q);
-    const char *bad[] = {"1:2:3:/a",          "x:0:0:0:/a",        "1:101:0:0:/a",
-                         "-1:0:0:0:/a",       "1:0:0:0:a",         "1:0:0:0:/a/",
-                         "1:0:0:0:/a//b",     "1:0:0:0:/a/../b",   "1:0:0:0:/a;1:0:0:0:/a",
-                         "1:0:0:0:/a\n",      NULL};
+    const char *bad[] = {
+        "1:2:3:/a",    "x:0:0:0:/a",    "1:101:0:0:/a",    "-1:0:0:0:/a",           "1:0:0:0:a",
+        "1:0:0:0:/a/", "1:0:0:0:/a//b", "1:0:0:0:/a/../b", "1:0:0:0:/a;1:0:0:0:/a", "1:0:0:0:/a\n",
+        NULL};
     for (int i = 0; bad[i]; i++) {
         CHECK_EQ(quota_limits_parse(bad[i], &q, err, sizeof(err)), -EINVAL);
         CHECK_EQ(q.n, 0);
