@@ -811,7 +811,13 @@ void brick_quota_post(struct brick_req *r, struct brick_qop *op, int rc)
             /* what the target replaced goes; what moved leaves the limits
              * covering only its old place and joins those covering only
              * the new one */
-            apply(q, op->path2, &op->before, -1, NULL);
+            if (rpc_has(r->in, RPC_T_FLAGS) && (r->in->flags & RENAME_EXCHANGE)) {
+                /* the two trade places: the target's moves the other way */
+                apply(q, op->path2, &op->before, -1, op->path);
+                apply(q, op->path, &op->before, 1, op->path2);
+            } else {
+                apply(q, op->path2, &op->before, -1, NULL);
+            }
             apply(q, op->path, &op->moved, -1, op->path2);
             apply(q, op->path2, &op->moved, 1, op->path);
             break;

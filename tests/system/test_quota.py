@@ -11,6 +11,7 @@ Run:
       /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/system/test_quota.py'
 """
 
+import ctypes
 import errno
 import glob
 import hashlib
@@ -303,6 +304,20 @@ def test_rename_moves_usage_and_refuses_over_the_target_limit(c):
     # within one limited directory: no change
     os.rename(os.path.join(a, "big"), os.path.join(a, "sub", "big"))
     assert used(c, "qren", "/a") == 800 * KB
+    # an exchange (renameat2 RENAME_EXCHANGE) trades the two sides' usage
+    with open(os.path.join(b, "small"), "wb") as f:
+        f.write(b"4" * (100 * KB))
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    rc = libc.renameat2(at_fdcwd, os.path.join(a, "sub", "g").encode(), at_fdcwd,
+                        os.path.join(b, "small").encode(), rename_exchange)
+    assert rc == 0, os.strerror(ctypes.get_errno())
+    assert used(c, "qren", "/a") == 600 * KB and used(c, "qren", "/b") == 900 * KB
+    rc = libc.renameat2(at_fdcwd, os.path.join(a, "sub", "g").encode(), at_fdcwd,
+                        os.path.join(b, "small").encode(), rename_exchange)
+    assert rc == 0, os.strerror(ctypes.get_errno())
+    os.unlink(os.path.join(b, "small"))
+    assert used(c, "qren", "/a") == 800 * KB and used(c, "qren", "/b") == 600 * KB
     # the counts match a fresh count (quota off and on again crawls)
     quota(c, "qren", "disable")
     quota(c, "qren", "enable")
