@@ -205,6 +205,7 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     b->tmp_fd = -1;
     pthread_mutex_init(&b->opt_lock, NULL);
     brick_space_init(b);
+    brick_quota_init(b);
     if (brick_top_init(b) < 0)
         log_warn("out of memory: volume top counts nothing on this brick");
     pthread_mutex_init(&b->conns_lock, NULL);
@@ -303,6 +304,7 @@ void brick_close(struct brick *b)
         b->vfs->close(b->tmp_fd);
     b->vfs->close(b->root_fd);
     brick_space_fini(b);
+    brick_quota_fini(b);
     brick_top_fini(b);
     pthread_mutex_destroy(&b->opt_lock);
     pthread_mutex_destroy(&b->conns_lock);
@@ -317,6 +319,11 @@ void brick_close(struct brick *b)
 
 void brick_set_option(struct brick *b, const char *name, const char *value)
 {
+    int q = brick_quota_set_option(b, name, value);
+    if (q < 0)
+        log_warn("%s: bad value '%s'", name, value);
+    if (q != 0)
+        return;
     if (!strcmp(name, "auth.allow") || !strcmp(name, "auth.reject")) {
         char *v = strdup(value);
         if (!v)

@@ -47,6 +47,7 @@ struct brick_warm;
 struct brick_trash;
 struct brick_spare;
 struct brick_accused;
+struct brick_quota;
 
 /* MAKE_FILE spreads its temporary files over this many directories in
  * .cairn/tmp (see open_tmp in brick.c). */
@@ -82,6 +83,7 @@ struct brick {
     struct brick_spare *spare;       /* spare.c; NULL: new files get new inodes */
     struct brick_accused *accused;   /* accused.c */
     struct brick_space space;        /* space.c */
+    struct brick_quota *quota;       /* quota.c; NULL: out of memory at start, quota off */
     struct brick_top *top;           /* top.c; NULL: nothing counted */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
@@ -549,6 +551,46 @@ int brick_space_set_reserve(struct brick *b, const char *value);
  * make a name or store data while the file system's free space is below
  * the reserve; 0 otherwise (and for everything that takes no space). */
 int brick_space_check(struct brick_req *r);
+
+/* ---- directory quota (quota.c, docs/quota.md) ---- */
+
+/* What an object holds, its subtree included (quota.c). */
+struct brick_qobj {
+    int exists, is_dir;
+    int64_t bytes, files, dirs;
+};
+
+/* A request's quota state from brick_quota_pre to brick_quota_post (the
+ * caller's, on its stack). */
+struct brick_qop {
+    int kind, active, held, striped, stripe, reserved;
+    int fd;              /* Q_FILE by handle: the file, else -1 */
+    struct brick_fh *fh; /* ... its handle (a reference) */
+    ino_t ino;
+    int64_t grow, grow_objs;         /* what it adds where it lands */
+    struct brick_qobj before, moved; /* the object before; what a rename or link moves */
+    char path[RPC_PATH_MAX], path2[RPC_PATH_MAX];
+};
+
+void brick_quota_init(struct brick *b);
+void brick_quota_fini(struct brick *b);
+/* Applies a features.quota* option: 1 when name is one of them, 0 when it
+ * is not, -EINVAL for a bad value. Changed limits are counted afresh by
+ * the brick's crawler thread, in the background. */
+int brick_quota_set_option(struct brick *b, const char *name, const char *value);
+/* Tests and QUOTA: waits for a crawl asked for to end; 0 or -ETIMEDOUT. */
+int brick_quota_settle(struct brick *b);
+/* Before a request runs: -EDQUOT (reason in r->text) when it would take a
+ * limited directory past its hard limit, else 0; op is then kept for
+ * brick_quota_post, which must follow with the request's result. */
+int brick_quota_pre(struct brick_req *r, struct brick_qop *op);
+void brick_quota_post(struct brick_req *r, struct brick_qop *op, int rc);
+/* STATFS of path with features.quota-deem-statfs: rewrites s to the
+ * innermost size limit covering path and returns 1; 0 when none does. */
+int brick_quota_statfs(struct brick *b, const char *path, struct rpc_statfs *s);
+int brick_op_quota(struct brick_req *r);
+int brick_op_quota_others(struct brick_req *r);
+void brick_quota_dump(struct brick *b, FILE *f);
 
 /* ---- accusations (accused.c, docs/replication.md) ---- */
 

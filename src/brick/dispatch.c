@@ -50,6 +50,8 @@ static const op_fn op_table[RPC_OP_MAX] = {
     [RPC_OP_MAKE_FILE] = brick_op_make_file,
     [RPC_OP_CHECKSUM] = brick_op_checksum,
     [RPC_OP_ACCUSED_SEEN] = brick_op_accused_seen,
+    [RPC_OP_QUOTA] = brick_op_quota,
+    [RPC_OP_QUOTA_OTHERS] = brick_op_quota_others,
 };
 
 /* Bytes a request moved, for the counters: WRITE's data, READ's reply. */
@@ -90,10 +92,18 @@ static int exec_one(struct brick_req *r)
     brick_lease_pre(r);
     /* A brick below storage.reserve refuses before anything is marked. */
     int rc = brick_space_check(r);
+    /* Quota refuses before anything is marked as well, and counts what
+     * the request changed once it ran (quota.c). */
+    struct brick_qop qop;
+    qop.held = 0;
+    qop.fh = NULL;
+    if (rc == 0)
+        rc = brick_quota_pre(r, &qop);
     if (rc == 0)
         rc = brick_version_pre(r);
     if (rc == 0)
         rc = op_table[r->opcode](r);
+    brick_quota_post(r, &qop, rc);
     if (rc >= 0 && rc != BRICK_DEFERRED)
         brick_version_post(r);
     /* Marks made a copy newly accused: every client stops reading it

@@ -508,7 +508,12 @@ int brick_op_statfs(struct brick_req *r)
             .ffree = st.f_ffree,
             .namemax = (uint64_t)st.f_namelen,
         };
+        /* df of a limited directory: its limit and usage (quota.c); FLAGS
+         * 1 tells distribute not to add the sets' answers up. */
+        int deemed = brick_quota_statfs(r->b, loc.path, &s);
         rpc_put_statfs(r->out, RPC_T_STATFS, &s);
+        if (deemed)
+            rpc_put_u64(r->out, RPC_T_FLAGS, RPC_STATFS_QUOTA);
     }
     brick_loc_release(r->b, &loc);
     return rc;

@@ -34,6 +34,7 @@ int brick_statedump(struct brick *b, char *written, size_t len)
     fprintf(f, "\n[brick]\nvolume=%s\npath=%s\nid=%s\npid=%d\n", b->volume, b->path, b->id,
             (int)getpid());
     brick_space_dump(b, f);
+    brick_quota_dump(b, f);
     brick_conns_dump(b, f);
     brick_lease_dump(b, f);
     brick_locks_dump(b, f);

@@ -25,6 +25,9 @@ int cli_heal_by_cairnd(int argc, char **argv);
 
 /* volume profile NAME start|stop|info [cumulative|incremental|clear]
  * (profile.c); returns the exit status. */
+/* volume quota NAME list|list-objects [PATH...] (quota.c); xml: GlusterFS's
+ * <volQuota> document. */
+int cli_volume_quota_list(const struct net_addr *mgmt, int argc, char **argv, int xml);
 int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv);
 
 /* volume top NAME {open|read|write|opendir|readdir|clear|read-perf|write-perf}

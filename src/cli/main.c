@@ -117,6 +117,9 @@ int main(int argc, char **argv)
     if (argc - i >= 3 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "heal") == 0 &&
         !cli_heal_by_cairnd(argc - i, argv + i))
         return cli_volume_heal(&addr, argc - i, argv + i, xml, progress);
+    if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "quota") == 0 &&
+        (strcmp(argv[i + 3], "list") == 0 || strcmp(argv[i + 3], "list-objects") == 0))
+        return cli_volume_quota_list(&addr, argc - i, argv + i, xml);
     if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 && strcmp(argv[i + 1], "profile") == 0) {
         if (xml)
             return xml_fail(EOPNOTSUPP, "volume profile has no XML output; run it without --xml");

@@ -150,6 +150,19 @@ void dht__do_statfs(struct dht *d, struct cl_op *op)
     dht__fan_run(d, subs, dht__all_mask(d));
     struct rpc_statfs sum = {0};
     int first = -1, st = 0;
+    /* A quota limit's sizes (docs/quota.md) are the whole directory's on
+     * every set: one answer, not their sum. */
+    for (int i = 0; i < d->n; i++) {
+        const struct rpc_msg *m = subs[i].status < 0 ? NULL : &subs[i].reply->msg;
+        if (m && rpc_has(m, RPC_T_STATFS) && rpc_has(m, RPC_T_FLAGS) &&
+            (m->flags & RPC_STATFS_QUOTA)) {
+            struct rpc_frame *r = subs[i].reply;
+            subs[i].reply = NULL;
+            dht__release_all(d, subs, dht__all_mask(d));
+            dht__complete_op(op, 0, r);
+            return;
+        }
+    }
     for (int i = 0; i < d->n; i++) {
         if (subs[i].status < 0 || !rpc_has(&subs[i].reply->msg, RPC_T_STATFS)) {
             if (!st)

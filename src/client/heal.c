@@ -53,6 +53,9 @@ int cl__heal_lookup(struct cl_layer *c, const char *path, struct look *l)
 
 int cl__heal_simple(struct cl_layer *c, struct cl_op *op)
 {
+    /* what heal writes is never refused by quota (docs/quota.md) */
+    if (!rpc_has(&op->args, RPC_T_PID))
+        RPC_SET(&op->args, pid, RPC_T_PID, RPC_PID_HEAL);
     int rc = cl_op_run(c, op);
     cl_op_release(op);
     return rc;

@@ -440,8 +440,12 @@ void cf_statfs(fuse_req_t req, fuse_ino_t ino)
     struct fop *f = fop_new(req, RPC_OP_STATFS, statfs_cb);
     if (!f)
         return;
-    /* The root always has a path; ino's may have gone. */
-    int rc = fop_path(f, CL_ROOT_ID, NULL);
+    /* ino's own path, for a quota limit covering it (df of a directory,
+     * docs/quota.md); the root's when it has gone (the root always has
+     * one). */
+    int rc = fop_path(f, ino, NULL);
+    if (rc < 0)
+        rc = fop_path(f, CL_ROOT_ID, NULL);
     if (rc < 0)
         FOP_FAIL(f, rc);
     fop_submit(f);

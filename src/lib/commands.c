@@ -59,6 +59,12 @@ static const struct cmd_usage cmds[] = {
      "[list-cnt <value>] | <VOLNAME> {read-perf|write-perf} [bs <size> count <count>] "
      "[brick <brick>] [list-cnt <value>]",
      "the paths each brick served most (run by the CLI)"},
+    {"quota",
+     "volume quota <VOLNAME> {enable|disable|list [<PATH> ...]|list-objects [<PATH> ...]|"
+     "limit-usage <PATH> <SIZE> [<PERCENT>]|limit-objects <PATH> <NUMBER> [<PERCENT>]|"
+     "remove <PATH>|remove-objects <PATH>|default-soft-limit <PERCENT>|"
+     "soft-timeout <SECONDS>|hard-timeout <SECONDS>}",
+     "directory quota: limits on a directory's bytes and objects (list runs in the CLI)"},
     {NULL, "peer probe <HOSTNAME>[:<PORT>]", "add a server to the trusted pool"},
     {NULL, "peer detach <HOSTNAME> [force]", "remove a server from the pool"},
     {NULL, "peer status", "list the other servers of the pool"},

@@ -1,6 +1,7 @@
 /* The volume options registry (see options.h): the table, the value parsers,
  * validation with the messages `volume set` prints, and option sets. */
 #include "options.h"
+#include "quota.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -168,12 +169,29 @@ const struct opt_def opt_table[] = {
              "copies (docs/consistency.md)."),
     NOEFFECT("features.cache-invalidation-timeout", OPT_TIME, "60", 0, 86400, NULL,
              "cached copies are dropped by lease recalls, not by a timer."),
+    OPT("features.default-soft-limit", OPT_INT, "80", 1, 100, NULL, true,
+        "Soft limit, in percent of the hard limit, of quota limits set without one (volume "
+        "quota VOL default-soft-limit sets it): crossing it is logged (docs/quota.md)."),
+    OPT("features.hard-timeout", OPT_TIME, "5", 1, 1800, NULL, true,
+        "Seconds between two summations of a distributed volume's quota usage over its replica "
+        "sets while a limited directory is above its soft limit; bounds how far the limit can "
+        "be overshot (docs/quota.md)."),
     OPT("features.lease-recall-timeout", OPT_TIME, "5", 1, 600, NULL, true,
         "Seconds a brick waits for a client to return a recalled lease before revoking it. A "
         "change that conflicts with another client's lease is answered after the recall, so "
         "a hung client delays it by at most this long."),
     NOEFFECT("features.leases", OPT_BOOL, "off", 0, 0, NULL,
              "bricks always grant leases; clients ask for them while client.leases is on."),
+    OPT("features.quota", OPT_BOOL, "off", 0, 0, NULL, true,
+        "Directory quota (volume quota VOL enable|disable): bricks count each limited "
+        "directory's bytes and objects and refuse growth past the hard limit with EDQUOT "
+        "(docs/quota.md)."),
+    OPT("features.quota-deem-statfs", OPT_BOOL, "on", 0, 0, NULL, true,
+        "With quota on, df of a limited directory (or below it) shows the limit as the size and "
+        "the directory's usage as used."),
+    OPT("features.quota-limits", OPT_STRING, "", 0, 0, NULL, true,
+        "The quota limits, kept by volume quota VOL limit-usage|limit-objects|remove (set "
+        "them with those commands)."),
     {"features.read-only", OPT_BOOL, "off", 0, 0, NULL, false,
      "A read-only volume is not available yet; only off is accepted.", .no_effect = true,
      .only = "off",
@@ -186,6 +204,9 @@ const struct opt_def opt_table[] = {
                 "one replica set, not in shards"},
     NOEFFECT("features.shard-block-size", OPT_SIZE, "64MB", 4194304, 4398046511104LL, NULL,
              "sharding is not available yet (features.shard)."),
+    OPT("features.soft-timeout", OPT_TIME, "60", 1, 1800, NULL, true,
+        "Seconds between two summations of a distributed volume's quota usage over its replica "
+        "sets while every limited directory is below its soft limit (docs/quota.md)."),
     NOEFFECT("network.frame-timeout", OPT_TIME, "1800", 5, 1800, NULL,
              "an operation on an unresponsive brick fails after network.ping-timeout; there is "
              "no second timer."),
@@ -749,6 +770,17 @@ static int validate_value(const struct opt_def *d, const char *name, const char 
     case OPT_STRING:
         if (strncmp(name, "auth.", 5) == 0 && validate_addr_list(name, value, err, errlen) < 0)
             return -EINVAL;
+        if (strcmp(name, "features.quota-limits") == 0) {
+            struct quota_limits q;
+            if (strlen(value) >= normlen) {
+                snprintf(err, errlen, "too many quota limits (%zu bytes of them, at most %zu)",
+                         strlen(value), normlen - 1);
+                return -EINVAL;
+            }
+            if (quota_limits_parse(value, &q, err, errlen) < 0)
+                return -EINVAL;
+            quota_limits_free(&q);
+        }
         if (strcmp(name, "server.statedump-path") == 0 && value[0] != '/') {
             snprintf(err, errlen, "'%s' is not an absolute path for %s", value, name);
             return -EINVAL;

@@ -33,6 +33,7 @@ static const struct cmd volume_cmds[] = {
     {"replace-brick", mgmt_cmd_bricks, NULL},
     {"reset-brick", mgmt_cmd_bricks, NULL},
     {"statedump", mgmt_cmd_statedump, NULL},
+    {"quota", mgmt_cmd_quota, NULL},
     {NULL, NULL, NULL},
 };
 

@@ -204,7 +204,8 @@ int mgmt_cmd_set(struct mgmt *m, int argc, char **argv, FILE *out)
     int bad = 0;
     opts_entry(&e, v, 0);
     for (int i = 3; i + 1 < argc; i += 2) {
-        char norm[1024], err[512];
+        /* room for features.quota-limits' list */
+        char norm[16384], err[512];
         if (strcmp(argv[i], "group") == 0) {
             const struct group *g = groups;
             while (g->name && strcmp(g->name, argv[i + 1]) != 0)

@@ -290,7 +290,8 @@ int main(int argc, char **argv)
         mgmt_report_ready(&ready_fd, 0);
         return 1;
     }
-    if (mgmt_supervisor_start(m) < 0 || mgmt_probe_start(m) < 0 || mgmt_quorum_start(m) < 0) {
+    if (mgmt_supervisor_start(m) < 0 || mgmt_probe_start(m) < 0 || mgmt_quorum_start(m) < 0 ||
+        mgmt_quota_start(m) < 0) {
         log_error("cannot start the brick supervisor");
         mgmt_report_ready(&ready_fd, 0);
         return 1;

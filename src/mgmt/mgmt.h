@@ -263,6 +263,10 @@ int mgmt_cmd_bricks(struct mgmt *m, int argc, char **argv, FILE *out);
 /* cmd_statedump.c: `volume statedump`, and its part on this server
  * (internal __statedump VOLNAME [client PID]). */
 int mgmt_cmd_statedump(struct mgmt *m, int argc, char **argv, FILE *out);
+/* volume quota (cmd_quota.c): every sub-command but list and list-objects. */
+int mgmt_cmd_quota(struct mgmt *m, int argc, char **argv, FILE *out);
+/* Starts the thread summing distributed volumes' quota usage (quota.c). */
+int mgmt_quota_start(struct mgmt *m);
 int mgmt_cmd_statedump_local(struct mgmt *m, int argc, char **argv, FILE *out);
 /* volume info and status with --xml (flag removed): GlusterFS's volInfo and
  * volStatus documents, errors included (opRet -1); the exit status. */

@@ -29,7 +29,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_SUBDIR] = K_STR,
     [RPC_T_WAITING] = K_U64,  [RPC_T_BUCKET] = K_REP,    [RPC_T_ERRSTAT] = K_REP,
     [RPC_T_COUNTER] = K_REP,  [RPC_T_TOPENTRY] = K_REP,  [RPC_T_TOPPERF] = K_BYTES,
-    [RPC_T_CLIENT] = K_REP,
+    [RPC_T_CLIENT] = K_REP,   [RPC_T_QUOTA] = K_REP,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -407,6 +407,9 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
                 break;
             case RPC_T_CLIENT:
                 m->n_client++;
+                break;
+            case RPC_T_QUOTA:
+                m->n_quota++;
                 break;
             }
             break;

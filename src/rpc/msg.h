@@ -81,6 +81,12 @@ enum rpc_op {
      * has seen it. */
     RPC_OP_ACCUSED = 83,
     RPC_OP_ACCUSED_SEEN = 84,
+    /* Directory quota (docs/quota.md). QUOTA: reply QUOTA* (PATH, SIZE bytes,
+     * CALLS objects: each limited directory's usage on this brick).
+     * QUOTA_OTHERS (cairnd -> brick): QUOTA* (PATH, SIZE, CALLS: the usage
+     * of the volume's other replica sets), GEN (the summation's number). */
+    RPC_OP_QUOTA = 86,
+    RPC_OP_QUOTA_OTHERS = 87,
     /* brick: statistics (volume profile) */
     RPC_OP_TOP = 96,   /* FLAGS (RPC_TOP_*), SIZE (entries at most)[, TOPPERF]: TOPENTRY*, ... */
     RPC_OP_STATS = 95, /* FLAGS (RPC_STATS_*): reply OPSTAT*, NSEC (duration), GEN (interval no.) */
@@ -172,6 +178,7 @@ enum rpc_tag {
     RPC_T_SUBDIR = 60,   /* s: HANDSHAKE, MGMT_GETVOL: the directory a mount of a part of the
                             volume is confined to ("/a/b") */
     RPC_T_WAITING = 61,  /* u: INDEX reply: entries left out, waiting for members named down */
+    RPC_T_QUOTA = 62,    /* nested, rep: QUOTA, QUOTA_OTHERS: PATH, SIZE (bytes), CALLS (objects) */
     RPC_T_MAX = 64,
 };
 
@@ -207,6 +214,10 @@ enum rpc_tag {
  * ACCUSED_SEEN. A brick waits only for connections that said so (cairnd's
  * liveness probe does not). */
 #define RPC_FEATURE_ACCUSED 1ull
+
+/* The PID the self-heal gives its changes: quota never refuses them
+ * (docs/quota.md). Wire-visible. */
+#define RPC_PID_HEAL ((uint64_t)-6)
 
 /* setattr mask bits (wire-visible) */
 #define RPC_SET_MODE (1u << 0)
@@ -301,6 +312,9 @@ struct rpc_lock {
 };
 
 #define RPC_STATFS_LEN 64
+/* STATFS reply FLAGS: the sizes are a quota limit's (features.quota-deem-
+ * statfs), the same on every replica set: not to be added up. */
+#define RPC_STATFS_QUOTA 1u
 struct rpc_statfs {
     uint64_t bsize, frsize, blocks, bfree, bavail, files, ffree, namemax;
 };
@@ -326,7 +340,7 @@ struct rpc_msg {
     struct rpc_lock lock;
     struct rpc_statfs statfs;
     uint32_t n_dirent, n_arg, n_sub, n_group, n_brick, n_option, n_opstat, n_bucket, n_errstat,
-        n_counter, n_topentry, n_client;
+        n_counter, n_topentry, n_client, n_quota;
     uint32_t groups[32]; /* the first 32 supplementary groups */
     const uint8_t *body;
     size_t body_len;

@@ -74,6 +74,9 @@ static const struct rpc_opinfo table[RPC_OP_MAX] = {
     [RPC_OP_MAKE_FILE] = {"MAKE_FILE", CHANGE | MAKES | QUICK | LEASE_NAME},
     [RPC_OP_ACCUSED] = {"ACCUSED", 0},
     [RPC_OP_ACCUSED_SEEN] = {"ACCUSED_SEEN", QUICK},
+    /* quota */
+    [RPC_OP_QUOTA] = {"QUOTA", 0},
+    [RPC_OP_QUOTA_OTHERS] = {"QUOTA_OTHERS", 0},
     /* statistics, management */
     [RPC_OP_STATS] = {"STATS", 0},
     [RPC_OP_TOP] = {"TOP", 0},

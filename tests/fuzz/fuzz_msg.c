@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     m.present &= ~((1ull << RPC_T_DIRENT) | (1ull << RPC_T_ARG) | (1ull << RPC_T_SUB) |
                    (1ull << RPC_T_BRICK) | (1ull << RPC_T_OPTION) | (1ull << RPC_T_OPSTAT) |
                    (1ull << RPC_T_BUCKET) | (1ull << RPC_T_ERRSTAT) | (1ull << RPC_T_COUNTER) |
-                   (1ull << RPC_T_TOPENTRY) | (1ull << RPC_T_CLIENT));
+                   (1ull << RPC_T_TOPENTRY) | (1ull << RPC_T_CLIENT) | (1ull << RPC_T_QUOTA));
     if (m.n_group > 32)
         m.n_group = 32;
     struct rpc_buf b;

@@ -72,6 +72,9 @@ def test_commands(complete):
     assert complete("volume", "replace-brick", "v", "h:/a", "h:/b", "commit", "") == ["force"]
     assert complete("volume", "reset-brick", "v", "h:/a", "") == ["start"]
     assert complete("volume", "add-brick", "v", "") == ["replica"]
+    assert complete("volume", "quota", "v", "li") == ["limit-objects", "limit-usage", "list",
+                                                      "list-objects"]
+    assert complete("volume", "q") == ["quota"]
     assert complete("volume", "set", "v", "k", "1", "group", "") == sorted(
         "virt distributed-virt metadata-cache nl-cache db-workload small-file".split())
 

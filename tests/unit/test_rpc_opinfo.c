@@ -59,6 +59,8 @@ static const struct {
     {RPC_OP_MAKE_FILE, "MAKE_FILE"},
     {RPC_OP_ACCUSED, "ACCUSED"},
     {RPC_OP_ACCUSED_SEEN, "ACCUSED_SEEN"},
+    {RPC_OP_QUOTA, "QUOTA"},
+    {RPC_OP_QUOTA_OTHERS, "QUOTA_OTHERS"},
     {RPC_OP_STATS, "STATS"},
     {RPC_OP_TOP, "TOP"},
     {RPC_OP_MGMT_CLI, "MGMT_CLI"},

@@ -14,6 +14,8 @@ def registry():
         "local-x3": LocalX3System,
         "cairn": CairnSystem,
         "cairn-dr": lambda ctx: CairnSystem(ctx, sets=2),
+        # the same replica 3 volume with a quota limit on the target
+        "cairn-quota": lambda ctx: CairnSystem(ctx, quota=True),
         "glusterfs": lambda ctx: GlusterSystem(ctx, arbiter=False),
         "glusterfs-arbiter": lambda ctx: GlusterSystem(ctx, arbiter=True),
         "glusterfs-dr": lambda ctx: GlusterSystem(ctx, sets=2),
@@ -30,8 +32,9 @@ def registry():
 DEFAULT_SYSTEMS = ["local", "local-x3", "cairn", "glusterfs",
                    "glusterfs-arbiter", "moosefs"]
 # Not run by default (ask with --systems): 2 x 3 distributed-replicate
-# volumes, compared with each other.
-EXTRA_SYSTEMS = ["cairn-dr", "glusterfs-dr"]
+# volumes, compared with each other; Cairn with directory quota on its
+# target, compared with cairn.
+EXTRA_SYSTEMS = ["cairn-dr", "glusterfs-dr", "cairn-quota"]
 # The "-down" variant of each system that has servers: with --degraded,
 # each runs right after its system, in the same run, for side-by-side ratios.
 DOWN_VARIANTS = {s: s + "-down" for s in

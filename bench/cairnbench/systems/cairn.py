@@ -34,14 +34,17 @@ class CairnSystem(SecondMount, System):
     label = "cairn"
     packages = ("fuse3",)
 
-    def __init__(self, ctx, sets=1, down=False):
+    def __init__(self, ctx, sets=1, down=False, quota=False):
         self.sets = sets
+        self.quota = quota
         if sets > 1:
             self.key = "cairn-dr"
             self.label = f"cairn {sets} x 3"
         if down:
             self.down = True
             self.key += "-down"
+        if quota:
+            self.key += "-quota"
         super().__init__(ctx)
         self.repo = ctx.cairn_repo
         self.build_dir = getattr(ctx, "cairn_build_dir", None) or \
@@ -159,6 +162,8 @@ class CairnSystem(SecondMount, System):
                       "cairn (1 brick; replica not yet available)")
         if self.down:
             self.label += ", 1 of 3 servers down"
+        if self.quota:
+            self.label += ", quota on the target"
 
     def _delete_volume(self):
         self.cli("volume", "stop", VOLUME, check=False, input="y\n")
@@ -191,6 +196,19 @@ class CairnSystem(SecondMount, System):
             raise Unavailable(str(e))
         for t in self.targets():
             os.makedirs(t, exist_ok=True)
+        self._limit_targets()
+
+    def _limit_targets(self):
+        """cairn-quota: a usage and an object limit on every target
+        directory, far above what any workload writes, so that every
+        request is counted and checked (docs/quota.md) and none refused."""
+        if not self.quota:
+            return
+        self.cli("volume", "quota", VOLUME, "enable")
+        for t in self.targets():
+            path = "/" + os.path.relpath(t, self.mnt)
+            self.cli("volume", "quota", VOLUME, "limit-usage", path, "1TB")
+            self.cli("volume", "quota", VOLUME, "limit-objects", path, "100000000")
 
     def targets(self):
         return [os.path.join(self.mnt, "t0")]
@@ -234,6 +252,7 @@ class CairnSystem(SecondMount, System):
             self._mount()
             for t in self.targets():
                 os.makedirs(t, exist_ok=True)
+            self._limit_targets()
 
     def make_cold(self):
         util.unmount(self.mnt)
