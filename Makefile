@@ -21,7 +21,7 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werro
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null) -luring
 CFLAGS_ALL = $(CFLAGS_BASE) $(CPPFLAGS) $(CFLAGS)
-LDLIBS_ALL = -pthread $(SANFLAGS) $(LDFLAGS)
+LDLIBS_ALL = -pthread -lssl -lcrypto $(SANFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard src/lib/*.c) $(wildcard src/rpc/*.c)
 BRICK_SRC := $(wildcard src/brick/*.c)
