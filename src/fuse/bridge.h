@@ -35,6 +35,7 @@ struct cf_config {
     char mountpoint[PATH_MAX];
     char fsname[NET_HOST_MAX + 300];
     char log_file[PATH_MAX];
+    char ssl_key[PATH_MAX], ssl_cert[PATH_MAX], ssl_ca[PATH_MAX]; /* "": /etc/ssl/cairn.* */
     int log_level;        /* -1: the volume's diagnostics.client-log-level */
     int ping_timeout_ms;  /* 0: the volume's network.ping-timeout */
     double attr_timeout;  /* < 0: the volume's client.attribute-timeout */

@@ -10,6 +10,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "../client/client.h"
 #include "../lib/log.h"
 #include "daemon.h"
 #include "pool.h"
@@ -39,6 +40,7 @@ static void usage(FILE *f)
             "              [--log-file FILE] [--log-level LEVEL] [--pid-file FILE]\n"
             "              [--brick-ports MIN-MAX] [--raft-port PORT]\n"
             "              [--metrics ADDR[:PORT]] [--metrics-allow PATTERNS]\n"
+            "              [--ssl-key FILE] [--ssl-cert FILE] [--ssl-ca FILE]\n"
             "       cairnd --help | --version\n"
             "Defaults: --listen 0.0.0.0:%d, --workdir /var/lib/cairnd, brick ports %d-%d,\n"
             "raft port: the listen port + 1000 (used once the server is in a pool).\n"
@@ -48,7 +50,10 @@ static void usage(FILE *f)
             "Without --foreground cairnd daemonizes and logs to DIR/cairnd.log.\n"
             "Under systemd (Type=notify) it reports READY=1 once it listens and the\n"
             "bricks of started volumes answer. SIGHUP reopens the log files of cairnd,\n"
-            "its bricks and self-heal daemons; SIGTERM stops them all.\n",
+            "its bricks and self-heal daemons; SIGTERM stops them all.\n"
+            "--ssl-key, --ssl-cert, --ssl-ca: this server's TLS key, certificate and CA\n"
+            "certificates (default /etc/ssl/cairn.key, .pem, .ca), used by its bricks of\n"
+            "volumes with server.ssl on and its connections to them (docs/security.md).\n",
             CAIRN_MGMT_PORT, CAIRN_BRICK_PORT_MIN, CAIRN_BRICK_PORT_MAX, CAIRN_METRICS_PORT);
 }
 
@@ -112,6 +117,9 @@ int main(int argc, char **argv)
         {"clock-skew-test", required_argument, NULL, 'k'},
         {"metrics", required_argument, NULL, 'M'},
         {"metrics-allow", required_argument, NULL, 'A'},
+        {"ssl-key", required_argument, NULL, 'K'},
+        {"ssl-cert", required_argument, NULL, 'C'},
+        {"ssl-ca", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     m->port_min = CAIRN_BRICK_PORT_MIN;
@@ -165,6 +173,20 @@ int main(int argc, char **argv)
         case 'A':
             metrics_allow = optarg;
             break;
+        case 'K':
+        case 'C':
+        case 'T': {
+            char *slot = c == 'K' ? m->ssl_key : c == 'C' ? m->ssl_cert : m->ssl_ca;
+            if (!*optarg || strlen(optarg) >= PATH_MAX) {
+                fprintf(stderr, "cairnd: bad TLS file name %s\n", optarg);
+                return 1;
+            }
+            /* the bricks start elsewhere (the state directory): absolute */
+            if (*optarg != '/' && realpath(optarg, slot))
+                break;
+            snprintf(slot, PATH_MAX, "%s", optarg);
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -181,6 +203,7 @@ int main(int argc, char **argv)
         return 1;
     }
     log_init("cairnd", (enum log_level)level);
+    cl_tls_set_files(m->ssl_key, m->ssl_cert, m->ssl_ca);
     if (net_parse_addr(listen, CAIRN_MGMT_PORT, &m->listen) < 0) {
         fprintf(stderr, "cairnd: bad listen address %s\n", listen);
         return 1;

@@ -73,6 +73,9 @@ struct mgmt {
     pthread_mutex_t lock;
     char workdir[PATH_MAX];
     char brickd[PATH_MAX]; /* the cairn-brickd executable */
+    /* --ssl-key/--ssl-cert/--ssl-ca: this server's TLS files, for its
+     * bricks and its own connections ("": /etc/ssl/cairn.*) */
+    char ssl_key[PATH_MAX], ssl_cert[PATH_MAX], ssl_ca[PATH_MAX];
     struct net_addr listen;
     uint16_t port_min, port_max; /* brick port range */
     struct mgmt_vol *vols;       /* sorted by name */
@@ -273,5 +276,10 @@ struct rpc_msg;
 void mgmt_metrics_client_report(const void *key, const char *vol, const char *addr,
                                 const struct rpc_msg *msg);
 void mgmt_metrics_client_gone(const void *key);
+
+/* The TLS context cairnd's connections to the bricks of v use: NULL when
+ * server.ssl is off, or (logged, why set) when this server's files do not
+ * load. The caller puts it (rpc_tls_ctx_put). bricks.c */
+struct rpc_tls_ctx *mgmt_brick_tls(const struct mgmt_vol *v, char *why, size_t whylen);
 
 #endif
