@@ -83,6 +83,8 @@ const char *cairn_version(void);
  *                          CA certificates for volumes with client.ssl on
  *                          (default /etc/ssl/cairn.key, .pem, .ca; process-
  *                          wide: the last ones given apply)
+ *   mgmt-ssl=on|off        fetch the layout from cairnd over TLS (default:
+ *                          on when /var/lib/cairnd/secure-access exists)
  * On success *vol is the new handle. On failure returns -errno (-EINVAL: a
  * bad spec or option; -ENOENT: no such volume or it is not started, or no
  * directory DIR; -EACCES: auth.allow does not let this host open DIR, or

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../client/client.h"
 #include "../lib/commands.h"
 #include "../lib/log.h"
 #include "../lib/net.h"
@@ -24,8 +25,11 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] [--xml] <command> ...\n"
+    fprintf(f, "usage: cairn [--remote-host ADDR[:PORT]] [--mode=script] [--xml] [--ssl]\n"
+               "             [--ssl-key FILE] [--ssl-cert FILE] [--ssl-ca FILE] <command> ...\n"
                "       cairn help | --help | --version | volume set help\n"
+               "--ssl: talk TLS to cairnd (on by default when /var/lib/cairnd/secure-access\n"
+               "       exists), with --ssl-key/--ssl-cert/--ssl-ca (default /etc/ssl/cairn.*)\n"
                "--xml: output as GlusterFS's `gluster --xml` does (volume info, volume status,\n"
                "       volume heal VOL info [summary|split-brain]; other commands in <output>)\n");
 }
@@ -64,6 +68,7 @@ static int run_locally(int argc, char **argv)
 int main(int argc, char **argv)
 {
     const char *remote = "127.0.0.1";
+    const char *ssl_key = NULL, *ssl_cert = NULL, *ssl_ca = NULL;
     int i = 1, xml = 0;
     log_init("cairn", LOG_ERROR);
     for (; i < argc; i++) {
@@ -75,6 +80,14 @@ int main(int argc, char **argv)
             continue;
         else if (strcmp(argv[i], "--xml") == 0)
             xml = 1;
+        else if (strcmp(argv[i], "--ssl") == 0)
+            cl_tls_set_mgmt(1);
+        else if (strcmp(argv[i], "--ssl-key") == 0 && i + 1 < argc)
+            ssl_key = argv[++i];
+        else if (strcmp(argv[i], "--ssl-cert") == 0 && i + 1 < argc)
+            ssl_cert = argv[++i];
+        else if (strcmp(argv[i], "--ssl-ca") == 0 && i + 1 < argc)
+            ssl_ca = argv[++i];
         else if (strcmp(argv[i], "--version") == 0) {
             printf("cairn %s\n", CLI_VERSION);
             return 0;
@@ -97,6 +110,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    cl_tls_set_files(ssl_key, ssl_cert, ssl_ca);
     int local = run_locally(argc - i, argv + i);
     if (local >= 0)
         return local;
@@ -127,17 +141,26 @@ int main(int argc, char **argv)
             return xml_fail(EOPNOTSUPP, "volume top has no XML output; run it without --xml");
         return cli_volume_top(&addr, argc - i, argv + i);
     }
-    int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
-    if (fd < 0) {
+    char why[256];
+    int err = 0;
+    struct rpc_conn *c =
+        cl_mgmt_dial(&addr, CONNECT_TIMEOUT_MS, NULL, NULL, remote, &err, why, sizeof(why));
+    if (!c && (err == -ECONNREFUSED || err == -ETIMEDOUT || err == -EHOSTUNREACH)) {
         if (xml)
-            return xml_fail(-fd, "Connection failed. Please check if cairnd is running on %s:%u.",
+            return xml_fail(-err, "Connection failed. Please check if cairnd is running on %s:%u.",
                             addr.host, addr.port);
         fprintf(stderr, "Connection failed. Please check if cairnd is running on %s:%u.\n",
                 addr.host, addr.port);
         return 1;
     }
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, remote);
-    if (!c || rpc_conn_start(c) < 0) {
+    if (!c) {
+        if (xml)
+            return xml_fail(-err, "Connection to cairnd on %s:%u failed: %s", addr.host, addr.port,
+                            why);
+        fprintf(stderr, "Connection to cairnd on %s:%u failed: %s\n", addr.host, addr.port, why);
+        return 1;
+    }
+    if (rpc_conn_start(c) < 0) {
         fprintf(stderr, "Out of memory\n");
         return 1;
     }

@@ -120,6 +120,21 @@ void cl_tls_set_files(const char *key, const char *cert, const char *ca);
  * not load. */
 int cl_tls_ctx(const struct opt_set *vol, int force, struct rpc_tls_ctx **out, char *err,
                size_t errlen);
+/* Management TLS: every connection to a cairnd (the CLI's, a mount's
+ * layout fetch and watch, cairnd to cairnd) uses TLS when it is on. On
+ * when the file CL_SECURE_ACCESS exists, unless cl_tls_set_mgmt chose
+ * (1 on, 0 off, -1 the file decides again). */
+#define CL_SECURE_ACCESS "/var/lib/cairnd/secure-access"
+void cl_tls_set_mgmt(int on);
+int cl_tls_mgmt_on(void);
+/* The management context (a reference the caller puts): *out NULL when
+ * management TLS is off; -EINVAL with why in err when the files do not
+ * load. */
+int cl_tls_mgmt_ctx(struct rpc_tls_ctx **out, char *err, size_t errlen);
+/* rpc_conn_dial to a cairnd, with management TLS when it is on. */
+struct rpc_conn *cl_mgmt_dial(const struct net_addr *a, int timeout_ms,
+                              const struct rpc_conn_ops *ops, void *ctx, const char *peer, int *err,
+                              char *why, size_t whylen);
 
 /* ---- the stack (stack.c) ---- */
 struct cl_stack_params {

@@ -175,6 +175,7 @@ int main(int argc, char **argv)
     struct net_addr servers[1 + CF_MAX_BACKUPS];
     int n_servers = 1 + cfg.n_backup, used = 0;
     cl_tls_set_files(cfg.ssl_key, cfg.ssl_cert, cfg.ssl_ca);
+    cl_tls_set_mgmt(cfg.mgmt_ssl);
     servers[0] = cfg.server;
     memcpy(servers + 1, cfg.backup, sizeof(cfg.backup[0]) * (size_t)cfg.n_backup);
     rc = cl_volume_fetch_any(servers, n_servers, cfg.volume, cfg.subdir, FETCH_TIMEOUT_MS, &vol,

@@ -24,6 +24,7 @@ struct open_opts {
     int log_level;
     char log_file[4096];
     char ssl_key[4096], ssl_cert[4096], ssl_ca[4096]; /* "": /etc/ssl/cairn.* */
+    int mgmt_ssl;                                     /* -1: secure-access decides */
 };
 
 const char *cairn_version(void)
@@ -66,6 +67,11 @@ static int parse_one(struct open_opts *o, char *kv, char *err, size_t errlen)
     } else if (!strcmp(kv, "log-file")) {
         if (v && *v && strlen(v) < sizeof(o->log_file)) {
             strcpy(o->log_file, v);
+            rc = 0;
+        }
+    } else if (!strcmp(kv, "mgmt-ssl")) {
+        if (v && (!strcmp(v, "on") || !strcmp(v, "off"))) {
+            o->mgmt_ssl = !strcmp(v, "on");
             rc = 0;
         }
     } else if (!strcmp(kv, "ssl-key") || !strcmp(kv, "ssl-cert") || !strcmp(kv, "ssl-ca")) {
@@ -160,7 +166,8 @@ static int errno_of_fetch(int rc, const char *err)
 int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, char *err,
                    size_t errlen)
 {
-    struct open_opts o = {.timeout_ms = DEFAULT_TIMEOUT_MS, .log_level = -1, .n_servers = 1};
+    struct open_opts o = {
+        .timeout_ms = DEFAULT_TIMEOUT_MS, .log_level = -1, .n_servers = 1, .mgmt_ssl = -1};
     char why[512] = "";
     const char *bad;
     if (err && errlen)
@@ -191,6 +198,8 @@ int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, cha
     /* the TLS files are process-wide, like logging; given ones replace them */
     if (o.ssl_key[0] || o.ssl_cert[0] || o.ssl_ca[0])
         cl_tls_set_files(o.ssl_key, o.ssl_cert, o.ssl_ca);
+    if (o.mgmt_ssl >= 0)
+        cl_tls_set_mgmt(o.mgmt_ssl);
     int used = 0;
     rc = cl_volume_fetch_any(o.servers, o.n_servers, vol->name, vol->subdir, o.timeout_ms,
                              &vol->info, &used, why, sizeof(why));

@@ -12,6 +12,7 @@
 
 #include "../client/client.h"
 #include "../lib/log.h"
+#include "../rpc/tls.h"
 #include "daemon.h"
 #include "pool.h"
 #include "shd.h"
@@ -238,6 +239,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "cairnd: cannot find my own executable\n");
         return 1;
     }
+    /* Management TLS: decided by this server's state directory alone. */
+    char secure[sizeof(m->workdir) + 32];
+    if (snprintf(secure, sizeof(secure), "%s/%s", m->workdir, MGMT_SECURE_ACCESS) >=
+        (int)sizeof(secure)) {
+        fprintf(stderr, "cairnd: workdir path too long\n");
+        return 1;
+    }
+    cl_tls_set_mgmt(access(secure, F_OK) == 0);
+    if (cl_tls_mgmt_on()) {
+        struct rpc_tls_conf conf = {.key = m->ssl_key, .cert = m->ssl_cert, .ca = m->ssl_ca};
+        struct rpc_tls_ctx *probe = NULL;
+        if (!(m->mgmt_tls = rpc_tls_ctx_new(&conf, 1, err, sizeof(err))) ||
+            cl_tls_mgmt_ctx(&probe, err, sizeof(err)) < 0) {
+            fprintf(stderr, "cairnd: %s exists but TLS cannot start: %.400s\n", secure, err);
+            return 1;
+        }
+        rpc_tls_ctx_put(probe);
+    }
     /* The store first: a damaged one is refused before anyone can
      * connect (a client probing the port must not find it open). */
     if (mgmt_pool_load(m, err, sizeof(err)) < 0 || mgmt_store_load(m, err, sizeof(err)) < 0) {
@@ -287,8 +306,8 @@ int main(int argc, char **argv)
     sigemptyset(&hup.sa_mask);
     sigaction(SIGHUP, &hup, NULL);
 
-    log_info("cairnd %s starting: listening on %s:%u, workdir %s", MGMT_VERSION, m->listen.host,
-             m->listen.port, m->workdir);
+    log_info("cairnd %s starting: listening on %s:%u, workdir %s%s", MGMT_VERSION, m->listen.host,
+             m->listen.port, m->workdir, m->mgmt_tls ? ", management TLS (secure-access)" : "");
     pthread_mutex_lock(&m->lock);
     m->server_quorum = -1; /* bricks under server quorum wait for the first count */
     mgmt_bricks_kill_stale(m);

@@ -681,6 +681,26 @@ int rpc_conn_rx_pending(const struct rpc_conn *c)
     return c->rx_pos < c->rx_len;
 }
 
+/* Before closing a connection refused during its first exchange: what the
+ * peer sent and we did not read would make the close a reset, which can
+ * destroy our last words (the TLS alert, the answer saying why) before the
+ * peer reads them. So stop sending, and read what comes for a moment. */
+static void linger_close(struct rpc_conn *c)
+{
+    shutdown(c->fd, SHUT_WR);
+    uint64_t end = net_now_ms() + 500;
+    uint8_t junk[4096];
+    for (;;) {
+        uint64_t now = net_now_ms();
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (now >= end || poll(&p, 1, (int)(end - now)) <= 0)
+            return;
+        ssize_t n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return;
+    }
+}
+
 /* A server's first step on a connection that must use TLS: a client that
  * speaks plain frames gets one answer saying TLS is required, else the TLS
  * handshake. 0, or -errno with the connection to be closed. */
@@ -714,11 +734,13 @@ static int server_tls_start(struct rpc_conn *c)
             rpc_buf_free(&b);
         }
         free(f.body);
+        linger_close(c);
         return -EPROTONOSUPPORT;
     }
     int rc = rpc_tls_accept(c->tls_server, c->fd, RPC_TLS_HANDSHAKE_MS, &c->tls, err, sizeof(err));
     if (rc < 0) {
         log_warn("TLS handshake with %s failed: %s", c->peer, err);
+        linger_close(c);
         return rc;
     }
     log_debug("TLS with %s (certificate of %s)%s", c->peer, rpc_tls_peer_name(c->tls),

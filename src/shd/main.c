@@ -87,6 +87,7 @@ static void usage(FILE *f)
             "usage: cairn-shd --volume NAME --mgmt HOST[:PORT] --brick-id ID [--brick-id ID]...\n"
             "                 [--stats-file FILE] [--log-file FILE] [--log-level LEVEL]\n"
             "                 [--ssl-key FILE] [--ssl-cert FILE] [--ssl-ca FILE]\n"
+            "                 [--mgmt-ssl on|off]\n"
             "       cairn-shd --help\n"
             "cairnd runs one per replicated volume with a brick on this server.\n");
 }
@@ -252,17 +253,12 @@ static void crawl(struct set *s, const struct cl_volinfo *v)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"volume", required_argument, NULL, 'v'},
-        {"mgmt", required_argument, NULL, 'm'},
-        {"brick-id", required_argument, NULL, 'b'},
-        {"stats-file", required_argument, NULL, 's'},
-        {"log-file", required_argument, NULL, 'l'},
-        {"log-level", required_argument, NULL, 'L'},
-        {"ssl-key", required_argument, NULL, 'K'},
-        {"ssl-cert", required_argument, NULL, 'C'},
-        {"ssl-ca", required_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"volume", required_argument, NULL, 'v'},   {"mgmt", required_argument, NULL, 'm'},
+        {"brick-id", required_argument, NULL, 'b'}, {"stats-file", required_argument, NULL, 's'},
+        {"log-file", required_argument, NULL, 'l'}, {"log-level", required_argument, NULL, 'L'},
+        {"ssl-key", required_argument, NULL, 'K'},  {"ssl-cert", required_argument, NULL, 'C'},
+        {"ssl-ca", required_argument, NULL, 'A'},   {"mgmt-ssl", required_argument, NULL, 'M'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     const char *ssl_key = NULL, *ssl_cert = NULL, *ssl_ca = NULL;
     const char *volume = NULL, *mgmt = NULL, *logfile = NULL;
@@ -301,6 +297,13 @@ int main(int argc, char **argv)
             break;
         case 'A':
             ssl_ca = optarg;
+            break;
+        case 'M':
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "cairn-shd: --mgmt-ssl takes on or off\n");
+                return 2;
+            }
+            cl_tls_set_mgmt(!strcmp(optarg, "on"));
             break;
         case 'h':
             usage(stdout);

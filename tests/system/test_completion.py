@@ -58,7 +58,8 @@ def test_commands(complete):
     assert complete("vol") == ["volume"]
     assert complete("volume", "st") == ["start", "statedump", "status", "stop"]
     assert complete("peer", "") == ["detach", "probe", "status"]
-    assert complete("--") == ["--help", "--mode=script", "--remote-host", "--version", "--xml"]
+    assert complete("--") == ["--help", "--mode=script", "--remote-host", "--ssl", "--ssl-ca",
+                              "--ssl-cert", "--ssl-key", "--version", "--xml"]
     assert complete("volume", "heal", "v", "") == [
         "disable", "enable", "full", "info", "split-brain", "statistics"]
     assert complete("volume", "set", "v", "k", "1", "group", "") == sorted(
