@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
@@ -74,6 +75,9 @@ struct rpc_conn {
     char tls_hint[200];             /* said to a client that came without TLS */
     char why[256];                  /* why the connection failed, when known */
 };
+
+/* Reader threads running in the process (rpc_conn_wait_readers). */
+static int live_readers;
 
 /* The connection whose reader thread this is. */
 static _Thread_local struct rpc_conn *reading;
@@ -827,7 +831,17 @@ out:
     if (c->ops && c->ops->closed_cb)
         c->ops->closed_cb(c, reason, c->ctx);
     rpc_conn_put(c);
+    __atomic_sub_fetch(&live_readers, 1, __ATOMIC_RELEASE);
     return NULL;
+}
+
+void rpc_conn_wait_readers(int timeout_ms)
+{
+    uint64_t end = net_now_ms() + (uint64_t)timeout_ms;
+    while (__atomic_load_n(&live_readers, __ATOMIC_ACQUIRE) > 0 && net_now_ms() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 int rpc_conn_start(struct rpc_conn *c)
@@ -839,10 +853,12 @@ int rpc_conn_start(struct rpc_conn *c)
     /* Nothing of c may be touched once the thread runs: it can finish and
      * drop the last reference before pthread_create returns. */
     c->reader_started = 1;
+    __atomic_add_fetch(&live_readers, 1, __ATOMIC_RELAXED);
     pthread_t t;
     int rc = pthread_create(&t, &attr, reader_main, c);
     pthread_attr_destroy(&attr);
     if (rc) {
+        __atomic_sub_fetch(&live_readers, 1, __ATOMIC_RELAXED);
         c->reader_started = 0;
         rpc_conn_put(c);
         return -rc;

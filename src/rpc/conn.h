@@ -71,6 +71,9 @@ int rpc_conn_tls_ktls(struct rpc_conn *c);
 /* Why the connection failed when the transport knows more than an errno
  * (a TLS alert); "" otherwise. */
 const char *rpc_conn_error(const struct rpc_conn *c);
+/* Waits up to timeout_ms until no reader thread of this process runs (all
+ * connections closed and released): for a short-lived program's exit. */
+void rpc_conn_wait_readers(int timeout_ms);
 /* Starts the reader thread; 0 or -errno. */
 int rpc_conn_start(struct rpc_conn *c);
 void rpc_conn_get(struct rpc_conn *c);
