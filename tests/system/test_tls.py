@@ -19,12 +19,14 @@ import ssl
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import pytest
 
 from cairn_cluster import Cluster, Mount, exe
 
 HOST = "127.0.0.200"
+METRICS_PORT = 24809
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -38,7 +40,7 @@ def tls():
     root = tempfile.mkdtemp(prefix="tls-", dir="/tmp")
     certs = certs_in(os.path.join(root, "certs"))
     args = ["--ssl-key", f"{certs}/server.key", "--ssl-cert", f"{certs}/server.pem",
-            "--ssl-ca", f"{certs}/ca.pem"]
+            "--ssl-ca", f"{certs}/ca.pem", "--metrics", f"{HOST}:{METRICS_PORT}"]
     try:
         with Cluster(host=HOST, root=root, args=args) as c:
             yield from make_volumes(c, certs)
@@ -217,3 +219,21 @@ def test_ssl_allow_change_closes_connections(tls):
         assert f.read() == b"again"
     m.stop()
     c.mounts.remove(m)
+
+
+def test_cli_reaches_tls_bricks(tls):
+    """The CLI's own brick connections (status clients, heal, profile, top)
+    use TLS with its files when client.ssl is on."""
+    c = tls
+    files = ["--ssl-key", f"{c.certs}/client.key", "--ssl-cert", f"{c.certs}/client.pem",
+             "--ssl-ca", f"{c.certs}/ca.pem"]
+    out = c.cli(*files, "volume", "status", "tv", "clients").stdout
+    assert "Clients connected : " in out and "Clients connected : 0" not in out, out
+
+
+def test_metrics_scrape_tls_bricks(tls):
+    """cairnd's metrics ask its TLS bricks over TLS: they show as up."""
+    url = f"http://{HOST}:{METRICS_PORT}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    up = [ln for ln in text.splitlines() if ln.startswith("cairn_brick_up{") and 'volume="tv"' in ln]
+    assert up and all(ln.endswith(" 1") for ln in up), up
