@@ -21,8 +21,9 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Wall -Wextra -Werro
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null) -luring
 CFLAGS_ALL = $(CFLAGS_BASE) $(CPPFLAGS) $(CFLAGS)
-# ISA-L: disperse's erasure code (src/client/ec_codec.c).
-LDLIBS_ALL = -pthread -lisal -lm $(SANFLAGS) $(LDFLAGS)
+# OpenSSL: TLS (src/rpc/tls.c); ISA-L: disperse's erasure code
+# (src/client/ec_codec.c).
+LDLIBS_ALL = -pthread -lssl -lcrypto -lisal -lm $(SANFLAGS) $(LDFLAGS)
 
 LIB_SRC := $(wildcard src/lib/*.c) $(wildcard src/rpc/*.c)
 BRICK_SRC := $(wildcard src/brick/*.c)
@@ -126,8 +127,10 @@ $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
 # cairnd takes the distribute layer's pure name hash for volume import, and
-# libsystemd for its readiness report (sd_notify; only main.c calls it).
-$(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ) $(BUILD)/obj/src/client/dht_layout.o
+# libsystemd for its readiness report (sd_notify; only main.c calls it), and
+# the client side's TLS settings for its connections to TLS bricks.
+$(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ) $(BUILD)/obj/src/client/dht_layout.o \
+	$(BUILD)/obj/src/client/tls.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lraft -luv -lsystemd $(LDLIBS_ALL)
 
@@ -184,7 +187,7 @@ build-fuzz/obj/%.o: %.c
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(filter %.o,$^) \
-		-lraft -luv -lisal -lm
+		-lraft -luv -lssl -lcrypto -lisal -lm
 
 test: all
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done

@@ -2,9 +2,9 @@
 # Installs the Debian 12 packages Cairn needs to build, run and test.
 # Usage: scripts/deps.sh [--test]   (--test adds the test-only packages)
 set -e
-need="build-essential pkg-config libfuse3-dev fuse3 attr acl libraft-dev libuv1-dev liburing-dev nbdkit-plugin-dev libsystemd-dev libisal-dev"
+need="build-essential pkg-config libfuse3-dev fuse3 attr acl libraft-dev libuv1-dev liburing-dev nbdkit-plugin-dev libsystemd-dev libssl-dev libisal-dev"
 if [ "$1" = "--test" ]; then
-    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest xfsprogs rsync fio nbdkit qemu-utils libnbd-bin glusterfs-server debhelper logrotate bash-completion groff-base man-db systemd"
+    need="$need clang clang-format libclang-rt-14-dev python3 python3-pytest openssl xfsprogs rsync fio nbdkit qemu-utils libnbd-bin glusterfs-server debhelper logrotate bash-completion groff-base man-db systemd"
 fi
 missing=""
 for p in $need; do

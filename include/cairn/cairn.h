@@ -79,9 +79,17 @@ const char *cairn_version(void);
  *   log-file=PATH          where the library logs (default: stderr)
  *   log-level=LEVEL        error|warning|info|debug|trace (default warning;
  *                          logging settings are process-wide)
+ *   ssl-key=PATH, ssl-cert=PATH, ssl-ca=PATH   the TLS key, certificate and
+ *                          CA certificates for volumes with client.ssl on
+ *                          (default /etc/ssl/cairn.key, .pem, .ca; process-
+ *                          wide: the last ones given apply)
+ *   mgmt-ssl=on|off        fetch the layout from cairnd over TLS (default:
+ *                          on when /var/lib/cairnd/secure-access exists)
  * On success *vol is the new handle. On failure returns -errno (-EINVAL: a
  * bad spec or option; -ENOENT: no such volume or it is not started, or no
- * directory DIR; -EACCES: auth.allow does not let this host open DIR;
+ * directory DIR; -EACCES: auth.allow does not let this host open DIR, or
+ * a brick refused this client's TLS (auth.ssl-allow, certificate, CA);
+ * -EPROTONOSUPPORT: the bricks take TLS only and client.ssl is off;
  * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH: no server answered) and, when
  * err is not NULL, writes the reason (at most errlen bytes, NUL-terminated)
  * there. A brick that cannot be reached yet does not fail the open: calls

@@ -14,6 +14,7 @@
 
 #include "../lib/log.h"
 #include "../lib/options.h"
+#include "../rpc/tls.h"
 #include "brick.h"
 
 #define INFO_NAME "brick.info"
@@ -310,6 +311,8 @@ void brick_close(struct brick *b)
     pthread_mutex_destroy(&b->conns_lock);
     free(b->auth_allow);
     free(b->auth_reject);
+    free(b->ssl_allow);
+    rpc_tls_ctx_put(b->tls);
     free(b->statedump_path);
     free(b->path);
     free(b->volume);
@@ -334,6 +337,15 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
         *slot = v;
         pthread_mutex_unlock(&b->opt_lock);
         log_debug("option %s = %s", name, value);
+    } else if (!strcmp(name, "auth.ssl-allow")) {
+        char *v = strdup(value);
+        if (!v)
+            return;
+        pthread_mutex_lock(&b->opt_lock);
+        free(b->ssl_allow);
+        b->ssl_allow = v;
+        pthread_mutex_unlock(&b->opt_lock);
+        brick_close_unallowed(b, value);
     } else if (!strcmp(name, "network.ping-timeout")) {
         int64_t secs;
         if (opt_parse_time(value, &secs) == 0 && secs > 0 && secs <= INT_MAX / 1000)

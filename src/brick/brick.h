@@ -87,6 +87,8 @@ struct brick {
     struct brick_top *top;           /* top.c; NULL: nothing counted */
     pthread_mutex_t opt_lock;        /* protects the live options below */
     char *auth_allow, *auth_reject;
+    char *ssl_allow;            /* auth.ssl-allow; NULL: "*" */
+    struct rpc_tls_ctx *tls;    /* server.ssl: every connection is TLS (set before serving) */
     char *statedump_path;       /* server.statedump-path; NULL: SD_DEFAULT_DIR */
     int stall_ms;               /* atomic; network.ping-timeout: a request running longer
                                  * means the disk stalls (server.c) */
@@ -185,6 +187,9 @@ void brick_conn_leave(struct brick_conn *bc, struct brick_running *run);
  * 1 with its start, opcode and peer, or 0 when none runs. */
 int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, char *peer,
                          size_t peer_len);
+/* auth.ssl-allow changed to allow: closes every handshaken TLS connection
+ * whose certificate name it no longer lists. */
+void brick_close_unallowed(struct brick *b, const char *allow);
 
 /* ---- path resolution (resolve.c) ---- */
 

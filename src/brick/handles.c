@@ -16,6 +16,7 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../rpc/opinfo.h"
+#include "../rpc/tls.h"
 #include "../lib/statedump.h"
 #include "brick.h"
 
@@ -294,6 +295,24 @@ int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, 
     }
     pthread_mutex_unlock(&b->conns_lock);
     return found;
+}
+
+void brick_close_unallowed(struct brick *b, const char *allow)
+{
+    pthread_mutex_lock(&b->conns_lock);
+    for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next) {
+        const char *name = bc->rc ? rpc_conn_tls_name(bc->rc) : NULL;
+        pthread_mutex_lock(&bc->lock);
+        int shut = name && bc->handshaken && !bc->closed && !rpc_tls_name_allowed(allow, name);
+        pthread_mutex_unlock(&bc->lock);
+        if (shut) {
+            log_warn("closing the connection from %s: certificate name %s is no longer in "
+                     "auth.ssl-allow",
+                     bc->peer, name);
+            rpc_conn_close(bc->rc, -EACCES);
+        }
+    }
+    pthread_mutex_unlock(&b->conns_lock);
 }
 
 /* The file an open descriptor names on the brick, relative to the brick's

@@ -11,13 +11,16 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../lib/statedump.h"
+#include "../rpc/tls.h"
 #include "server.h"
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: cairn-brickd --volume NAME --brick-path PATH --listen HOST:PORT\n"
                  "                    [--brick-id ID] [--log-file FILE] [--log-level LEVEL]\n"
-                 "                    [--threads N]\n"
+                 "                    [--threads N] [--ssl [--ssl-key FILE] [--ssl-cert FILE]\n"
+                 "                    [--ssl-ca FILE] [--ssl-crl PATH] [--ssl-cipher-list LIST]\n"
+                 "                    [--ssl-depth N]]\n"
                  "       cairn-brickd --help\n"
                  "cairnd runs one per brick of a started volume; SIGHUP reopens the log file.\n");
 }
@@ -32,11 +35,19 @@ int main(int argc, char **argv)
         {"log-file", required_argument, NULL, 'f'},
         {"log-level", required_argument, NULL, 'L'},
         {"threads", required_argument, NULL, 't'},
+        {"ssl", no_argument, NULL, 's'},
+        {"ssl-key", required_argument, NULL, 'K'},
+        {"ssl-cert", required_argument, NULL, 'C'},
+        {"ssl-ca", required_argument, NULL, 'A'},
+        {"ssl-crl", required_argument, NULL, 'R'},
+        {"ssl-cipher-list", required_argument, NULL, 'Y'},
+        {"ssl-depth", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *volume = NULL, *path = NULL, *listen = NULL, *id = NULL, *logfile = NULL;
-    int level = LOG_INFO, threads = 16, c;
+    int level = LOG_INFO, threads = 16, c, ssl = 0;
+    struct rpc_tls_conf tls = {0};
     log_init("brick", LOG_INFO);
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -71,6 +82,27 @@ int main(int argc, char **argv)
             threads = (int)n;
             break;
         }
+        case 's':
+            ssl = 1;
+            break;
+        case 'K':
+            tls.key = optarg;
+            break;
+        case 'C':
+            tls.cert = optarg;
+            break;
+        case 'A':
+            tls.ca = optarg;
+            break;
+        case 'R':
+            tls.crl = optarg;
+            break;
+        case 'Y':
+            tls.ciphers = optarg;
+            break;
+        case 'D':
+            tls.depth = atoi(optarg);
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -124,14 +156,20 @@ int main(int argc, char **argv)
         if (brick_fault_watch(err) < 0)
             log_error("cannot watch %s", err);
     }
+    if (ssl && !(b->tls = rpc_tls_ctx_new(&tls, 1, err, sizeof(err)))) {
+        log_error("cannot serve brick %s of volume %s with TLS (server.ssl is on): %s", path,
+                  volume, err);
+        brick_close(b);
+        return 1;
+    }
     struct brick_server *s;
     if ((rc = brick_server_start(b, &addr, threads, &s)) < 0) {
         log_error("cannot listen on %s for brick %s: %s", listen, path, strerror(-rc));
         brick_close(b);
         return 1;
     }
-    log_info("serving brick %s (id %s) of volume %s on %s:%u with %d threads", path, b->id, volume,
-             addr.host, brick_server_port(s), threads);
+    log_info("serving brick %s (id %s) of volume %s on %s:%u with %d threads%s", path, b->id,
+             volume, addr.host, brick_server_port(s), threads, ssl ? ", TLS only" : "");
     for (;;) {
         int sig = 0;
         if (sigwait(&sigs, &sig) != 0)

@@ -14,6 +14,7 @@
 #include "../lib/log.h"
 #include "../lib/options.h"
 #include "../rpc/opinfo.h"
+#include "../rpc/tls.h"
 #include "server.h"
 
 struct conn_node {
@@ -138,6 +139,18 @@ static void handshake(struct brick_server *s, struct brick_conn *bc, struct rpc_
         pthread_mutex_lock(&b->opt_lock);
         int allowed = opt_addr_allowed_dir(b->auth_allow, b->auth_reject, dir, bc->addr);
         pthread_mutex_unlock(&b->opt_lock);
+        const char *cn = bc->rc ? rpc_conn_tls_name(bc->rc) : NULL;
+        if (allowed && cn) {
+            pthread_mutex_lock(&b->opt_lock);
+            int named = rpc_tls_name_allowed(b->ssl_allow, cn);
+            pthread_mutex_unlock(&b->opt_lock);
+            if (!named) {
+                rc = -EACCES;
+                snprintf(text, sizeof(text),
+                         "certificate name %s is not allowed to use volume %s (auth.ssl-allow)", cn,
+                         b->volume);
+            }
+        }
         if (!allowed) {
             rc = -EACCES;
             if (dir)
@@ -444,6 +457,14 @@ static void accept_one(struct brick_server *s, int fd)
         return;
     }
     bc->rc = rc; /* takes over rpc_conn_new's reference */
+    if (s->b->tls) {
+        char hint[200];
+        snprintf(hint, sizeof(hint),
+                 "this brick of volume %s requires TLS (server.ssl is on): the client needs "
+                 "client.ssl on",
+                 s->b->volume);
+        rpc_conn_require_tls(rc, s->b->tls, hint);
+    }
     n->bc = bc;
     pthread_mutex_lock(&s->lock);
     n->next = s->conns;

@@ -55,7 +55,10 @@ int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_m
  * then waits for them as any mount does); -EACCES when one refuses by
  * auth.allow / auth.reject; -ENOENT or -ENOTDIR when every brick that
  * answered says the directory is not there. err gets the brick's reason.
- * subdir NULL or "/" is the whole volume: 0 at once. */
+ * subdir NULL or "/" is the whole volume: 0 at once, unless the volume
+ * uses TLS (client.ssl or server.ssl): then a refused handshake (TLS, or
+ * auth.ssl-allow) is -EACCES and a brick requiring TLS of a client without
+ * it -EPROTONOSUPPORT, with the reason in err. */
 int cl_subdir_check(const struct cl_volinfo *v, const char *subdir, int timeout_ms, char *err,
                     size_t errlen);
 
@@ -89,6 +92,7 @@ struct cl_proto_params {
     int ping_timeout_ms;    /* 0: CL_DEFAULT_PING_TIMEOUT_MS */
     cl_recall_fn recall;    /* may be NULL: recalls are then returned at once */
     void *recall_ctx;
+    struct rpc_tls_ctx *tls; /* NULL: plain TCP; else TLS with it (the layer takes a reference) */
 };
 
 /* Creates the layer and starts its connection thread; the first connection
@@ -113,6 +117,33 @@ void cl_proto_describe(struct cl_layer *l, char *out, size_t len);
  * it as for any reconnect; handles of the old connection fail with EIO.
  * 0 or -ENOMEM. */
 int cl_proto_retarget(struct cl_layer *l, const struct net_addr *addr, const char *brick_path);
+
+/* ---- TLS (tls.c, docs/security.md) ---- */
+struct rpc_tls_ctx;
+/* The key, certificate and CA files this process uses as a TLS client;
+ * NULL or "" keeps the default (/etc/ssl/cairn.key, .pem, .ca). */
+void cl_tls_set_files(const char *key, const char *cert, const char *ca);
+/* The context connections to the bricks of a volume with options vol use:
+ * *out NULL when client.ssl is off (and force is 0), else a context the
+ * caller puts (rpc_tls_ctx_put). -EINVAL with why in err when the files do
+ * not load. */
+int cl_tls_ctx(const struct opt_set *vol, int force, struct rpc_tls_ctx **out, char *err,
+               size_t errlen);
+/* Management TLS: every connection to a cairnd (the CLI's, a mount's
+ * layout fetch and watch, cairnd to cairnd) uses TLS when it is on. On
+ * when the file CL_SECURE_ACCESS exists, unless cl_tls_set_mgmt chose
+ * (1 on, 0 off, -1 the file decides again). */
+#define CL_SECURE_ACCESS "/var/lib/cairnd/secure-access"
+void cl_tls_set_mgmt(int on);
+int cl_tls_mgmt_on(void);
+/* The management context (a reference the caller puts): *out NULL when
+ * management TLS is off; -EINVAL with why in err when the files do not
+ * load. */
+int cl_tls_mgmt_ctx(struct rpc_tls_ctx **out, char *err, size_t errlen);
+/* rpc_conn_dial to a cairnd, with management TLS when it is on. */
+struct rpc_conn *cl_mgmt_dial(const struct net_addr *a, int timeout_ms,
+                              const struct rpc_conn_ops *ops, void *ctx, const char *peer, int *err,
+                              char *why, size_t whylen);
 
 /* ---- the stack (stack.c) ---- */
 struct cl_stack_params {

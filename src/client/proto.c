@@ -12,6 +12,7 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../rpc/opinfo.h"
+#include "../rpc/tls.h"
 #include "client.h"
 
 /* FH tagging: low 40 bits the brick's handle, high 24 bits the connection
@@ -63,6 +64,8 @@ struct proto {
      * hold them, so they are freed with the layer */
     char **retired;
     int n_retired;
+    struct rpc_tls_ctx *tls; /* client.ssl: one reference; NULL for plain TCP */
+    char last_why[256];      /* the last connection failure logged, not repeated */
 };
 
 static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
@@ -360,15 +363,22 @@ static void start_connect(struct proto *p)
     const char *brick_path = p->brick_path;
     uint64_t target_gen = p->target_gen;
     pthread_mutex_unlock(&p->lock);
-    int fd = net_connect(&addr, tmo);
-    struct rpc_conn *c = NULL;
     struct hs_call *k = NULL;
-    if (fd < 0) {
-        log_debug("connecting to brick %s: %s", p->peer, strerror(-fd));
+    int err = 0;
+    char why[256];
+    struct rpc_conn *c =
+        rpc_conn_dial(&addr, tmo, p->tls, &conn_ops, p, p->peer, &err, why, sizeof(why));
+    if (!c) {
+        if (p->tls && err != -ECONNREFUSED && err != -ETIMEDOUT && err != -EHOSTUNREACH &&
+            strcmp(why, p->last_why)) {
+            log_warn("TLS with brick %s:%s failed: %s", p->peer, brick_path, why);
+            snprintf(p->last_why, sizeof(p->last_why), "%s", why);
+        } else {
+            log_debug("connecting to brick %s: %s", p->peer, why);
+        }
         goto fail;
     }
-    if (!(c = rpc_conn_new(fd, &conn_ops, p, p->peer)))
-        goto fail;
+    p->last_why[0] = 0;
     __atomic_add_fetch(&p->live, 1, __ATOMIC_RELAXED);
     if (rpc_conn_start(c) < 0) {
         __atomic_sub_fetch(&p->live, 1, __ATOMIC_RELAXED);
@@ -593,6 +603,7 @@ static void proto_destroy(struct cl_layer *self)
         free(p->retired[i]);
     free(p->retired);
     free(p->subdir);
+    rpc_tls_ctx_put(p->tls);
     free(p);
 }
 
@@ -617,6 +628,8 @@ struct cl_layer *cl_proto_new(const struct cl_proto_params *params)
     p->ping_ms = params->ping_timeout_ms > 0 ? params->ping_timeout_ms : CL_DEFAULT_PING_TIMEOUT_MS;
     p->recall = params->recall;
     p->recall_ctx = params->recall_ctx;
+    if ((p->tls = params->tls))
+        rpc_tls_ctx_get(p->tls);
     pthread_mutex_init(&p->lock, NULL);
     net_cond_init_mono(&p->cond);
     p->wait_tail = &p->wait_head;

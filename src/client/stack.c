@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../rpc/tls.h"
 #include "client.h"
 #include "distribute.h"
 #include "replicate.h"
@@ -17,9 +18,10 @@
 struct stack_build {
     const struct cl_volinfo *v;
     const struct cl_stack_params *sp;
-    int set;     /* bricks per set */
-    int n_sets;  /* sets in the volume */
-    int ping_ms; /* the protocol clients' ping timeout */
+    int set;                 /* bricks per set */
+    int n_sets;              /* sets in the volume */
+    int ping_ms;             /* the protocol clients' ping timeout */
+    struct rpc_tls_ctx *tls; /* client.ssl: the protocol clients' TLS */
 };
 
 /* How many layers of the level below one layer of a level sits on. */
@@ -61,6 +63,7 @@ static struct cl_layer *make_proto(const struct stack_build *b, int index,
         .ping_timeout_ms = b->ping_ms,
         .recall = b->sp ? b->sp->recall : NULL,
         .recall_ctx = b->sp ? b->sp->recall_ctx : NULL,
+        .tls = b->tls,
     };
     return cl_proto_new(&pp);
 }
@@ -159,16 +162,21 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *sp,
                     : (int)(opt_int(&v->opts, "network.ping-timeout") * 1000);
     if (b.ping_ms <= 0)
         b.ping_ms = CL_DEFAULT_PING_TIMEOUT_MS;
+    int rc = cl_tls_ctx(&v->opts, 0, &b.tls, err, errlen);
+    if (rc < 0)
+        return rc;
     struct opt_set opts;
     if (cl_stack_effective_options(&v->opts, sp ? sp->ping_timeout_ms : 0, &opts) < 0) {
+        rpc_tls_ctx_put(b.tls);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     struct cl_layer *layers[CL_DHT_MAX * CL_REPL_MAX];
-    int n = 0, rc = 0;
+    int n = 0;
     for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]) && rc == 0; i++)
         rc = build_level(&levels[i], &b, &opts, layers, &n);
     opt_set_free(&opts);
+    rpc_tls_ctx_put(b.tls); /* the protocol clients hold their own references */
     if (rc < 0) {
         destroy_layers(layers, n);
         snprintf(err, errlen, "out of memory");

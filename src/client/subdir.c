@@ -1,30 +1,38 @@
-/* Before mounting a directory of a volume: asking the bricks whether they
- * serve it to this client, so that a mount the bricks would refuse fails
- * at once with their reason instead of waiting for connections that the
- * protocol client would keep retrying (proto.c). The bricks decide
- * (src/brick/confine.c); this only asks them the same handshake early. */
+/* Before mounting a directory of a volume, or any mount of a volume that
+ * uses TLS: asking the bricks whether they serve it to this client, so that
+ * a mount the bricks would refuse fails at once with their reason (or the
+ * TLS handshake's) instead of waiting for connections that the protocol
+ * client would keep retrying (proto.c). The bricks decide
+ * (src/brick/confine.c, auth.ssl-allow); this only asks them the same
+ * handshake early. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../lib/log.h"
 #include "../rpc/conn.h"
+#include "../rpc/tls.h"
 #include "client.h"
 
 /* One brick's answer to a handshake naming subdir: 0, -errno of its
  * refusal (text in why), or 1 when it did not answer. */
 static int ask_one(const struct cl_volinfo *v, const struct cl_brickinfo *br, const char *subdir,
-                   int timeout_ms, char *why, size_t whylen)
+                   struct rpc_tls_ctx *tls, int timeout_ms, char *why, size_t whylen)
 {
-    char peer[NET_HOST_MAX + 16];
+    char peer[NET_HOST_MAX + 16], err[256];
     net_format_addr(&br->addr, peer, sizeof(peer));
-    int fd = net_connect(&br->addr, timeout_ms);
-    if (fd < 0)
-        return 1;
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, peer);
+    int rc = 0;
+    struct rpc_conn *c =
+        rpc_conn_dial(&br->addr, timeout_ms, tls, NULL, NULL, peer, &rc, err, sizeof(err));
+    if (!c && rc == -ENOMEM)
+        return rc;
+    if (!c && tls && rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -EHOSTUNREACH) {
+        snprintf(why, whylen, "brick %s:%s: TLS: %s", peer, br->path, err);
+        return -EACCES; /* the brick does not take this client's TLS, or has none */
+    }
     if (!c)
-        return -ENOMEM;
-    int rc = rpc_conn_start(c);
+        return 1;
+    rc = rpc_conn_start(c);
     if (rc < 0) {
         rpc_conn_put(c);
         return rc;
@@ -33,7 +41,8 @@ static int ask_one(const struct cl_volinfo *v, const struct cl_brickinfo *br, co
     rpc_buf_init(&b);
     rpc_put_str(&b, RPC_T_NAME, v->name);
     rpc_put_str(&b, RPC_T_PATH, br->path);
-    rpc_put_str(&b, RPC_T_SUBDIR, subdir);
+    if (subdir && strcmp(subdir, "/"))
+        rpc_put_str(&b, RPC_T_SUBDIR, subdir);
     struct rpc_frame *reply = NULL;
     rc = rpc_conn_call_sync(c, RPC_OP_HANDSHAKE, &b, &reply, timeout_ms);
     rpc_buf_free(&b);
@@ -56,15 +65,22 @@ int cl_subdir_check(const struct cl_volinfo *v, const char *subdir, int timeout_
 {
     int answered = 0, refused = 0, first = 0;
     err[0] = 0;
-    if (!subdir || !strcmp(subdir, "/"))
+    int tls_used = opt_bool(&v->opts, "client.ssl") || opt_bool(&v->opts, "server.ssl");
+    if ((!subdir || !strcmp(subdir, "/")) && !tls_used)
         return 0;
+    struct rpc_tls_ctx *tls = NULL;
+    int rc = cl_tls_ctx(&v->opts, 0, &tls, err, errlen);
+    if (rc < 0)
+        return rc;
     for (int i = 0; i < v->n_bricks; i++) {
         char why[1200];
-        int rc = ask_one(v, &v->bricks[i], subdir, timeout_ms, why, sizeof(why));
+        rc = ask_one(v, &v->bricks[i], subdir, tls, timeout_ms, why, sizeof(why));
         if (rc == 1 || rc == -EIO) /* down, or its disk stalls: not an answer */
             continue;
-        if (rc == -ENOMEM)
+        if (rc == -ENOMEM) {
+            rpc_tls_ctx_put(tls);
             return rc;
+        }
         answered++;
         if (rc == 0)
             return 0; /* a brick without it (not healed yet) is healed by the others */
@@ -74,9 +90,12 @@ int cl_subdir_check(const struct cl_volinfo *v, const char *subdir, int timeout_
             first = rc;
             snprintf(err, errlen, "%s", why);
         }
-        if (rc == -EACCES)
-            return rc; /* auth.allow is the volume's: one refusal is every brick's */
+        if (rc == -EACCES || rc == -EPROTONOSUPPORT) {
+            rpc_tls_ctx_put(tls);
+            return rc; /* auth.allow and TLS are the volume's: one refusal is every brick's */
+        }
     }
+    rpc_tls_ctx_put(tls);
     if (answered && refused == answered)
         return first;
     return 0; /* no brick answers yet: the mount waits for them, as any mount does */

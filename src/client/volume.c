@@ -156,17 +156,14 @@ int cl_volume_fetch(const struct net_addr *mgmt, const char *name, int timeout_m
     char peer[NET_HOST_MAX + 16];
     net_format_addr(mgmt, peer, sizeof(peer));
     memset(out, 0, sizeof(*out));
-    int fd = net_connect(mgmt, timeout_ms);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot connect to cairnd at %s: %s", peer, strerror(-fd));
-        return fd;
-    }
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, peer);
+    char why[256];
+    int rc = 0;
+    struct rpc_conn *c = cl_mgmt_dial(mgmt, timeout_ms, NULL, NULL, peer, &rc, why, sizeof(why));
     if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        snprintf(err, errlen, "cannot connect to cairnd at %s: %.180s", peer, why);
+        return rc;
     }
-    int rc = rpc_conn_start(c);
+    rc = rpc_conn_start(c);
     if (rc < 0) {
         rpc_conn_put(c);
         snprintf(err, errlen, "cannot start a connection thread: %s", strerror(-rc));

@@ -64,18 +64,18 @@ int cl_volume_fetch_any(const struct net_addr *servers, int n, const char *name,
     for (int i = 0; i < n; i++) {
         char peer[NET_HOST_MAX + 16];
         net_format_addr(&servers[i], peer, sizeof(peer));
-        int fd = net_connect(&servers[i], timeout_ms);
-        if (fd < 0) {
-            rc = fd;
-            snprintf(err, errlen, "cannot connect to cairnd at %s: %s", peer, strerror(-fd));
+        char why[256];
+        struct rpc_conn *c =
+            cl_mgmt_dial(&servers[i], timeout_ms, NULL, NULL, peer, &rc, why, sizeof(why));
+        if (!c && rc == -ENOMEM) {
+            snprintf(err, errlen, "out of memory");
+            return rc;
+        }
+        if (!c) {
+            snprintf(err, errlen, "cannot connect to cairnd at %s: %.180s", peer, why);
             if (i + 1 < n)
                 log_warn("%s; trying the next server", err);
             continue;
-        }
-        struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, peer);
-        if (!c) {
-            snprintf(err, errlen, "out of memory");
-            return -ENOMEM;
         }
         if ((rc = rpc_conn_start(c)) < 0) {
             rpc_conn_put(c);
@@ -227,15 +227,13 @@ static int try_connect(struct cl_volwatch *w, int *answered, char *err, size_t e
     char peer[NET_HOST_MAX + 16];
     peer_name(w, peer, sizeof(peer));
     *answered = 0;
-    int fd = net_connect(&w->servers[w->cur], w->timeout_ms);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot connect to cairnd at %s: %s", peer, strerror(-fd));
-        return fd;
-    }
-    struct rpc_conn *c = rpc_conn_new(fd, &watch_ops, w, peer);
+    char why[256];
+    int rc = 0;
+    struct rpc_conn *c = cl_mgmt_dial(&w->servers[w->cur], w->timeout_ms, &watch_ops, w, peer, &rc,
+                                      why, sizeof(why));
     if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
+        snprintf(err, errlen, "cannot connect to cairnd at %s: %.180s", peer, why);
+        return rc;
     }
     pthread_mutex_lock(&w->lock);
     int stopping = w->stopping;
@@ -251,7 +249,7 @@ static int try_connect(struct cl_volwatch *w, int *answered, char *err, size_t e
         return -ECANCELED;
     }
     __atomic_add_fetch(&w->live, 1, __ATOMIC_RELAXED);
-    int rc = rpc_conn_start(c);
+    rc = rpc_conn_start(c);
     if (rc < 0) {
         __atomic_sub_fetch(&w->live, 1, __ATOMIC_RELAXED);
         snprintf(err, errlen, "cannot start a connection thread: %s", strerror(-rc));

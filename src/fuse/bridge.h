@@ -35,9 +35,11 @@ struct cf_config {
     char mountpoint[PATH_MAX];
     char fsname[NET_HOST_MAX + 300];
     char log_file[PATH_MAX];
-    int log_level;        /* -1: the volume's diagnostics.client-log-level */
-    int ping_timeout_ms;  /* 0: the volume's network.ping-timeout */
-    double attr_timeout;  /* < 0: the volume's client.attribute-timeout */
+    char ssl_key[PATH_MAX], ssl_cert[PATH_MAX], ssl_ca[PATH_MAX]; /* "": /etc/ssl/cairn.* */
+    int mgmt_ssl;        /* -o mgmt-ssl=on|off; -1: on when secure-access exists (cl_tls_mgmt_on) */
+    int log_level;       /* -1: the volume's diagnostics.client-log-level */
+    int ping_timeout_ms; /* 0: the volume's network.ping-timeout */
+    double attr_timeout; /* < 0: the volume's client.attribute-timeout */
     double entry_timeout; /* < 0: the volume's client.entry-timeout */
     int foreground, debug, read_only;
     int selinux;          /* -o selinux: security.selinux is stored (else EOPNOTSUPP) */

@@ -174,6 +174,8 @@ int main(int argc, char **argv)
         warn_mounter_only(); /* on the terminal; the log gets it too, below */
     struct net_addr servers[1 + CF_MAX_BACKUPS];
     int n_servers = 1 + cfg.n_backup, used = 0;
+    cl_tls_set_files(cfg.ssl_key, cfg.ssl_cert, cfg.ssl_ca);
+    cl_tls_set_mgmt(cfg.mgmt_ssl);
     servers[0] = cfg.server;
     memcpy(servers + 1, cfg.backup, sizeof(cfg.backup[0]) * (size_t)cfg.n_backup);
     rc = cl_volume_fetch_any(servers, n_servers, cfg.volume, cfg.subdir, FETCH_TIMEOUT_MS, &vol,
@@ -186,8 +188,12 @@ int main(int argc, char **argv)
      * reason, not after daemonizing (cl_subdir_check). */
     rc = cl_subdir_check(&vol, cfg.subdir, FETCH_TIMEOUT_MS, err, sizeof(err));
     if (rc < 0) {
-        fprintf(stderr, "cairn-fuse: cannot mount directory %s of volume %s: %s (%s)\n", cfg.subdir,
-                vol.name, err, strerror(-rc));
+        if (strcmp(cfg.subdir, "/"))
+            fprintf(stderr, "cairn-fuse: cannot mount directory %s of volume %s: %s (%s)\n",
+                    cfg.subdir, vol.name, err, strerror(-rc));
+        else
+            fprintf(stderr, "cairn-fuse: cannot mount volume %s: %s (%s)\n", vol.name, err,
+                    strerror(-rc));
         cl_volinfo_free(&vol);
         return 1;
     }

@@ -30,6 +30,11 @@ static void usage(FILE *f, const char *prog)
             "                        to SEC seconds late here\n"
             "  -o log-file=PATH      (default /var/log/cairn/<mountpoint>.log)\n"
             "  -o log-level=LEVEL    error|warning|info|debug|trace\n"
+            "  -o ssl-key=PATH, -o ssl-cert=PATH, -o ssl-ca=PATH   this client's TLS key,\n"
+            "                        certificate and CA certificates, for volumes with\n"
+            "                        client.ssl on (default /etc/ssl/cairn.key, .pem, .ca)\n"
+            "  -o mgmt-ssl=on|off    fetch the volume from cairnd over TLS (default: on when\n"
+            "                        /var/lib/cairnd/secure-access exists)\n"
             "  -o io-uring=on|off    FUSE requests over io_uring where the kernel has it\n"
             "                        (default on; turns on the fuse module's enable_uring)\n"
             "  -o direct-io-mode=auto|enable|disable   which handles skip the kernel's\n"
@@ -183,6 +188,15 @@ static int parse_one(struct cf_config *c, char *o)
         if (!v || !*v || strlen(v) >= sizeof(c->log_file))
             goto bad;
         strcpy(c->log_file, v);
+    } else if (KEY("mgmt-ssl")) {
+        if (!v || (strcmp(v, "on") && strcmp(v, "off")))
+            goto bad;
+        c->mgmt_ssl = !strcmp(v, "on");
+    } else if (KEY("ssl-key") || KEY("ssl-cert") || KEY("ssl-ca")) {
+        char *slot = KEY("ssl-key") ? c->ssl_key : KEY("ssl-cert") ? c->ssl_cert : c->ssl_ca;
+        if (!v || !*v || strlen(v) >= PATH_MAX)
+            goto bad;
+        strcpy(slot, v);
     } else if (KEY("log-level")) {
         if (!v || (c->log_level = log_parse_level(v)) < 0)
             goto bad;
@@ -305,6 +319,7 @@ int cf_parse_args(int argc, char **argv, struct cf_config *c)
     int npos = 0;
     memset(c, 0, sizeof(*c));
     c->log_level = -1;
+    c->mgmt_ssl = -1;
     c->attr_timeout = -1;
     c->entry_timeout = -1;
     c->io_uring = 1;

@@ -44,6 +44,10 @@ const struct opt_def opt_table[] = {
     OPT("auth.reject", OPT_STRING, "", 0, 0, NULL, true,
         "Comma-separated addresses (globs or IPv4 CIDR blocks) refused even when auth.allow "
         "matches them; /DIR(A|B...) refuses them a mount of DIR alone."),
+    OPT("auth.ssl-allow", OPT_STRING, "*", 0, 0, NULL, true,
+        "Comma-separated common names (globs) of the client certificates a brick with "
+        "server.ssl on accepts; * accepts any certificate from the CA. A change closes the "
+        "connections no longer allowed."),
     /* The two cache times without a lease accept 0 only (see opt_validate):
      * what no lease protects, no recall can drop. */
     OPT("client.attribute-timeout", OPT_TIME, "0", 0, 0, NULL, true,
@@ -63,6 +67,11 @@ const struct opt_def opt_table[] = {
         "Clients ask the bricks for leases and cache attributes and names under them, so "
         "repeated lookups and stats do not cross the network. off: every access asks the "
         "brick."),
+    OPT("client.ssl", OPT_BOOL, "off", 0, 0, NULL, false,
+        "Clients (mounts, libcairn, the self-heal daemon) talk TLS to the bricks, with the "
+        "certificate, key and CA of their ssl-cert/ssl-key/ssl-ca settings (default "
+        "/etc/ssl/cairn.pem, .key, .ca). Set with server.ssl; applies at the next mount "
+        "(docs/security.md)."),
     OPT("client.write-back", OPT_BOOL, "on", 0, 0, NULL, true,
         "Files a client creates in a directory it made and holds alone are written to the "
         "bricks when closed, in one request, instead of one round trip per create, write, "
@@ -319,9 +328,21 @@ const struct opt_def opt_table[] = {
              "Cairn sizes the threads that serve its connections itself."),
     NOEFFECT("server.outstanding-rpc-limit", OPT_INT, "64", 0, 65536, NULL,
              "Cairn's bricks have no limit of requests in flight per client to set."),
+    OPT("server.ssl", OPT_BOOL, "off", 0, 0, NULL, false,
+        "Bricks accept TLS connections only, from clients whose certificate the CA signed "
+        "(and auth.ssl-allow names); applies when the bricks restart (volume stop and start)."),
     OPT("server.statedump-path", OPT_STRING, "/var/run/cairn", 0, 0, NULL, true,
         "Directory where bricks and clients write their statedumps (`volume statedump`, "
         "SIGUSR1); made when missing (docs/operations.md)."),
+    OPT("ssl.certificate-depth", OPT_INT, "1", 0, 9, NULL, false,
+        "Most intermediate CAs between a peer's certificate and the CA file (0: signed by the "
+        "CA itself)."),
+    OPT("ssl.cipher-list", OPT_STRING, "", 0, 0, NULL, false,
+        "TLS 1.3 cipher suites, ':'-separated (e.g. TLS_AES_256_GCM_SHA384); empty: "
+        "OpenSSL's defaults."),
+    OPT("ssl.crl-path", OPT_STRING, "", 0, 0, NULL, false,
+        "A certificate revocation list (PEM file, or a directory hashed with openssl rehash) "
+        "both sides check the other's certificate against; empty: none."),
     NOEFFECT("storage.fips-mode-rchecksum", OPT_BOOL, "on", 0, 0, NULL,
              "Cairn's heal does not use GlusterFS's checksums."),
     NOEFFECT("storage.health-check-interval", OPT_TIME, "30", 0, 86400, NULL,

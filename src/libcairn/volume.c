@@ -23,6 +23,8 @@ struct open_opts {
     int ping_ms, timeout_ms;
     int log_level;
     char log_file[4096];
+    char ssl_key[4096], ssl_cert[4096], ssl_ca[4096]; /* "": /etc/ssl/cairn.* */
+    int mgmt_ssl;                                     /* -1: secure-access decides */
 };
 
 const char *cairn_version(void)
@@ -65,6 +67,17 @@ static int parse_one(struct open_opts *o, char *kv, char *err, size_t errlen)
     } else if (!strcmp(kv, "log-file")) {
         if (v && *v && strlen(v) < sizeof(o->log_file)) {
             strcpy(o->log_file, v);
+            rc = 0;
+        }
+    } else if (!strcmp(kv, "mgmt-ssl")) {
+        if (v && (!strcmp(v, "on") || !strcmp(v, "off"))) {
+            o->mgmt_ssl = !strcmp(v, "on");
+            rc = 0;
+        }
+    } else if (!strcmp(kv, "ssl-key") || !strcmp(kv, "ssl-cert") || !strcmp(kv, "ssl-ca")) {
+        char *slot = kv[4] == 'k' ? o->ssl_key : kv[5] == 'e' ? o->ssl_cert : o->ssl_ca;
+        if (v && *v && strlen(v) < sizeof(o->ssl_key)) {
+            strcpy(slot, v);
             rc = 0;
         }
     }
@@ -158,7 +171,8 @@ static int errno_of_fetch(int rc, const char *err)
 int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, char *err,
                    size_t errlen)
 {
-    struct open_opts o = {.timeout_ms = DEFAULT_TIMEOUT_MS, .log_level = -1, .n_servers = 1};
+    struct open_opts o = {
+        .timeout_ms = DEFAULT_TIMEOUT_MS, .log_level = -1, .n_servers = 1, .mgmt_ssl = -1};
     char why[512] = "";
     const char *bad;
     if (err && errlen)
@@ -186,6 +200,11 @@ int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, cha
         set_err(err, errlen, "cannot open log file %s: %s", o.log_file, strerror(-rc));
         goto fail;
     }
+    /* the TLS files are process-wide, like logging; given ones replace them */
+    if (o.ssl_key[0] || o.ssl_cert[0] || o.ssl_ca[0])
+        cl_tls_set_files(o.ssl_key, o.ssl_cert, o.ssl_ca);
+    if (o.mgmt_ssl >= 0)
+        cl_tls_set_mgmt(o.mgmt_ssl);
     int used = 0;
     rc = cl_volume_fetch_any(o.servers, o.n_servers, vol->name, vol->subdir, o.timeout_ms,
                              &vol->info, &used, why, sizeof(why));
@@ -195,8 +214,10 @@ int cairn_vol_open(const char *spec, const char *options, cairn_vol_t **out, cha
         goto fail;
     }
     if ((rc = cl_subdir_check(&vol->info, vol->subdir, o.timeout_ms, why, sizeof(why))) < 0) {
-        if (err && errlen)
+        if (err && errlen && strcmp(vol->subdir, "/"))
             snprintf(err, errlen, "directory %s of volume %s: %s", vol->subdir, vol->name, why);
+        else if (err && errlen)
+            snprintf(err, errlen, "volume %s: %s", vol->name, why);
         goto fail;
     }
     vol->ping_ms = o.ping_ms;

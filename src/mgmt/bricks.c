@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../client/client.h"
 #include "../rpc/conn.h"
+#include "../rpc/tls.h"
 #include "mgmt.h"
 #include "shd.h"
 
@@ -113,7 +115,16 @@ static int brick_listening(const struct mgmt *m, const struct mgmt_brick *b)
     return 1;
 }
 
-static void reconf_brick(struct mgmt_brick *b, const struct rpc_buf *body);
+static void reconf_brick(const struct mgmt_vol *v, struct mgmt_brick *b,
+                         const struct rpc_buf *body);
+struct rpc_tls_ctx *mgmt_brick_tls(const struct mgmt_vol *v, char *why, size_t whylen)
+{
+    struct rpc_tls_ctx *tls = NULL;
+    if (opt_bool(&v->opts, "server.ssl") && cl_tls_ctx(&v->opts, 1, &tls, why, whylen) < 0)
+        log_warn("volume %s: %s", v->name, why);
+    return tls;
+}
+
 static void reconf_body(const struct mgmt_vol *v, struct rpc_buf *body);
 
 static pid_t spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b)
@@ -126,10 +137,30 @@ static pid_t spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b)
     snprintf(level, sizeof(level), "%s", opt_value(&v->opts, "diagnostics.brick-log-level"));
     snprintf(threads, sizeof(threads), "%lld",
              (long long)opt_int(&v->opts, "performance.io-thread-count"));
-    char *argv[] = {m->brickd, "--volume",   v->name, "--brick-path",
-                    b->path,   "--listen",   listen,  "--brick-id",
-                    b->id,     "--log-file", logfile, "--log-level",
-                    level,     "--threads",  threads, NULL};
+    char depth[16];
+    snprintf(depth, sizeof(depth), "%lld", (long long)opt_int(&v->opts, "ssl.certificate-depth"));
+    char *argv[32] = {m->brickd, "--volume",   v->name, "--brick-path",
+                      b->path,   "--listen",   listen,  "--brick-id",
+                      b->id,     "--log-file", logfile, "--log-level",
+                      level,     "--threads",  threads, NULL};
+    int argc = 15;
+    /* server.ssl: the brick takes TLS only, with this server's files */
+    if (opt_bool(&v->opts, "server.ssl")) {
+        argv[argc++] = "--ssl";
+        argv[argc++] = "--ssl-depth";
+        argv[argc++] = depth;
+        const char *pairs[][2] = {{"--ssl-key", m->ssl_key},
+                                  {"--ssl-cert", m->ssl_cert},
+                                  {"--ssl-ca", m->ssl_ca},
+                                  {"--ssl-crl", opt_value(&v->opts, "ssl.crl-path")},
+                                  {"--ssl-cipher-list", opt_value(&v->opts, "ssl.cipher-list")}};
+        for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+            if (*pairs[i][1]) {
+                argv[argc++] = (char *)pairs[i][0];
+                argv[argc++] = (char *)pairs[i][1];
+            }
+        argv[argc] = NULL;
+    }
     /* The brick's stdout/stderr go to its log too, so a crash message is kept. */
     int logfd = open(logfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -211,7 +242,7 @@ int mgmt_brick_spawn(struct mgmt *m, struct mgmt_vol *v, struct mgmt_brick *b)
         if (brick_listening(m, b)) {
             struct rpc_buf body;
             reconf_body(v, &body);
-            reconf_brick(b, &body);
+            reconf_brick(v, b, &body);
             rpc_buf_free(&body);
             return 0;
         }
@@ -388,20 +419,23 @@ int mgmt_supervisor_start(struct mgmt *m)
 /* Sends the live options' effective values to one running brick
  * (RPC_OP_MGMT_RECONF). A brick that does not know the opcode gets them when
  * it restarts. */
-static void reconf_brick(struct mgmt_brick *b, const struct rpc_buf *body)
+static void reconf_brick(const struct mgmt_vol *v, struct mgmt_brick *b, const struct rpc_buf *body)
 {
     struct net_addr a;
     snprintf(a.host, sizeof(a.host), "%s", b->host);
     a.port = b->port;
-    int fd = net_connect(&a, 1000);
-    if (fd < 0) {
+    char why[256];
+    int err = 0;
+    struct rpc_tls_ctx *tls = mgmt_brick_tls(v, why, sizeof(why));
+    struct rpc_conn *c = NULL;
+    if (tls || !opt_bool(&v->opts, "server.ssl"))
+        c = rpc_conn_dial(&a, 1000, tls, NULL, NULL, b->path, &err, why, sizeof(why));
+    rpc_tls_ctx_put(tls);
+    if (!c) {
         log_warn("cannot reach brick %s:%s on port %u to reconfigure it: %s", b->host, b->path,
-                 b->port, strerror(-fd));
+                 b->port, why);
         return;
     }
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, b->path);
-    if (!c)
-        return;
     if (rpc_conn_start(c) == 0) {
         int rc = rpc_conn_call_sync(c, RPC_OP_MGMT_RECONF, body, NULL, 2000);
         if (rc == -ENOSYS || rc == -EPROTO)
@@ -435,6 +469,6 @@ void mgmt_bricks_reconfigure(struct mgmt *m, struct mgmt_vol *v)
     reconf_body(v, &body);
     for (int i = 0; i < v->n_bricks; i++)
         if (v->bricks[i].pid)
-            reconf_brick(&v->bricks[i], &body);
+            reconf_brick(v, &v->bricks[i], &body);
     rpc_buf_free(&body);
 }

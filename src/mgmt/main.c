@@ -10,7 +10,9 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "../client/client.h"
 #include "../lib/log.h"
+#include "../rpc/tls.h"
 #include "daemon.h"
 #include "pool.h"
 #include "shd.h"
@@ -39,6 +41,7 @@ static void usage(FILE *f)
             "              [--log-file FILE] [--log-level LEVEL] [--pid-file FILE]\n"
             "              [--brick-ports MIN-MAX] [--raft-port PORT]\n"
             "              [--metrics ADDR[:PORT]] [--metrics-allow PATTERNS]\n"
+            "              [--ssl-key FILE] [--ssl-cert FILE] [--ssl-ca FILE]\n"
             "       cairnd --help | --version\n"
             "Defaults: --listen 0.0.0.0:%d, --workdir /var/lib/cairnd, brick ports %d-%d,\n"
             "raft port: the listen port + 1000 (used once the server is in a pool).\n"
@@ -48,7 +51,10 @@ static void usage(FILE *f)
             "Without --foreground cairnd daemonizes and logs to DIR/cairnd.log.\n"
             "Under systemd (Type=notify) it reports READY=1 once it listens and the\n"
             "bricks of started volumes answer. SIGHUP reopens the log files of cairnd,\n"
-            "its bricks and self-heal daemons; SIGTERM stops them all.\n",
+            "its bricks and self-heal daemons; SIGTERM stops them all.\n"
+            "--ssl-key, --ssl-cert, --ssl-ca: this server's TLS key, certificate and CA\n"
+            "certificates (default /etc/ssl/cairn.key, .pem, .ca), used by its bricks of\n"
+            "volumes with server.ssl on and its connections to them (docs/security.md).\n",
             CAIRN_MGMT_PORT, CAIRN_BRICK_PORT_MIN, CAIRN_BRICK_PORT_MAX, CAIRN_METRICS_PORT);
 }
 
@@ -112,6 +118,9 @@ int main(int argc, char **argv)
         {"clock-skew-test", required_argument, NULL, 'k'},
         {"metrics", required_argument, NULL, 'M'},
         {"metrics-allow", required_argument, NULL, 'A'},
+        {"ssl-key", required_argument, NULL, 'K'},
+        {"ssl-cert", required_argument, NULL, 'C'},
+        {"ssl-ca", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     m->port_min = CAIRN_BRICK_PORT_MIN;
@@ -165,6 +174,20 @@ int main(int argc, char **argv)
         case 'A':
             metrics_allow = optarg;
             break;
+        case 'K':
+        case 'C':
+        case 'T': {
+            char *slot = c == 'K' ? m->ssl_key : c == 'C' ? m->ssl_cert : m->ssl_ca;
+            if (!*optarg || strlen(optarg) >= PATH_MAX) {
+                fprintf(stderr, "cairnd: bad TLS file name %s\n", optarg);
+                return 1;
+            }
+            /* the bricks start elsewhere (the state directory): absolute */
+            if (*optarg != '/' && realpath(optarg, slot))
+                break;
+            snprintf(slot, PATH_MAX, "%s", optarg);
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -181,6 +204,7 @@ int main(int argc, char **argv)
         return 1;
     }
     log_init("cairnd", (enum log_level)level);
+    cl_tls_set_files(m->ssl_key, m->ssl_cert, m->ssl_ca);
     if (net_parse_addr(listen, CAIRN_MGMT_PORT, &m->listen) < 0) {
         fprintf(stderr, "cairnd: bad listen address %s\n", listen);
         return 1;
@@ -214,6 +238,24 @@ int main(int argc, char **argv)
     if (find_brickd(m) < 0) {
         fprintf(stderr, "cairnd: cannot find my own executable\n");
         return 1;
+    }
+    /* Management TLS: decided by this server's state directory alone. */
+    char secure[sizeof(m->workdir) + 32];
+    if (snprintf(secure, sizeof(secure), "%s/%s", m->workdir, MGMT_SECURE_ACCESS) >=
+        (int)sizeof(secure)) {
+        fprintf(stderr, "cairnd: workdir path too long\n");
+        return 1;
+    }
+    cl_tls_set_mgmt(access(secure, F_OK) == 0);
+    if (cl_tls_mgmt_on()) {
+        struct rpc_tls_conf conf = {.key = m->ssl_key, .cert = m->ssl_cert, .ca = m->ssl_ca};
+        struct rpc_tls_ctx *probe = NULL;
+        if (!(m->mgmt_tls = rpc_tls_ctx_new(&conf, 1, err, sizeof(err))) ||
+            cl_tls_mgmt_ctx(&probe, err, sizeof(err)) < 0) {
+            fprintf(stderr, "cairnd: %s exists but TLS cannot start: %.400s\n", secure, err);
+            return 1;
+        }
+        rpc_tls_ctx_put(probe);
     }
     /* The store first: a damaged one is refused before anyone can
      * connect (a client probing the port must not find it open). */
@@ -264,8 +306,8 @@ int main(int argc, char **argv)
     sigemptyset(&hup.sa_mask);
     sigaction(SIGHUP, &hup, NULL);
 
-    log_info("cairnd %s starting: listening on %s:%u, workdir %s", MGMT_VERSION, m->listen.host,
-             m->listen.port, m->workdir);
+    log_info("cairnd %s starting: listening on %s:%u, workdir %s%s", MGMT_VERSION, m->listen.host,
+             m->listen.port, m->workdir, m->mgmt_tls ? ", management TLS (secure-access)" : "");
     pthread_mutex_lock(&m->lock);
     m->server_quorum = -1; /* bricks under server quorum wait for the first count */
     mgmt_bricks_kill_stale(m);

@@ -25,6 +25,7 @@
 #include "../lib/log.h"
 #include "../rpc/conn.h"
 #include "../rpc/opinfo.h"
+#include "../rpc/tls.h"
 #include "http.h"
 #include "mgmt.h"
 #include "shd.h"
@@ -52,6 +53,7 @@ struct mbrick {
     pid_t pid;
     unsigned restarts;
     struct rpc_frame *reply; /* the STATS MONITOR answer; NULL: down or silent */
+    struct rpc_tls_ctx *tls; /* server.ssl: a reference; NULL: plain */
 };
 
 /* The bricks this server serves in started volumes, under m->lock. */
@@ -63,6 +65,8 @@ static int snapshot(struct mgmt *m, struct mbrick **out)
     for (struct mgmt_vol *v = m->vols; v; v = v->next) {
         if (v->status != MGMT_VOL_STARTED)
             continue;
+        char why[256];
+        struct rpc_tls_ctx *tls = mgmt_brick_tls(v, why, sizeof(why));
         for (int i = 0; i < v->n_bricks; i++) {
             const struct mgmt_brick *b = &v->bricks[i];
             if (!b->local)
@@ -81,7 +85,10 @@ static int snapshot(struct mgmt *m, struct mbrick **out)
             x->addr.port = b->port;
             x->pid = b->pid;
             x->restarts = b->restarts;
+            if ((x->tls = tls))
+                rpc_tls_ctx_get(tls);
         }
+        rpc_tls_ctx_put(tls);
     }
     pthread_mutex_unlock(&m->lock);
     *out = t;
@@ -137,8 +144,10 @@ static void ask_bricks(struct mbrick *t, int n)
         uint64_t now = net_now_ms();
         if (b->pid <= 0 || !b->addr.port || now >= end)
             continue;
-        int fd = net_connect(&b->addr, (int)(end - now));
-        if (fd < 0 || !(conns[i] = rpc_conn_new(fd, NULL, NULL, b->name)))
+        char why[256];
+        int err = 0;
+        if (!(conns[i] = rpc_conn_dial(&b->addr, (int)(end - now), b->tls, NULL, NULL, b->name,
+                                       &err, why, sizeof(why))))
             continue;
         if (rpc_conn_start(conns[i]) < 0)
             continue;
@@ -631,9 +640,11 @@ static void render(struct mgmt *m, FILE *out)
         fprintf(out, "\"} %d\n", v->status == MGMT_VOL_STARTED);
     }
     pthread_mutex_unlock(&m->lock);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (t[i].reply)
             rpc_frame_free(t[i].reply);
+        rpc_tls_ctx_put(t[i].tls);
+    }
     free(t);
 }
 

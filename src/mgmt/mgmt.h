@@ -76,6 +76,13 @@ struct mgmt {
     pthread_mutex_t lock;
     char workdir[PATH_MAX];
     char brickd[PATH_MAX]; /* the cairn-brickd executable */
+    /* --ssl-key/--ssl-cert/--ssl-ca: this server's TLS files, for its
+     * bricks and its own connections ("": /etc/ssl/cairn.*) */
+    char ssl_key[PATH_MAX], ssl_cert[PATH_MAX], ssl_ca[PATH_MAX];
+    /* management TLS (the file secure-access in the workdir): every
+     * connection to this cairnd is TLS with this context, and so are its
+     * own to other cairnds. NULL: plain TCP. */
+    struct rpc_tls_ctx *mgmt_tls;
     struct net_addr listen;
     uint16_t port_min, port_max; /* brick port range */
     struct mgmt_vol *vols;       /* sorted by name */
@@ -295,5 +302,14 @@ struct rpc_msg;
 void mgmt_metrics_client_report(const void *key, const char *vol, const char *addr,
                                 const struct rpc_msg *msg);
 void mgmt_metrics_client_gone(const void *key);
+
+/* The file in the state directory whose presence turns management TLS on
+ * (GlusterFS's /var/lib/glusterd/secure-access). */
+#define MGMT_SECURE_ACCESS "secure-access"
+
+/* The TLS context cairnd's connections to the bricks of v use: NULL when
+ * server.ssl is off, or (logged, why set) when this server's files do not
+ * load. The caller puts it (rpc_tls_ctx_put). bricks.c */
+struct rpc_tls_ctx *mgmt_brick_tls(const struct mgmt_vol *v, char *why, size_t whylen);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include <raft.h>
 
+#include "../client/client.h"
 #include "../lib/log.h"
 #include "../rpc/conn.h"
 #include "import.h"
@@ -40,12 +41,16 @@ int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const 
         *text = NULL;
     snprintf(a.host, sizeof(a.host), "%s", host);
     a.port = port;
-    int fd = net_connect(&a, timeout_ms < PEER_CONNECT_MS ? timeout_ms : PEER_CONNECT_MS);
-    if (fd < 0)
-        return fd;
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, host);
-    if (!c)
-        return -ENOMEM;
+    char why[256];
+    int rc = 0;
+    struct rpc_conn *c =
+        cl_mgmt_dial(&a, timeout_ms < PEER_CONNECT_MS ? timeout_ms : PEER_CONNECT_MS, NULL, NULL,
+                     host, &rc, why, sizeof(why));
+    if (!c) {
+        if (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -EHOSTUNREACH)
+            log_warn("cannot reach cairnd %s: %s", host, why);
+        return rc;
+    }
     if (rpc_conn_start(c) < 0) {
         rpc_conn_put(c);
         return -ENOMEM;
@@ -55,7 +60,7 @@ int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const 
     for (int i = 0; i < argc; i++)
         rpc_put_str(&body, RPC_T_ARG, argv[i]);
     struct rpc_frame *r = NULL;
-    int rc = rpc_conn_call_sync(c, RPC_OP_MGMT_CLI, &body, &r, timeout_ms);
+    rc = rpc_conn_call_sync(c, RPC_OP_MGMT_CLI, &body, &r, timeout_ms);
     rpc_buf_free(&body);
     if (rc == 0 && r) {
         rc = rpc_has(&r->msg, RPC_T_STATUS) ? (int)r->msg.status : 1;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../client/client.h"
 #include "../lib/log.h"
 #include "../rpc/conn.h"
 #include "mgmt.h"
@@ -179,8 +180,13 @@ static void probe_one(struct probe *p, uint64_t now)
     if (p->c && !rpc_conn_is_open(p->c))
         drop_conn(p);
     if (!p->c) {
-        int fd = net_connect(&p->addr, PROBE_CONNECT_MS);
-        if (fd >= 0 && (p->c = rpc_conn_new(fd, NULL, NULL, p->name)) && rpc_conn_start(p->c) < 0)
+        char why[256];
+        int err = 0;
+        p->c =
+            cl_mgmt_dial(&p->addr, PROBE_CONNECT_MS, NULL, NULL, p->name, &err, why, sizeof(why));
+        if (!p->c && err != -ECONNREFUSED && err != -ETIMEDOUT && err != -EHOSTUNREACH)
+            log_warn("probing %s: %s", p->name, why);
+        if (p->c && rpc_conn_start(p->c) < 0)
             drop_conn(p);
         if (!p->c) {
             pthread_mutex_lock(&probes_lock);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../client/client.h"
 #include "../lib/log.h"
 #include "../rpc/conn.h"
 #include "pool.h"
@@ -63,10 +64,10 @@ static int answers(const char *host, uint16_t port)
     struct net_addr a;
     snprintf(a.host, sizeof(a.host), "%s", host);
     a.port = port;
-    int fd = net_connect(&a, QUORUM_ANSWER_MS);
-    if (fd < 0)
-        return 0;
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, host);
+    char why[256];
+    int err = 0;
+    struct rpc_conn *c =
+        cl_mgmt_dial(&a, QUORUM_ANSWER_MS, NULL, NULL, host, &err, why, sizeof(why));
     if (!c)
         return 0;
     int ok = 0;

@@ -233,6 +233,10 @@ static void accept_one(struct mgmt *m, int lfd)
         free(p);
         return;
     }
+    if (m->mgmt_tls)
+        rpc_conn_require_tls(c, m->mgmt_tls,
+                             "this cairnd requires TLS (secure-access is set): the CLI needs "
+                             "--ssl (or /var/lib/cairnd/secure-access), a mount mgmt-ssl=on");
     if (rpc_conn_start(c) < 0) {
         log_warn("cannot serve %s: no thread", name);
         rpc_conn_put(c);

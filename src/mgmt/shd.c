@@ -100,7 +100,7 @@ static int shd_spawn(struct mgmt *m, struct mgmt_vol *v, struct shd *s)
         return -ENAMETOOLONG;
     mgmt_shd_stats_path(m, v->name, stats, sizeof(stats));
     snprintf(level, sizeof(level), "%s", opt_value(&v->opts, "diagnostics.brick-log-level"));
-    char *argv[16 + 2 * 64];
+    char *argv[24 + 2 * 64];
     int k = 0;
     argv[k++] = exe;
     argv[k++] = "--volume";
@@ -113,6 +113,16 @@ static int shd_spawn(struct mgmt *m, struct mgmt_vol *v, struct shd *s)
     argv[k++] = level;
     argv[k++] = "--stats-file";
     argv[k++] = stats;
+    /* this server's TLS files, for a volume with client.ssl on */
+    const char *tls[][2] = {
+        {"--ssl-key", m->ssl_key}, {"--ssl-cert", m->ssl_cert}, {"--ssl-ca", m->ssl_ca}};
+    for (size_t i = 0; i < sizeof(tls) / sizeof(tls[0]); i++)
+        if (*tls[i][1]) {
+            argv[k++] = (char *)tls[i][0];
+            argv[k++] = (char *)tls[i][1];
+        }
+    argv[k++] = "--mgmt-ssl"; /* this cairnd's choice, not the default state directory's */
+    argv[k++] = m->mgmt_tls ? "on" : "off";
     for (int i = 0; i < v->n_bricks && k < (int)(sizeof(argv) / sizeof(argv[0])) - 3; i++)
         if (v->bricks[i].local) {
             argv[k++] = "--brick-id";

@@ -4,16 +4,19 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "tls.h"
 
 #define PENDING_BUCKETS 256
 /* The reader's receive buffer: one read() usually brings a whole frame (and
@@ -64,10 +67,17 @@ struct rpc_conn {
     size_t rx_pos, rx_len; /* unconsumed bytes are rx[rx_pos, rx_len) */
     uint8_t *tx;           /* gathered frames, under send_lock */
     size_t tx_cap;
-    size_t tx_len;               /* written under send_lock; read racily by the reader */
-    int tx_reply;                /* a gathered reply among them: the reader flushes (same) */
-    uint64_t rx_bytes, tx_bytes; /* read from and written to the socket (atomic) */
+    size_t tx_len;                  /* written under send_lock; read racily by the reader */
+    int tx_reply;                   /* a gathered reply among them: the reader flushes (same) */
+    uint64_t rx_bytes, tx_bytes;    /* read from and written to the socket (atomic) */
+    struct rpc_tls *tls;            /* every byte goes through it when set (tls.h) */
+    struct rpc_tls_ctx *tls_server; /* the reader accepts TLS with it first */
+    char tls_hint[200];             /* said to a client that came without TLS */
+    char why[256];                  /* why the connection failed, when known */
 };
+
+/* Reader threads running in the process (rpc_conn_wait_readers). */
+static int live_readers;
 
 /* The connection whose reader thread this is. */
 static _Thread_local struct rpc_conn *reading;
@@ -119,6 +129,8 @@ void rpc_conn_put(struct rpc_conn *c)
     pthread_mutex_unlock(&c->lock);
     if (!last)
         return;
+    rpc_tls_free(c->tls);
+    rpc_tls_ctx_put(c->tls_server);
     close(c->fd);
     free(c->rx);
     free(c->tx);
@@ -165,6 +177,15 @@ void *rpc_conn_ctx(struct rpc_conn *c)
 /* Writes every byte of v[0..niov) (advancing v); under send_lock. */
 static int send_all(struct rpc_conn *c, struct iovec *v, int niov)
 {
+    if (c->tls) {
+        size_t total = 0;
+        for (int i = 0; i < niov; i++)
+            total += v[i].iov_len;
+        int rc = rpc_tls_writev(c->tls, v, niov);
+        if (rc == 0)
+            __atomic_add_fetch(&c->tx_bytes, (uint64_t)total, __ATOMIC_RELAXED);
+        return rc;
+    }
     while (niov > 0) {
         struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)niov};
         ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
@@ -523,7 +544,13 @@ static int rx_fill(struct rpc_conn *c)
     }
     flush_gathered(c, 1);
     for (;;) {
-        ssize_t n = read(c->fd, c->rx + c->rx_len, RX_BUF - c->rx_len);
+        ssize_t n = c->tls ? rpc_tls_read(c->tls, c->rx + c->rx_len, RX_BUF - c->rx_len)
+                           : read(c->fd, c->rx + c->rx_len, RX_BUF - c->rx_len);
+        if (n < 0 && c->tls) {
+            if (n == -EPROTO)
+                snprintf(c->why, sizeof(c->why), "TLS: %s", rpc_tls_error(c->tls));
+            return n == -ECONNRESET ? -ECONNRESET : (int)n;
+        }
         if (n > 0) {
             c->rx_len += (size_t)n;
             __atomic_add_fetch(&c->rx_bytes, (uint64_t)n, __ATOMIC_RELAXED);
@@ -534,6 +561,25 @@ static int rx_fill(struct rpc_conn *c)
         if (errno != EINTR)
             return -errno;
     }
+}
+
+/* Reads exactly len bytes past the receive buffer: 0 or -errno
+ * (-ECONNRESET at the end). */
+static int read_all(struct rpc_conn *c, uint8_t *buf, size_t len)
+{
+    if (!c->tls)
+        return net_read_all(c->fd, buf, len);
+    while (len > 0) {
+        ssize_t n = rpc_tls_read(c->tls, buf, len);
+        if (n < 0) {
+            if (n == -EPROTO)
+                snprintf(c->why, sizeof(c->why), "TLS: %s", rpc_tls_error(c->tls));
+            return (int)n;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
 }
 
 /* Reads one frame from the socket; returns 0, or -errno / -EPROTO with why. */
@@ -562,7 +608,7 @@ static int read_frame(struct rpc_conn *c, struct rpc_frame *f, const char **why)
         memcpy(f->body, c->rx + c->rx_pos, have);
         c->rx_pos = c->rx_len = 0;
         flush_gathered(c, 1);
-        rc = net_read_all(c->fd, f->body + have, len - have);
+        rc = read_all(c, f->body + have, len - have);
         if (rc < 0) {
             *why = "connection lost inside a frame";
             return rc;
@@ -576,9 +622,134 @@ static int read_frame(struct rpc_conn *c, struct rpc_frame *f, const char **why)
     return rpc_msg_decode(f->body, len, &f->msg, why);
 }
 
+void rpc_conn_set_tls(struct rpc_conn *c, struct rpc_tls *t)
+{
+    c->tls = t;
+}
+
+void rpc_conn_require_tls(struct rpc_conn *c, struct rpc_tls_ctx *x, const char *hint)
+{
+    rpc_tls_ctx_get(x);
+    c->tls_server = x;
+    snprintf(c->tls_hint, sizeof(c->tls_hint), "%s", hint ? hint : "TLS is required");
+}
+
+const char *rpc_conn_tls_name(const struct rpc_conn *c)
+{
+    return c->tls ? rpc_tls_peer_name(c->tls) : NULL;
+}
+
+int rpc_conn_tls_ktls(struct rpc_conn *c)
+{
+    return c->tls ? rpc_tls_ktls(c->tls) : 0;
+}
+
+const char *rpc_conn_error(const struct rpc_conn *c)
+{
+    return c->why;
+}
+
+struct rpc_conn *rpc_conn_dial(const struct net_addr *a, int timeout_ms, struct rpc_tls_ctx *tls,
+                               const struct rpc_conn_ops *ops, void *ctx, const char *peer,
+                               int *err, char *why, size_t whylen)
+{
+    int fd = net_connect(a, timeout_ms);
+    if (fd < 0) {
+        *err = fd;
+        snprintf(why, whylen, "%s", strerror(-fd));
+        return NULL;
+    }
+    struct rpc_tls *t = NULL;
+    if (tls) {
+        int rc = rpc_tls_connect(tls, fd, timeout_ms > 0 ? timeout_ms : RPC_TLS_HANDSHAKE_MS, &t,
+                                 why, whylen);
+        if (rc < 0) {
+            close(fd);
+            *err = rc;
+            return NULL;
+        }
+    }
+    struct rpc_conn *c = rpc_conn_new(fd, ops, ctx, peer);
+    if (!c) {
+        rpc_tls_free(t);
+        *err = -ENOMEM;
+        snprintf(why, whylen, "%s", strerror(ENOMEM));
+        return NULL;
+    }
+    c->tls = t;
+    return c;
+}
+
 int rpc_conn_rx_pending(const struct rpc_conn *c)
 {
     return c->rx_pos < c->rx_len;
+}
+
+/* Before closing a connection refused during its first exchange: what the
+ * peer sent and we did not read would make the close a reset, which can
+ * destroy our last words (the TLS alert, the answer saying why) before the
+ * peer reads them. So stop sending, and read what comes for a moment. */
+static void linger_close(struct rpc_conn *c)
+{
+    shutdown(c->fd, SHUT_WR);
+    uint64_t end = net_now_ms() + 500;
+    uint8_t junk[4096];
+    for (;;) {
+        uint64_t now = net_now_ms();
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (now >= end || poll(&p, 1, (int)(end - now)) <= 0)
+            return;
+        ssize_t n = recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return;
+    }
+}
+
+/* A server's first step on a connection that must use TLS: a client that
+ * speaks plain frames gets one answer saying TLS is required, else the TLS
+ * handshake. 0, or -errno with the connection to be closed. */
+static int server_tls_start(struct rpc_conn *c)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    uint8_t first;
+    int n;
+    while ((n = poll(&p, 1, RPC_TLS_HANDSHAKE_MS)) < 0 && errno == EINTR)
+        ;
+    if (n == 0) {
+        log_warn("no TLS handshake from %s within %d ms: closing", c->peer, RPC_TLS_HANDSHAKE_MS);
+        return -ETIMEDOUT;
+    }
+    ssize_t got = recv(c->fd, &first, 1, MSG_PEEK);
+    if (got <= 0)
+        return -ECONNRESET; /* a port check, or a peer gone at once */
+    char err[256];
+    if (first != RPC_TLS_RECORD_HANDSHAKE) {
+        /* Plain frames: answer the first request with the reason. */
+        struct timeval tv = {.tv_sec = 2};
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        struct rpc_frame f = {0};
+        const char *why = NULL;
+        log_warn("refusing %s: it connected without TLS, which this port requires", c->peer);
+        if (read_frame(c, &f, &why) == 0 && f.hdr.kind == RPC_KIND_REQUEST) {
+            struct rpc_buf b;
+            rpc_buf_init(&b);
+            rpc_put_str(&b, RPC_T_TEXT, c->tls_hint);
+            rpc_conn_reply(c, f.hdr.reqid, f.hdr.opcode, -EPROTONOSUPPORT, &b);
+            rpc_buf_free(&b);
+        }
+        free(f.body);
+        linger_close(c);
+        return -EPROTONOSUPPORT;
+    }
+    int rc = rpc_tls_accept(c->tls_server, c->fd, RPC_TLS_HANDSHAKE_MS, &c->tls, err, sizeof(err));
+    if (rc < 0) {
+        log_warn("TLS handshake with %s failed: %s", c->peer, err);
+        linger_close(c);
+        return rc;
+    }
+    log_debug("TLS with %s (certificate of %s)%s", c->peer, rpc_tls_peer_name(c->tls),
+              rpc_tls_ktls(c->tls) ? ", kernel TLS" : "");
+    return 0;
 }
 
 static void *reader_main(void *arg)
@@ -591,6 +762,8 @@ static void *reader_main(void *arg)
         reason = -ENOMEM;
         goto out;
     }
+    if (c->tls_server && !c->tls && (reason = server_tls_start(c)) < 0)
+        goto out;
     for (;;) {
         struct rpc_frame *f = calloc(1, sizeof(*f));
         const char *why = NULL;
@@ -600,8 +773,14 @@ static void *reader_main(void *arg)
             pthread_mutex_lock(&c->lock);
             int was_closed = c->closed;
             pthread_mutex_unlock(&c->lock);
-            if (why)
+            if (why && !strcmp(why, "bad magic") && c->rx_pos < c->rx_len &&
+                c->rx[c->rx_pos] == RPC_TLS_RECORD_HANDSHAKE && !c->tls)
+                log_warn("closing connection from %s: it speaks TLS, which is off on this port",
+                         c->peer);
+            else if (why)
                 log_warn("closing connection from %s: %s", c->peer, why);
+            else if (*c->why && !was_closed)
+                log_warn("connection with %s lost: %s", c->peer, c->why);
             else if (!was_closed && rc != -ECONNRESET)
                 log_info("connection with %s lost: %s", c->peer, strerror(-rc));
             reason = rc == -ECONNRESET ? 0 : rc;
@@ -652,7 +831,17 @@ out:
     if (c->ops && c->ops->closed_cb)
         c->ops->closed_cb(c, reason, c->ctx);
     rpc_conn_put(c);
+    __atomic_sub_fetch(&live_readers, 1, __ATOMIC_RELEASE);
     return NULL;
+}
+
+void rpc_conn_wait_readers(int timeout_ms)
+{
+    uint64_t end = net_now_ms() + (uint64_t)timeout_ms;
+    while (__atomic_load_n(&live_readers, __ATOMIC_ACQUIRE) > 0 && net_now_ms() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 int rpc_conn_start(struct rpc_conn *c)
@@ -664,10 +853,12 @@ int rpc_conn_start(struct rpc_conn *c)
     /* Nothing of c may be touched once the thread runs: it can finish and
      * drop the last reference before pthread_create returns. */
     c->reader_started = 1;
+    __atomic_add_fetch(&live_readers, 1, __ATOMIC_RELAXED);
     pthread_t t;
     int rc = pthread_create(&t, &attr, reader_main, c);
     pthread_attr_destroy(&attr);
     if (rc) {
+        __atomic_sub_fetch(&live_readers, 1, __ATOMIC_RELAXED);
         c->reader_started = 0;
         rpc_conn_put(c);
         return -rc;

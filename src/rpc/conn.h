@@ -13,10 +13,13 @@
 
 #include <stdint.h>
 
+#include "../lib/net.h"
 #include "msg.h"
 #include "wire.h"
 
 struct rpc_conn;
+struct rpc_tls;
+struct rpc_tls_ctx;
 
 /* A received frame. The body is heap memory owned by the frame; msg points
  * into it. Free with rpc_frame_free. */
@@ -46,6 +49,31 @@ struct rpc_conn_ops {
 /* Wraps a connected socket (takes ownership of fd). peer names the other
  * side in log lines. Returns NULL on ENOMEM (fd is closed). */
 struct rpc_conn *rpc_conn_new(int fd, const struct rpc_conn_ops *ops, void *ctx, const char *peer);
+/* Connects to a, with a TLS handshake as client when tls is set (tls.h),
+ * and wraps the socket; the connection is not started. NULL on failure
+ * with -errno in *err and the reason in why (the TLS verdict: a refused
+ * certificate, a server without TLS, ...). */
+struct rpc_conn *rpc_conn_dial(const struct net_addr *a, int timeout_ms, struct rpc_tls_ctx *tls,
+                               const struct rpc_conn_ops *ops, void *ctx, const char *peer,
+                               int *err, char *why, size_t whylen);
+/* Before rpc_conn_start only. set_tls: the bytes go through the session
+ * t (the connection owns it from now on). require_tls (a server): the
+ * reader makes the TLS handshake with x first; a client that speaks plain
+ * frames gets its first request answered with -EPROTONOSUPPORT and hint,
+ * and is closed. */
+void rpc_conn_set_tls(struct rpc_conn *c, struct rpc_tls *t);
+void rpc_conn_require_tls(struct rpc_conn *c, struct rpc_tls_ctx *x, const char *hint);
+/* The common name in the peer's certificate; NULL without TLS (or before
+ * a server's handshake). Valid as long as the connection. */
+const char *rpc_conn_tls_name(const struct rpc_conn *c);
+/* rpc_tls_ktls of the session; 0 without TLS. */
+int rpc_conn_tls_ktls(struct rpc_conn *c);
+/* Why the connection failed when the transport knows more than an errno
+ * (a TLS alert); "" otherwise. */
+const char *rpc_conn_error(const struct rpc_conn *c);
+/* Waits up to timeout_ms until no reader thread of this process runs (all
+ * connections closed and released): for a short-lived program's exit. */
+void rpc_conn_wait_readers(int timeout_ms);
 /* Starts the reader thread; 0 or -errno. */
 int rpc_conn_start(struct rpc_conn *c);
 void rpc_conn_get(struct rpc_conn *c);

@@ -86,6 +86,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: cairn-shd --volume NAME --mgmt HOST[:PORT] --brick-id ID [--brick-id ID]...\n"
             "                 [--stats-file FILE] [--log-file FILE] [--log-level LEVEL]\n"
+            "                 [--ssl-key FILE] [--ssl-cert FILE] [--ssl-ca FILE]\n"
+            "                 [--mgmt-ssl on|off]\n"
             "       cairn-shd --help\n"
             "cairnd runs one per replicated volume with a brick on this server.\n");
 }
@@ -254,8 +256,11 @@ int main(int argc, char **argv)
         {"volume", required_argument, NULL, 'v'},   {"mgmt", required_argument, NULL, 'm'},
         {"brick-id", required_argument, NULL, 'b'}, {"stats-file", required_argument, NULL, 's'},
         {"log-file", required_argument, NULL, 'l'}, {"log-level", required_argument, NULL, 'L'},
+        {"ssl-key", required_argument, NULL, 'K'},  {"ssl-cert", required_argument, NULL, 'C'},
+        {"ssl-ca", required_argument, NULL, 'A'},   {"mgmt-ssl", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
+    const char *ssl_key = NULL, *ssl_cert = NULL, *ssl_ca = NULL;
     const char *volume = NULL, *mgmt = NULL, *logfile = NULL;
     char *ids[64];
     int n_ids = 0, level = LOG_INFO, c;
@@ -284,6 +289,22 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'K':
+            ssl_key = optarg;
+            break;
+        case 'C':
+            ssl_cert = optarg;
+            break;
+        case 'A':
+            ssl_ca = optarg;
+            break;
+        case 'M':
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "cairn-shd: --mgmt-ssl takes on or off\n");
+                return 2;
+            }
+            cl_tls_set_mgmt(!strcmp(optarg, "on"));
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -297,6 +318,7 @@ int main(int argc, char **argv)
         return 2;
     }
     log_set_level((enum log_level)level);
+    cl_tls_set_files(ssl_key, ssl_cert, ssl_ca);
     if (logfile && log_open(logfile) < 0) {
         fprintf(stderr, "cairn-shd: cannot open log file %s: %s\n", logfile, strerror(errno));
         return 1;

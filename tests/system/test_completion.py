@@ -58,14 +58,8 @@ def test_commands(complete):
     assert complete("vol") == ["volume"]
     assert complete("volume", "st") == ["start", "statedump", "status", "stop"]
     assert complete("peer", "") == ["detach", "probe", "status"]
-    assert complete("--") == [
-        "--help",
-        "--mode=script",
-        "--progress",
-        "--remote-host",
-        "--version",
-        "--xml",
-    ]
+    assert complete("--") == ["--help", "--mode=script", "--progress", "--remote-host", "--ssl",
+                              "--ssl-ca", "--ssl-cert", "--ssl-key", "--version", "--xml"]
     assert complete("volume", "heal", "v", "") == [
         "disable", "enable", "full", "info", "split-brain", "statistics"]
     assert complete("volume", "replace-brick", "v", "h:/a", "h:/b", "") == ["commit"]
