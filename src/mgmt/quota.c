@@ -20,6 +20,7 @@
 #include "../lib/net.h"
 #include "../lib/quota.h"
 #include "../rpc/conn.h"
+#include "../rpc/tls.h"
 #include "mgmt.h"
 
 #define CALL_MS 5000
@@ -42,17 +43,20 @@ struct qvol_state {
     uint64_t pids;
 };
 
-static struct rpc_conn *brick_conn(const char *vol, const struct qbrick *b)
+/* A connection to brick b, over TLS when the volume's bricks require it
+ * (tls: server.ssl's client context, from mgmt_brick_tls). */
+static struct rpc_conn *brick_conn(const char *vol, const struct qbrick *b, struct rpc_tls_ctx *tls)
 {
     struct net_addr a;
     snprintf(a.host, sizeof(a.host), "%s", b->host);
     a.port = b->port;
-    int fd = net_connect(&a, 1000);
-    if (fd < 0)
+    int err = 0;
+    char why[256];
+    struct rpc_conn *c = rpc_conn_dial(&a, 1000, tls, NULL, NULL, b->path, &err, why, sizeof(why));
+    if (!c) {
+        log_debug("quota: cannot reach brick %s:%s: %s", b->host, b->path, why);
         return NULL;
-    struct rpc_conn *c = rpc_conn_new(fd, NULL, NULL, b->path);
-    if (!c)
-        return NULL;
+    }
     struct rpc_buf hs;
     rpc_buf_init(&hs);
     rpc_put_str(&hs, RPC_T_NAME, vol);
@@ -109,7 +113,7 @@ static int read_counts(struct rpc_conn *c, const struct quota_limits *q, int64_t
 /* One sum over the sets of a volume; returns 1 when some directory is
  * above its soft limit (the next sum comes sooner). */
 static int sum_volume(const char *vol, struct qbrick *bricks, int n, int per,
-                      const struct quota_limits *q, int dsoft)
+                      const struct quota_limits *q, int dsoft, struct rpc_tls_ctx *tls)
 {
     int n_sets = n / per, hot = 0;
     size_t cells = (size_t)n_sets * (size_t)q->n;
@@ -120,7 +124,7 @@ static int sum_volume(const char *vol, struct qbrick *bricks, int n, int per,
     for (int i = 0; i < n; i++) {
         if (!bricks[i].up || !bricks[i].data)
             continue;
-        conns[i] = brick_conn(vol, &bricks[i]);
+        conns[i] = brick_conn(vol, &bricks[i], tls);
         int s = i / per;
         if (conns[i] &&
             read_counts(conns[i], q, sb + (size_t)s * q->n, sf + (size_t)s * q->n) < 0) {
@@ -198,6 +202,7 @@ struct due {
     int n, per, dsoft;
     int64_t soft_s, hard_s;
     char *limits;
+    struct rpc_tls_ctx *tls; /* server.ssl: a reference; NULL: plain */
 };
 
 static int next_due(struct mgmt *m, struct qvol_state **all, uint64_t now, struct due *d)
@@ -232,6 +237,17 @@ static int next_due(struct mgmt *m, struct qvol_state **all, uint64_t now, struc
             free(d->limits);
             continue;
         }
+        if (opt_bool(&v->opts, "server.ssl")) {
+            char why[256];
+            if (!(d->tls = mgmt_brick_tls(v, why, sizeof(why)))) {
+                log_warn("quota: volume %s: no TLS for its bricks: %s", v->name, why);
+                free(d->bricks);
+                free(d->limits);
+                continue;
+            }
+        } else {
+            d->tls = NULL;
+        }
         snprintf(d->name, sizeof(d->name), "%s", v->name);
         d->n = v->n_bricks;
         d->per = per;
@@ -265,7 +281,7 @@ static void *quota_main(void *arg)
             char err[128];
             int hot = 0;
             if (quota_limits_parse(d.limits, &q, err, sizeof(err)) == 0) {
-                hot = sum_volume(d.name, d.bricks, d.n, d.per, &q, d.dsoft);
+                hot = sum_volume(d.name, d.bricks, d.n, d.per, &q, d.dsoft, d.tls);
                 quota_limits_free(&q);
             }
             struct qvol_state *s = state_of(&all, d.name);
@@ -273,6 +289,7 @@ static void *quota_main(void *arg)
                 s->next_ms = now_ms() + (uint64_t)(hot ? d.hard_s : d.soft_s) * 1000;
             free(d.bricks);
             free(d.limits);
+            rpc_tls_ctx_put(d.tls);
         }
         struct timespec ts = {0, 200 * 1000000};
         nanosleep(&ts, NULL);

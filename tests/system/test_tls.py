@@ -23,7 +23,7 @@ import urllib.request
 
 import pytest
 
-from cairn_cluster import Cluster, Mount, exe
+from cairn_cluster import Cluster, exe
 
 HOST = "127.0.0.200"
 METRICS_PORT = 24809
@@ -237,3 +237,42 @@ def test_metrics_scrape_tls_bricks(tls):
     text = urllib.request.urlopen(url, timeout=10).read().decode()
     up = [ln for ln in text.splitlines() if ln.startswith("cairn_brick_up{") and 'volume="tv"' in ln]
     assert up and all(ln.endswith(" 1") for ln in up), up
+
+
+def test_quota_sums_over_tls_bricks(tls):
+    """cairnd sums a distributed volume's quota usage over its TLS bricks:
+    each brick learns what the other set holds (docs/quota.md), and the
+    CLI's quota list (its own brick connections) adds both."""
+    c = tls
+    certs = c.certs
+    bricks = [os.path.join(c.root, f"qv-b{i}") for i in range(2)]
+    c.create_volume("qv", bricks, options={"server.ssl": "on", "client.ssl": "on",
+                                           "client.write-back": "off"})
+    m = c.mount("qv", os.path.join(c.root, "qv-m"), opts=client_opts(certs, "client"))
+    os.mkdir(os.path.join(m.path, "dd"))
+    files = ["--ssl-key", f"{certs}/client.key", "--ssl-cert", f"{certs}/client.pem",
+             "--ssl-ca", f"{certs}/ca.pem"]
+    for args in (("enable",), ("soft-timeout", "1"), ("limit-usage", "/dd", "1GB")):
+        c.cli(*files, "volume", "quota", "qv", *args)
+    for i in range(40):
+        with open(os.path.join(m.path, "dd", f"f{i}"), "wb") as f:
+            f.write(b"q" * (1000 + i))
+    on = [sum(os.path.getsize(os.path.join(b, "dd", f)) for f in os.listdir(os.path.join(b, "dd"))
+              if os.stat(os.path.join(b, "dd", f)).st_mode & 0o7777 != 0o1000) for b in bricks]
+    assert all(on), on  # both sets hold some
+
+    def others():
+        res = []
+        for b in bricks:
+            try:
+                with open(os.path.join(b, ".cairn", "quota-others")) as f:
+                    res.append(int(f.read().split()[0]))
+            except (OSError, ValueError, IndexError):
+                res.append(None)
+        return res
+    end = time.time() + 20
+    while others() != [on[1], on[0]]:
+        assert time.time() < end, f"the sums over TLS never arrived: {others()}, want {on[::-1]}"
+        time.sleep(0.3)
+    out = c.cli(*files, "--xml", "volume", "quota", "qv", "list", "/dd").stdout
+    assert f"<used_space>{sum(on)}</used_space>" in out, out
