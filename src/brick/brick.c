@@ -345,7 +345,6 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
         free(b->ssl_allow);
         b->ssl_allow = v;
         pthread_mutex_unlock(&b->opt_lock);
-        brick_close_unallowed(b, value);
     } else if (!strcmp(name, "network.ping-timeout")) {
         int64_t secs;
         if (opt_parse_time(value, &secs) == 0 && secs > 0 && secs <= INT_MAX / 1000)

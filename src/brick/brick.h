@@ -187,9 +187,10 @@ void brick_conn_leave(struct brick_conn *bc, struct brick_running *run);
  * 1 with its start, opcode and peer, or 0 when none runs. */
 int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, char *peer,
                          size_t peer_len);
-/* auth.ssl-allow changed to allow: closes every handshaken TLS connection
- * whose certificate name it no longer lists. */
-void brick_close_unallowed(struct brick *b, const char *allow);
+/* auth.allow, auth.reject or auth.ssl-allow changed: closes every
+ * handshaken connection the handshake would now refuse (its address, for
+ * the directory it was opened for, or its certificate name). */
+void brick_close_unallowed(struct brick *b);
 
 /* ---- path resolution (resolve.c) ---- */
 

@@ -15,6 +15,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../lib/options.h"
 #include "../rpc/opinfo.h"
 #include "../rpc/tls.h"
 #include "../lib/statedump.h"
@@ -297,15 +298,36 @@ int brick_oldest_request(struct brick *b, uint64_t *since_ms, uint16_t *opcode, 
     return found;
 }
 
-void brick_close_unallowed(struct brick *b, const char *allow)
+void brick_close_unallowed(struct brick *b)
 {
+    pthread_mutex_lock(&b->opt_lock);
+    char *allow = b->auth_allow ? strdup(b->auth_allow) : NULL;
+    char *reject = b->auth_reject ? strdup(b->auth_reject) : NULL;
+    char *ssl_allow = b->ssl_allow ? strdup(b->ssl_allow) : NULL;
+    int lost =
+        (b->auth_allow && !allow) || (b->auth_reject && !reject) || (b->ssl_allow && !ssl_allow);
+    pthread_mutex_unlock(&b->opt_lock);
+    if (lost) { /* out of memory: closing on a guess would be worse */
+        log_warn("cannot check the connections against the new auth options: %s", strerror(ENOMEM));
+        goto out;
+    }
     pthread_mutex_lock(&b->conns_lock);
     for (struct brick_conn *bc = b->conns; bc; bc = bc->all_next) {
         const char *name = bc->rc ? rpc_conn_tls_name(bc->rc) : NULL;
         pthread_mutex_lock(&bc->lock);
-        int shut = name && bc->handshaken && !bc->closed && !rpc_tls_name_allowed(allow, name);
+        int live = bc->handshaken && !bc->closed;
+        /* the rules of the handshake (server.c), for the directory the
+         * connection was opened for */
+        int by_addr = live && !opt_addr_allowed_dir(allow, reject, bc->subdir, bc->addr);
+        int by_name =
+            live && !by_addr && name && !rpc_tls_name_allowed(ssl_allow ? ssl_allow : "*", name);
         pthread_mutex_unlock(&bc->lock);
-        if (shut) {
+        if (by_addr) {
+            log_warn("closing the connection from %s: address %s is no longer allowed "
+                     "(auth.allow/auth.reject)",
+                     bc->peer, bc->addr);
+            rpc_conn_close(bc->rc, -EACCES);
+        } else if (by_name) {
             log_warn("closing the connection from %s: certificate name %s is no longer in "
                      "auth.ssl-allow",
                      bc->peer, name);
@@ -313,6 +335,10 @@ void brick_close_unallowed(struct brick *b, const char *allow)
         }
     }
     pthread_mutex_unlock(&b->conns_lock);
+out:
+    free(allow);
+    free(reject);
+    free(ssl_allow);
 }
 
 /* The file an open descriptor names on the brick, relative to the brick's

@@ -228,6 +228,8 @@ static void reconf(struct brick_server *s, struct brick_conn *bc, struct rpc_fra
             continue;
         brick_set_option(s->b, name, value);
     }
+    /* once every option is in: auth.allow and auth.reject change together */
+    brick_close_unallowed(s->b);
     brick_send_reply(bc, RPC_OP_MGMT_RECONF, f->hdr.reqid, 0, NULL, NULL);
 }
 

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from cairn_cluster import Cluster, ClusterError, Mount, exe, fsync_dir
-from test_bad_input import Client, body, field
+from test_bad_input import Client, Closed, body, field
 
 HOST = "127.0.0.91"
 PORT = 24971
@@ -251,6 +251,56 @@ def test_auth_allow_per_directory(sd):
         assert "/open(127.0.0.1|" in info and "localhost" not in info, info
     finally:
         set_auth(c, "*")
+
+
+def test_auth_change_closes_connections_no_longer_allowed(sd):
+    """auth.allow / auth.reject changed on a running volume: each brick
+    closes the connections its handshake would now refuse, for the
+    directory each was opened for, and keeps the others; the log says why."""
+    c = sd
+    me = source_addr()
+    for d in ("near", "far"):
+        os.makedirs(os.path.join(c.full, d), exist_ok=True)
+    host, path, port, _ = c.brick_status(VOL)[0]
+    clients = {}
+    try:
+        for d in ("near", "far"):
+            cl = Client(host, port)
+            r = cl.call("HANDSHAKE", ("NAME", VOL), ("PATH", path), (SUBDIR_TAG, f"/{d}"))
+            assert r.status == 0, r
+            clients[d] = cl
+        set_auth(c, "*", reject=f"/near({me})")
+
+        def closed(cl):
+            try:
+                cl.call("PING")
+                return False
+            except (Closed, ConnectionError, TimeoutError):
+                return True
+        wait_for(lambda: closed(clients["near"]), 10, "the brick to close /near's connection")
+        assert clients["far"].call("PING").status == 0  # its directory is still allowed
+        logdir = os.path.join(c.workdir, "logs", "bricks")
+        logs = "".join(open(os.path.join(logdir, f), errors="replace").read()
+                       for f in os.listdir(logdir))
+        assert f"address {me} is no longer allowed (auth.allow/auth.reject)" in logs
+        # a bare rejection closes the rest; a new handshake is refused
+        set_auth(c, "*", reject=me)
+        wait_for(lambda: closed(clients["far"]), 10, "the brick to close /far's connection")
+        cl = Client(host, port)
+        try:
+            r = cl.call("HANDSHAKE", ("NAME", VOL), ("PATH", path), (SUBDIR_TAG, "/far"))
+            assert r.status == -errno.EACCES, r
+        finally:
+            cl.close()
+    finally:
+        for cl in clients.values():
+            cl.close()
+        set_auth(c, "*")
+    # allowed again: the mounts work (they reconnect by themselves)
+    with open(os.path.join(c.full, "far", "again"), "wb") as f:
+        f.write(b"again")
+    with open(os.path.join(c.full, "far", "again"), "rb") as f:
+        assert f.read() == b"again"
 
 
 def client_from(src, host, port):
