@@ -276,6 +276,7 @@ fail:
         snprintf(err, errlen, "%s", strerror(-rc));
     if (b) {
         brick_dircache_fini(b);
+        brick_quota_fini(b);
         brick_top_fini(b);
         if (b->root_fd >= 0)
             b->vfs->close(b->root_fd);
