@@ -23,6 +23,12 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml,
  * statistics). */
 int cli_heal_by_cairnd(int argc, char **argv);
 
+/* volume remove-brick NAME replica N BRICK... force (argv[0] is "volume"):
+ * checks, as a client of the bricks, that no brick to be removed holds the
+ * only good copy of anything (shrink.c). 0: ask cairnd; 1: refused, the
+ * failure line printed on stdout. */
+int cli_remove_brick_check(const struct net_addr *mgmt, int argc, char **argv);
+
 /* volume profile NAME start|stop|info [cumulative|incremental|clear]
  * (profile.c); returns the exit status. */
 int cli_volume_profile(const struct net_addr *mgmt, int argc, char **argv);

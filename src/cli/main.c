@@ -134,6 +134,10 @@ int main(int argc, char **argv)
             return xml_fail(EOPNOTSUPP, "volume top has no XML output; run it without --xml");
         return cli_volume_top(&addr, argc - i, argv + i);
     }
+    if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 &&
+        strcmp(argv[i + 1], "remove-brick") == 0 && !xml &&
+        cli_remove_brick_check(&addr, argc - i, argv + i))
+        return 1;
     int fd = net_connect(&addr, CONNECT_TIMEOUT_MS);
     if (fd < 0) {
         if (xml)
