@@ -133,6 +133,6 @@ int cli_remove_brick_check(const struct net_addr *mgmt, int argc, char **argv)
         }
     cl_volinfo_free(&v);
     if (rc)
-        printf("volume remove-brick commit force: failed: %s\n", err);
+        fprintf(stderr, "volume remove-brick commit force: failed: %s\n", err);
     return rc;
 }
