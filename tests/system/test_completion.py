@@ -72,6 +72,8 @@ def test_commands(complete):
     assert complete("volume", "replace-brick", "v", "h:/a", "h:/b", "commit", "") == ["force"]
     assert complete("volume", "reset-brick", "v", "h:/a", "") == ["start"]
     assert complete("volume", "add-brick", "v", "") == ["replica"]
+    assert complete("volume", "remove-brick", "v", "") == ["replica"]
+    assert complete("volume", "remove-brick", "v", "replica", "2", "h:/a", "") == ["force"]
     assert complete("volume", "set", "v", "k", "1", "group", "") == sorted(
         "virt distributed-virt metadata-cache nl-cache db-workload small-file".split())
 
