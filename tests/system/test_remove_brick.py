@@ -23,6 +23,7 @@ import replica_pool
 from cairn_cluster import pids_with_arg
 from test_elastic import Appender, Vol, fill, out, read_all
 from test_faults import diff_sums, tree_sums
+from test_libcairn import Shell
 
 HOSTS = ["127.0.0.100", "127.0.0.101", "127.0.0.102"]
 SUCCESS = "volume remove-brick commit force: success"
@@ -103,6 +104,10 @@ def test_remove_brick_3_to_2_live(pool, vols):
     v = vols([0, 1, 2], 3)
     want = fill(v.mnt.path, 40, 7)
     app = Appender(v.mnt.path)
+    # a libcairn client with a file open across the change
+    lib = Shell(f"{pool.nodes[0].remote}:/{v.name}")
+    fd = lib.ok("open /lib rwc")
+    lib.ok(f"pwrite {fd} 0 before,")
     time.sleep(1)
     gone = v.bricks[2][1]
     r = v.cli("remove-brick", v.name, "replica", "2", brick(v, 2), "force")
@@ -118,6 +123,12 @@ def test_remove_brick_3_to_2_live(pool, vols):
     wait_gone(gone)
     left = tree_sums(gone)
     time.sleep(2)  # writes and reads go on with two copies
+    assert lib.ok(f"pwrite {fd} 7 after") == "5"
+    assert lib.call(f"fsync {fd}") == "ok"
+    assert lib.call(f"pread {fd} 0 100") == "ok 12 before,after"
+    lib.ok(f"close {fd}")
+    lib.close()
+    want["lib"] = b"before,after"
     more = fill(os.path.join(v.mnt.path, "after"), 20, 8)
     log = app.finish()
     assert not app.errors, app.errors
@@ -132,6 +143,30 @@ def test_remove_brick_3_to_2_live(pool, vols):
     with open(os.path.join(gone, "d0", "f0"), "rb") as f:
         assert f.read() == want["d0/f0"]
     assert not os.path.exists(os.path.join(gone, "after"))
+
+
+def test_remove_the_first_brick(pool, vols):
+    """A member other than the last: the running mount keeps its stack (the
+    removed brick is down for it) and says to remount; nothing fails, and
+    heal brings the two bricks left in line."""
+    v = vols([0, 1, 2], 3)
+    want = fill(v.mnt.path, 20, 11)
+    with open(os.path.join(v.mnt.path, "held"), "wb") as held:
+        held.write(b"one,")
+        r = v.cli("remove-brick", v.name, "replica", "2", brick(v, 0), "force")
+        assert r.returncode == 0 and SUCCESS in r.stdout, out(r)
+        info = v.cli("info", v.name).stdout
+        assert f"Brick1: {brick(v, 1)}" in info and f"Brick2: {brick(v, 2)}" in info, info
+        wait_log(v.mnt, "remount to use it")
+        wait_gone(v.bricks[0][1])
+        held.write(b"two")
+        held.flush()
+        os.fsync(held.fileno())
+        more = fill(os.path.join(v.mnt.path, "after"), 10, 12)
+    want["held"] = b"one,two"
+    want.update({os.path.join("after", k): d for k, d in more.items()})
+    v.wait_heal_info_clean()
+    same_on([v.bricks[1][1], v.bricks[2][1]], want, v.mount("fresh"))
 
 
 def test_refused_while_something_is_to_heal(pool, vols):
