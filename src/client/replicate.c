@@ -1219,8 +1219,11 @@ int cl_repl_remove_child(struct cl_layer *l, int member)
         if (h->lock_child == member)
             h->lock_child = -1; /* its locks went with it, as with a brick down */
         if (h->read_child == member) {
+            /* A listing's offsets are the removed brick's: going on
+             * elsewhere would repeat or skip names, so it fails as when
+             * a brick goes down, and the next one starts elsewhere. */
             h->read_child = -1;
-            for (int i = 0; i < member && h->read_child < 0; i++)
+            for (int i = 0; i < member && h->read_child < 0 && !h->is_dir; i++)
                 if (h->fh[i] != NOFH && !(r->arbiter && i == n - 1))
                     h->read_child = i;
         }
