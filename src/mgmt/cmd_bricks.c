@@ -56,9 +56,9 @@ static int check_new(struct mgmt *m, const char *volname, const char *arg, int m
     return rc;
 }
 
-/* Commits nv as volume name's brick list, then starts its new bricks when
- * the volume is started. 0, or -errno with err. */
-static int commit_list(struct mgmt *m, struct mgmt_vol *nv, char *err, size_t errlen)
+/* Commits nv as volume name's brick list, then, when start is set, starts
+ * its new bricks if the volume is started. 0, or -errno with err. */
+static int commit_list(struct mgmt *m, struct mgmt_vol *nv, int start, char *err, size_t errlen)
 {
     char name[MGMT_VOLNAME_MAX + 1];
     snprintf(name, sizeof(name), "%s", nv->name);
@@ -79,7 +79,7 @@ static int commit_list(struct mgmt *m, struct mgmt_vol *nv, char *err, size_t er
     if (rc < 0)
         return rc;
     struct mgmt_vol *v = mgmt_vol_find(m, name);
-    if (!v || v->status != MGMT_VOL_STARTED)
+    if (!start || !v || v->status != MGMT_VOL_STARTED)
         return 0;
     /* As `volume start force`: a server that is down (the one whose brick
      * was replaced, often) starts its bricks when it is back. */
@@ -149,7 +149,7 @@ static int replace_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     gfid_format(&g, b->id);
     if (strcmp(nv->reset_id, v->bricks[index].id) == 0)
         nv->reset_id[0] = 0;
-    int rc = commit_list(m, nv, err, sizeof(err));
+    int rc = commit_list(m, nv, 1, err, sizeof(err));
     mgmt_vol_free(nv);
     if (rc < 0)
         return failed(out, verb, "%s", err);
@@ -226,7 +226,7 @@ static int reset_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         nv->bricks[index].port = 0;
         nv->reset_id[0] = 0;
     }
-    int rc = commit_list(m, nv, err, sizeof(err));
+    int rc = commit_list(m, nv, 1, err, sizeof(err));
     mgmt_vol_free(nv);
     if (rc < 0)
         return failed(out, verb, "%s", err);
@@ -312,7 +312,7 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     nv->replica = replica;
     nv->arbiter = arbiter;
     list = NULL;
-    rc = commit_list(m, nv, err, sizeof(err));
+    rc = commit_list(m, nv, 1, err, sizeof(err));
     mgmt_vol_free(nv);
     if (rc < 0)
         goto fail;
@@ -385,7 +385,7 @@ static int remove_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     nv->replica = replica > 1 ? replica : 0;
     nv->arbiter = 0;
     list = NULL;
-    int rc = commit_list(m, nv, err, sizeof(err));
+    int rc = commit_list(m, nv, 0, err, sizeof(err)); /* nothing new to start */
     mgmt_vol_free(nv);
     if (rc < 0)
         goto fail;

@@ -145,6 +145,33 @@ def test_remove_brick_3_to_2_live(pool, vols):
     assert not os.path.exists(os.path.join(gone, "after"))
 
 
+def test_a_client_that_hears_late(pool, vols):
+    """A client whose cairnd tells it of the removal only after the brick
+    stopped: meanwhile the brick is down for it, and what it writes is
+    marked as missed there. Once it drops the brick, those marks name no
+    member of the set; heal clears them."""
+    v = vols([0, 1, 2], 3)
+    v.cli("heal", v.name, "disable", check=True)
+    want = fill(v.mnt.path, 5, 13)
+    c1 = pool.nodes[1]  # not the pool's leader: the others commit without it
+    m = c1.mount(v.name, os.path.join(c1.root, f"{v.name}-late-{time.time_ns()}"))
+    c1.stop_signal(c1.proc.pid)
+    try:
+        r = v.cli("remove-brick", v.name, "replica", "2", brick(v, 2), "force")
+        assert r.returncode == 0 and SUCCESS in r.stdout, out(r)
+        wait_gone(v.bricks[2][1])
+        with open(os.path.join(m.path, "late"), "wb") as f:
+            f.write(b"l" * 30000)
+        want["late"] = b"l" * 30000
+    finally:
+        c1.cont(c1.proc.pid)
+    wait_log(m, "replica set loses member 2", timeout=60)
+    info = v.cli("heal", v.name, "info").stdout
+    assert "/late" in info, info  # marked against the brick that left
+    v.wait_heal_info_clean()
+    same_on([v.bricks[0][1], v.bricks[1][1]], want, v.mount("fresh"))
+
+
 def test_remove_the_first_brick(pool, vols):
     """A member other than the last: the running mount keeps its stack (the
     removed brick is down for it) and says to remount; nothing fails, and
