@@ -112,7 +112,8 @@ static int check_set(const struct cl_volinfo *v, int gone, char *err, size_t err
     return 0;
 }
 
-int cli_remove_brick_check(const struct net_addr *mgmt, int argc, char **argv)
+int cli_remove_brick_check(const struct net_addr *mgmt, int argc, char **argv, char *err,
+                           size_t errlen)
 {
     int first = 3, last = argc;
     if (argc < 6 || strcmp(argv[first], "replica") != 0)
@@ -121,18 +122,15 @@ int cli_remove_brick_check(const struct net_addr *mgmt, int argc, char **argv)
     if (strcmp(argv[last - 1], "force") == 0)
         last--;
     struct cl_volinfo v;
-    char err[2 * PATH_MAX + 512];
-    if (cl_volume_fetch(mgmt, argv[2], 10000, &v, err, sizeof(err)) < 0)
+    if (cl_volume_fetch(mgmt, argv[2], 10000, &v, err, errlen) < 0)
         return 0; /* cairnd says why (no such volume, not started) */
     int rc = 0;
     if (v.replica > 1)
         for (int k = first; k < last && rc == 0; k++) {
             int i = find(&v, argv[k]);
             if (i >= 0)
-                rc = check_set(&v, i, err, sizeof(err));
+                rc = check_set(&v, i, err, errlen);
         }
     cl_volinfo_free(&v);
-    if (rc)
-        fprintf(stderr, "volume remove-brick commit force: failed: %s\n", err);
     return rc;
 }

@@ -215,6 +215,10 @@ def test_refused_while_something_is_to_heal(pool, vols):
     assert r.returncode == 1, out(r)
     assert "volume remove-brick commit force: failed:" in out(r), out(r)
     assert "entries to heal" in out(r) and f"cairn volume heal {v.name}" in out(r), out(r)
+    r = pool.nodes[0].cli("--xml", "volume", "remove-brick", v.name, "replica", "2",
+                          brick(v, 2), "force", check=False)
+    assert r.returncode == 1 and "<cliOutput>" in r.stdout, out(r)
+    assert "entries to heal" in r.stdout, out(r)
     assert "Number of Bricks: 1 x 3 = 3" in v.cli("info", v.name).stdout
     assert pids_with_arg("--brick-path", v.bricks[2][1])
     v.wait_heal_info_clean()
