@@ -2,6 +2,8 @@
 #ifndef CAIRN_CLI_H
 #define CAIRN_CLI_H
 
+#include <stddef.h>
+
 #include "../lib/net.h"
 
 struct cl_layer;
@@ -22,6 +24,13 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml,
 /* Whether this heal command is answered by cairnd (enable, disable,
  * statistics). */
 int cli_heal_by_cairnd(int argc, char **argv);
+
+/* volume remove-brick NAME replica N BRICK... force (argv[0] is "volume"):
+ * checks, as a client of the bricks, that no brick to be removed holds the
+ * only good copy of anything (shrink.c). 0: ask cairnd; 1: refused, with
+ * the reason in err. */
+int cli_remove_brick_check(const struct net_addr *mgmt, int argc, char **argv, char *err,
+                           size_t errlen);
 
 /* volume profile NAME start|stop|info [cumulative|incremental|clear]
  * (profile.c); returns the exit status. */

@@ -151,6 +151,16 @@ int main(int argc, char **argv)
             return xml_fail(EOPNOTSUPP, "volume top has no XML output; run it without --xml");
         return cli_volume_top(&addr, argc - i, argv + i);
     }
+    if (argc - i >= 4 && strcmp(argv[i], "volume") == 0 &&
+        strcmp(argv[i + 1], "remove-brick") == 0) {
+        char why[8192]; /* names two bricks and a path */
+        if (cli_remove_brick_check(&addr, argc - i, argv + i, why, sizeof(why))) {
+            if (xml)
+                return xml_fail(EBUSY, "%s", why);
+            fprintf(stderr, "volume remove-brick commit force: failed: %s\n", why);
+            return 1;
+        }
+    }
     char why[256];
     int err = 0;
     struct rpc_conn *c =

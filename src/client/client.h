@@ -111,6 +111,10 @@ uint64_t cl_proto_generation(struct cl_layer *l);
 uint32_t cl_proto_accused(struct cl_layer *l);
 /* "host:port:/brick/path", for log lines. */
 void cl_proto_describe(struct cl_layer *l, char *out, size_t len);
+/* Closes the connection for good (a brick that left the volume): no
+ * reconnect; operations in flight and later ones fail with ENOTCONN. The
+ * layer stays valid (for late callers) until destroyed. */
+void cl_proto_shutdown(struct cl_layer *l);
 /* Points the layer at another brick (replace-brick, reset-brick, a brick
  * moved to another port; docs/elastic.md): the connection to the old one is
  * closed and the new one connected in the background. Operations wait for
@@ -165,14 +169,15 @@ int cl_stack_build(const struct cl_volinfo *v, const struct cl_stack_params *p,
 void cl_stack_destroy(struct cl_layer *top);
 /* Elastic volumes (docs/elastic.md): whether a stack built from old can
  * serve nv's bricks without a rebuild (the same distribute sets, each
- * keeping its members in place and perhaps gaining some); when not, why
- * says what differs. Pure. */
+ * keeping its members in place and perhaps gaining some, or each losing
+ * its last member); when not, why says what differs. Pure. */
 int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv, char *why,
                        size_t len);
 /* Makes the running stack top (built from old with sp) serve nv's bricks,
  * without disturbing open files: a protocol layer whose brick changed is
  * retargeted, a set that gains members gets new protocol layers (new
- * copies, read only once healed). 0, -ENOTSUP (not adoptable: err says
+ * copies, read only once healed), a set that loses its last member drops
+ * it (cl_repl_remove_child). 0, -ENOTSUP (not adoptable: err says
  * why) or -ENOMEM (err). */
 int cl_stack_adopt(struct cl_layer *top, const struct cl_volinfo *old, const struct cl_volinfo *nv,
                    const struct cl_stack_params *sp, char *err, size_t errlen);

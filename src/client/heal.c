@@ -501,7 +501,10 @@ int cl__heal_view(struct hctx *h, const char *path, const gfid_t *g, struct cl__
         do_lookup(h->ch[i], path, l);
         if (l->rc == 0 && (!g || gfid_equal(&l->a.gfid, g))) {
             v->have |= 1u << i;
-            v->accused |= l->pending & ~RPC_PENDING_DIRTY;
+            /* a mark against a member the set no longer has (one that
+             * left by remove-brick while a client still counted it) names
+             * no copy: the unmark below clears it */
+            v->accused |= l->pending & all;
             if (l->pending & RPC_PENDING_DIRTY)
                 v->dirty |= 1u << i;
         } else if (l->rc != -ENOENT && l->rc != 0) {
@@ -536,9 +539,10 @@ static int unmark(struct hctx *h, int i, const char *path, const gfid_t *g, uint
 
 static void unmark_all(struct hctx *h, uint32_t up, const char *path, const gfid_t *g)
 {
-    uint32_t all = (1u << h->n) - 1;
+    /* every mark: against the members, those against members the set no
+     * longer has (cl__heal_view), and the dirty one */
     for (int i = 0; i < h->n; i++) {
-        int u = up >> i & 1 ? unmark(h, i, path, g, all | RPC_PENDING_DIRTY) : 0;
+        int u = up >> i & 1 ? unmark(h, i, path, g, UINT32_MAX) : 0;
         if (u < 0)
             log_warn("heal: clearing the marks of %s on child %d failed: %s", path ? path : "?", i,
                      strerror(-u));

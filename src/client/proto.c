@@ -566,7 +566,7 @@ static void proto_reconfigure(struct cl_layer *self, const struct opt_set *opts)
         log_debug("brick %s:%s: ping timeout %d ms (was %d ms)", p->peer, p->brick_path, ms, old);
 }
 
-static void proto_destroy(struct cl_layer *self)
+void cl_proto_shutdown(struct cl_layer *self)
 {
     struct proto *p = self->priv;
     pthread_mutex_lock(&p->lock);
@@ -580,6 +580,7 @@ static void proto_destroy(struct cl_layer *self)
     fail_waiters(w, -ENOTCONN);
     if (p->thread_started)
         pthread_join(p->thread, NULL);
+    p->thread_started = 0;
     if (c) {
         rpc_conn_close(c, -ENOTCONN);
         rpc_conn_put(c);
@@ -588,6 +589,12 @@ static void proto_destroy(struct cl_layer *self)
         rpc_conn_close(h, -ENOTCONN);
         rpc_conn_put(h);
     }
+}
+
+static void proto_destroy(struct cl_layer *self)
+{
+    struct proto *p = self->priv;
+    cl_proto_shutdown(self);
     /* In-flight calls and connection readers reference p; closing made
      * the readers fail the calls and exit, which takes moments. */
     while (__atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE) ||

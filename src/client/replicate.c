@@ -36,6 +36,16 @@ struct repl {
     /* suspect: the child was seen down since the last clean heal pass, so
      * its copies may be stale: reads avoid it. Atomic bits. */
     uint32_t suspect;
+    /* gone: members removed (cl_repl_remove_child) whose slot is still
+     * counted by operations begun before; never asked, never read from.
+     * Atomic bits. retired: their layers, shut down, destroyed with the
+     * layer (an operation begun before may still name them). */
+    uint32_t gone;
+    struct cl_layer *retired[CL_REPL_MAX];
+    int n_retired;
+    /* held by a heal pass of the heal thread and by a change of the set's
+     * members, so that a pass sees one shape of the set */
+    pthread_mutex_t shape_lock;
     /* failures of children logged, per child: when the last line was
      * written and how many were left out since (rate limit) */
     uint64_t failed_logged_ms[CL_REPL_MAX];
@@ -119,9 +129,12 @@ static uint64_t hash_bytes(const struct rpc_bytes *b)
 
 static uint32_t up_mask(struct repl *r)
 {
-    uint32_t m = 0;
-    for (int i = 0; i < r->n; i++)
-        if (cl_proto_connected(r->layer.children[i]))
+    uint32_t m = 0, gone = __atomic_load_n(&r->gone, __ATOMIC_ACQUIRE);
+    int n = __atomic_load_n(&r->n, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (gone >> i & 1)
+            continue;
+        else if (cl_proto_connected(r->layer.children[i]))
             m |= 1u << i;
         else
             __atomic_or_fetch(&r->suspect, 1u << i, __ATOMIC_RELAXED);
@@ -213,6 +226,7 @@ struct fan {
     struct cl_op *parent;
     enum fan_kind kind;
     int data_op;
+    int n; /* the set's members when it began (bits of asked, sub[]) */
     uint32_t asked, missed;
     int remaining;
     struct rfh *h;      /* FH ops and opens */
@@ -241,7 +255,7 @@ static void fan_go(struct fan *f)
 {
     struct cl_layer **ch = f->r->layer.children;
     int idx[CL_REPL_MAX], k = 0;
-    for (int i = 0; i < f->r->n; i++)
+    for (int i = 0; i < f->n; i++)
         if (f->asked >> i & 1)
             idx[k++] = i;
     f->remaining = k;
@@ -264,11 +278,12 @@ static int send_marks(struct fan *f, uint32_t ok, uint32_t failed)
     if (!m)
         return -ENOMEM;
     m->r = f->r;
+    m->n = f->n;
     m->kind = FAN_MARK;
     m->after = f;
     m->asked = ok;
     const struct rpc_msg *a = &f->parent->args;
-    for (int i = 0; i < f->r->n; i++) {
+    for (int i = 0; i < f->n; i++) {
         if (!(ok >> i & 1))
             continue;
         struct cl_op *s = &m->sub[i];
@@ -317,13 +332,13 @@ static void short_writes(struct fan *f)
 {
     struct repl *r = f->r;
     uint64_t most = 0;
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < f->n; i++) {
         const struct rpc_frame *rep = f->sub[i].reply;
         if ((f->asked >> i & 1) && f->sub[i].status == 0 && rep && rpc_has(&rep->msg, RPC_T_SIZE) &&
             rep->msg.size > most)
             most = rep->msg.size;
     }
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < f->n; i++) {
         const struct rpc_frame *rep = f->sub[i].reply;
         if ((f->asked >> i & 1) && f->sub[i].status == 0 && rep && rpc_has(&rep->msg, RPC_T_SIZE) &&
             rep->msg.size < most) {
@@ -378,7 +393,7 @@ static void fan_finish(struct fan *f)
      * the change: its attributes are those of a complete copy. */
     uint32_t acc = f->kind == FAN_MARK ? 0 : accused_mask(r);
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < r->n; i++) {
+        for (int i = 0; i < f->n; i++) {
             if (!(f->asked >> i & 1) || f->sub[i].status != 0)
                 continue;
             if (first_ok < 0 && (pass || !(acc >> i & 1)))
@@ -386,20 +401,26 @@ static void fan_finish(struct fan *f)
             if (first_data_ok < 0 && (data_mask(r) >> i & 1) && (pass || !(acc >> i & 1)))
                 first_data_ok = i;
         }
-    for (int i = 0; i < r->n; i++) {
+    /* A member removed meanwhile (cl_repl_remove_child) counts for
+     * nothing: neither in the quorum nor as one to mark. */
+    uint32_t live = ((1u << __atomic_load_n(&r->n, __ATOMIC_ACQUIRE)) - 1) &
+                    ~__atomic_load_n(&r->gone, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < f->n; i++) {
         if (!(f->asked >> i & 1))
             continue;
         if (f->sub[i].rounds > rounds)
             rounds = f->sub[i].rounds; /* the children were asked in parallel */
         f->errs[i] = f->sub[i].status;
-        if (f->sub[i].status == 0)
+        if (!(live >> i & 1))
+            f->errs[i] = 0;
+        else if (f->sub[i].status == 0)
             ok |= 1u << i;
         else
             child_failed(r, i, f->sub[i].status);
     }
     if (f->kind == FAN_MARK) {
         struct fan *after = f->after;
-        for (int i = 0; i < r->n; i++)
+        for (int i = 0; i < f->n; i++)
             if (f->asked >> i & 1)
                 cl_op_release(&f->sub[i]);
         if (!ok && after->result == 0) {
@@ -431,16 +452,16 @@ static void fan_finish(struct fan *f)
          * may have lost what they had taken (a write-back error of the
          * brick's disk, a server gone before it wrote out): they are
          * marked below like children that missed a change. */
-        status = quorum_met(r, 1, ok) ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
+        status = quorum_met(r, 1, ok) ? 0 : cl_repl_merge_error(f->n, f->asked, f->errs);
     else if (f->kind == FAN_SYNC)
-        status = ok ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
+        status = ok ? 0 : cl_repl_merge_error(f->n, f->asked, f->errs);
     else if (f->kind == FAN_OPEN && f->parent->args.op != RPC_OP_CREATE)
         /* Opening changes nothing: one data child that has the object will do. */
-        status = first_data_ok >= 0 ? 0 : cl_repl_merge_error(r->n, f->asked, f->errs);
+        status = first_data_ok >= 0 ? 0 : cl_repl_merge_error(f->n, f->asked, f->errs);
     else if (quorum_met(r, f->data_op, ok) && (f->kind != FAN_OPEN || first_data_ok >= 0))
         status = 0;
     else
-        status = cl_repl_merge_error(r->n, f->asked, f->errs);
+        status = cl_repl_merge_error(f->n, f->asked, f->errs);
     if (f->kind == FAN_OPEN && !ok && status == 0)
         status = -EIO;
     f->parent->rounds = rounds;
@@ -449,7 +470,7 @@ static void fan_finish(struct fan *f)
         reply = f->sub[chosen].reply;
         f->sub[chosen].reply = NULL;
         /* A lease holds only as far as every child that did it granted it. */
-        for (int i = 0; i < r->n && rpc_has(&reply->msg, RPC_T_LEASE); i++) {
+        for (int i = 0; i < f->n && rpc_has(&reply->msg, RPC_T_LEASE); i++) {
             if (!(ok >> i & 1) || i == chosen)
                 continue;
             const struct rpc_frame *o = f->sub[i].reply;
@@ -462,7 +483,7 @@ static void fan_finish(struct fan *f)
                 reply->msg.present &= ~(1ull << RPC_T_NOXATTRS);
         }
     }
-    for (int i = 0; i < r->n; i++)
+    for (int i = 0; i < f->n; i++)
         if (f->asked >> i & 1) {
             if (f->kind == FAN_OPEN && f->sub[i].status == 0 && f->sub[i].reply)
                 f->h->fh[i] = f->sub[i].reply->msg.fh;
@@ -483,7 +504,7 @@ static void fan_finish(struct fan *f)
             status = fh_add(r, h, &id);
             if (status == 0) {
                 uint32_t cand = 0;
-                for (int i = 0; i < r->n; i++)
+                for (int i = 0; i < f->n; i++)
                     if (h->fh[i] != NOFH && (data_mask(r) >> i & 1))
                         cand |= 1u << i;
                 uint32_t acc = accused_mask(r);
@@ -508,14 +529,14 @@ static void fan_finish(struct fan *f)
         f->h = NULL;
         /* A create is a change too: the children that failed get marks. */
     }
-    uint32_t failed = f->asked & ~ok;
+    uint32_t failed = f->asked & ~ok & live;
     /* A change a quorum took stands, whatever the others said (a full
      * disk, a failing one, a read-only one): they are marked below, read
      * from by nobody until healed, and named in the log. One that a
      * quorum refused fails with the error most children gave. */
     int change = f->kind == FAN_CHANGE || sync_op ||
                  (f->kind == FAN_OPEN && f->parent->args.op == RPC_OP_CREATE);
-    for (int i = 0; i < r->n && failed && ok && change; i++)
+    for (int i = 0; i < f->n && failed && ok && change; i++)
         if ((failed >> i & 1) && !transient(f->errs[i]))
             note_failure(r, f, i, status);
     /* The replicas must not differ without a record, whether the change
@@ -531,7 +552,7 @@ static void fan_finish(struct fan *f)
      * it record against them, as when it stood. */
     if (failed && ok && change) {
         uint32_t definite = 0;
-        for (int i = 0; i < r->n; i++)
+        for (int i = 0; i < f->n; i++)
             if ((failed >> i & 1) && !transient(f->errs[i]))
                 definite |= 1u << i;
         uint32_t on = ok, against = failed;
@@ -560,13 +581,14 @@ static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind k
     if (!f)
         return NULL;
     f->r = r;
+    f->n = __atomic_load_n(&r->n, __ATOMIC_ACQUIRE);
     f->parent = parent;
     f->kind = kind;
     f->h = h;
     f->asked = ask;
     f->missed = missed;
     f->data_op = rpc_op_is((unsigned)parent->args.op, RPC_OPF_DATA);
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < f->n; i++) {
         if (!(ask >> i & 1))
             continue;
         struct cl_op *s = &f->sub[i];
@@ -578,7 +600,7 @@ static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind k
             RPC_SET(&s->args, pending, RPC_T_PENDING, missed);
         else if (missed && kind == FAN_OPEN && parent->args.op == RPC_OP_CREATE)
             RPC_SET(&s->args, pending, RPC_T_PENDING, missed);
-        int arb = r->arbiter && i == r->n - 1;
+        int arb = r->arbiter && i == f->n - 1;
         if (arb && f->data_op) {
             /* The arbiter keeps no data: it records the change's marks. */
             struct rpc_msg a;
@@ -1045,7 +1067,9 @@ static void *heal_thread(void *arg)
         }
         pthread_mutex_unlock(&r->heal_lock);
         struct cl_heal_stats st = {0};
+        pthread_mutex_lock(&r->shape_lock);
         int rc = cl_heal_set(r->layer.children, r->n, r->arbiter, 0, &st);
+        pthread_mutex_unlock(&r->shape_lock);
         if (rc == 0 && st.pending == 0 && st.split == 0) {
             __atomic_and_fetch(&r->suspect, ~sus, __ATOMIC_RELAXED);
             log_info("volume %s: self-heal done (%u entries, %u healed)", r->volume, st.entries,
@@ -1085,6 +1109,9 @@ static void repl_destroy(struct cl_layer *self)
     free(r->fhs);
     free(r->volume);
     free(self->children);
+    for (int i = 0; i < r->n_retired; i++)
+        cl_layer_destroy_tree(r->retired[i]);
+    pthread_mutex_destroy(&r->shape_lock);
     pthread_mutex_destroy(&r->lock);
     pthread_mutex_destroy(&r->heal_lock);
     pthread_cond_destroy(&r->cond);
@@ -1140,6 +1167,7 @@ struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, con
     r->interval_ms = heal_interval_ms;
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->heal_lock, NULL);
+    pthread_mutex_init(&r->shape_lock, NULL);
     pthread_cond_init(&r->cond, NULL);
     if (heal_interval_ms > 0 && pthread_create(&r->thread, NULL, heal_thread, r) == 0)
         r->thread_started = 1;
@@ -1157,6 +1185,8 @@ int cl_repl_add_child(struct cl_layer *l, struct cl_layer *child, int arbiter)
      * so their changes mark it as missing them; the count before the
      * arbiter flag, so no moment counts a data child as the arbiter. */
     __atomic_store_n(&l->children[n], child, __ATOMIC_RELEASE);
+    __atomic_and_fetch(&r->suspect, ~(1u << n), __ATOMIC_RELAXED);
+    __atomic_and_fetch(&r->gone, ~(1u << n), __ATOMIC_RELEASE); /* a slot freed by a removal */
     __atomic_store_n(&l->n_children, n + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&r->n, n + 1, __ATOMIC_RELEASE);
     if (arbiter)
@@ -1165,5 +1195,53 @@ int cl_repl_add_child(struct cl_layer *l, struct cl_layer *child, int arbiter)
     cl_proto_describe(child, what, sizeof(what));
     log_info("volume %s: replica set gains %s %s as member %d; not read from until healed",
              r->volume, arbiter ? "arbiter" : "copy", what, n);
+    return 0;
+}
+
+int cl_repl_remove_child(struct cl_layer *l, int member)
+{
+    struct repl *r = l->priv;
+    int n = __atomic_load_n(&r->n, __ATOMIC_ACQUIRE);
+    if (member != n - 1 || n < 2 || r->n_retired >= CL_REPL_MAX)
+        return -ENOTSUP;
+    struct cl_layer *child = l->children[member];
+    uint32_t bit = 1u << member;
+    pthread_mutex_lock(&r->shape_lock);
+    /* Gone first: from here no operation asks it or reads from it, and one
+     * begun before counts its answer for nothing (fan_finish). */
+    __atomic_or_fetch(&r->gone, bit, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&r->lock);
+    for (size_t k = 0; k < r->n_fhs; k++) {
+        struct rfh *h = r->fhs[k];
+        if (!h)
+            continue;
+        h->fh[member] = NOFH; /* died with the brick */
+        if (h->lock_child == member)
+            h->lock_child = -1; /* its locks went with it, as with a brick down */
+        if (h->read_child == member) {
+            /* A listing's offsets are the removed brick's: going on
+             * elsewhere would repeat or skip names, so it fails as when
+             * a brick goes down, and the next one starts elsewhere. */
+            h->read_child = -1;
+            for (int i = 0; i < member && h->read_child < 0 && !h->is_dir; i++)
+                if (h->fh[i] != NOFH && !(r->arbiter && i == n - 1))
+                    h->read_child = i;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    /* The arbiter flag before the count: no moment counts a data member as
+     * the arbiter. */
+    if (r->arbiter)
+        __atomic_store_n(&r->arbiter, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->n, n - 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&l->n_children, n - 1, __ATOMIC_RELEASE);
+    __atomic_and_fetch(&r->suspect, ~bit, __ATOMIC_RELAXED);
+    r->retired[r->n_retired++] = child;
+    pthread_mutex_unlock(&r->shape_lock);
+    char what[NET_HOST_MAX + PATH_MAX + 32];
+    cl_proto_describe(child, what, sizeof(what));
+    cl_proto_shutdown(child); /* what was in flight on it fails there only */
+    log_info("volume %s: replica set loses member %d (%s); %d left", r->volume, member, what,
+             n - 1);
     return 0;
 }

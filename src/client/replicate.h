@@ -52,6 +52,17 @@ struct cl_layer *cl_repl_new(struct cl_layer **children, int n, int arbiter, con
  * The caller then reconfigures the layer (the quorum counts the new
  * member). 0, or -ENOSPC (CL_REPL_MAX members, or an arbiter already). */
 int cl_repl_add_child(struct cl_layer *l, struct cl_layer *child, int arbiter);
+/* Removes a member from the set while it is in use (remove-brick lowering
+ * the replica count; docs/elastic.md): the last member (the arbiter, when
+ * the set has one). From the call on no operation asks it or reads from
+ * it; those in flight on it fail there only, as when a brick goes down,
+ * and count for nothing (no quorum, no marks against it). Open files
+ * read from another member (a directory listing read from it fails at its
+ * next part, as when a brick goes down). Its layer is shut down and destroyed with the
+ * set's. The set may be left with one member. The caller then
+ * reconfigures the layer (the quorum counts the members left). 0, or
+ * -ENOTSUP (not the last member, or the only one). */
+int cl_repl_remove_child(struct cl_layer *l, int member);
 
 /* ---- heal (heal.c) ---- */
 

@@ -207,8 +207,21 @@ int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv
                  nv->n_bricks / sn, sets);
         return 0;
     }
-    if (sn < so || (sn > so && so == 1) || sn > CL_REPL_MAX ||
-        (old->arbiter && (!nv->arbiter || sn != so)) ||
+    if (sn < so) {
+        /* remove-brick: each set keeps its first sn members, in place (a
+         * running replicate layer drops its last member only) */
+        int kept = sn == so - 1 && !nv->arbiter && sn >= 1;
+        for (int s = 0; s < sets && kept; s++)
+            for (int j = 0; j < sn && kept; j++)
+                kept = same_brick(&old->bricks[s * so + j], &nv->bricks[s * sn + j]);
+        if (!kept)
+            snprintf(why, len,
+                     "replica sets of %d%s, %d%s before, not by the removal of their "
+                     "last members",
+                     sn, nv->arbiter ? " (arbiter)" : "", so, old->arbiter ? " (arbiter)" : "");
+        return kept;
+    }
+    if ((sn > so && so == 1) || sn > CL_REPL_MAX || (old->arbiter && (!nv->arbiter || sn != so)) ||
         (nv->arbiter && !old->arbiter && sn == so)) {
         snprintf(why, len, "replica sets of %d%s, %d%s before", sn, nv->arbiter ? " (arbiter)" : "",
                  so, old->arbiter ? " (arbiter)" : "");
@@ -245,6 +258,11 @@ int cl_stack_adopt(struct cl_layer *top, const struct cl_volinfo *old, const str
     int rc = 0;
     for (int s = 0; s < sets && rc == 0; s++) {
         struct cl_layer *set = set_layer(top, sets, s);
+        if (sn < so) { /* the set's last member leaves (cl_stack_adoptable) */
+            if ((rc = cl_repl_remove_child(set, so - 1)) == 0 && set->reconfigure)
+                set->reconfigure(set, &opts); /* the quorum counts the members left */
+            continue;
+        }
         for (int j = 0; j < so && rc == 0; j++) {
             const struct cl_brickinfo *o = &old->bricks[s * so + j], *n = &nv->bricks[s * sn + j];
             if (!same_brick(o, n))

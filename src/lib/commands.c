@@ -38,6 +38,9 @@ static const struct cmd_usage cmds[] = {
     {"add-brick", "volume add-brick <VOLNAME> replica <COUNT> [arbiter 1] <NEW-BRICK> ... [force]",
      "raise the replica count: a new copy in every replica set, filled by heal "
      "(docs/elastic.md)"},
+    {"remove-brick", "volume remove-brick <VOLNAME> replica <COUNT> <BRICK> ... force",
+     "lower the replica count: one brick of every replica set leaves (stopped, its files left "
+     "on disk); refused while a set has entries to heal (docs/elastic.md)"},
     {"replace-brick", "volume replace-brick <VOLNAME> <SOURCE-BRICK> <NEW-BRICK> commit force",
      "replace a brick (its server may be dead) by a new empty one, filled by heal"},
     {"reset-brick",

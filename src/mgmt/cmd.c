@@ -32,6 +32,7 @@ static const struct cmd volume_cmds[] = {
     {"add-brick", mgmt_cmd_bricks, NULL},
     {"replace-brick", mgmt_cmd_bricks, NULL},
     {"reset-brick", mgmt_cmd_bricks, NULL},
+    {"remove-brick", mgmt_cmd_bricks, NULL},
     {"statedump", mgmt_cmd_statedump, NULL},
     {"quota", mgmt_cmd_quota, NULL},
     {NULL, NULL, NULL},

@@ -1,5 +1,5 @@
-/* volume replace-brick, reset-brick and add-brick: a volume's bricks change
- * while it is in use (docs/elastic.md). Each command checks the new
+/* volume replace-brick, reset-brick, add-brick and remove-brick: a volume's
+ * bricks change while it is in use (docs/elastic.md). Each command checks the new
  * bricks (their servers check the directories), commits the new brick list
  * as one entry (MGMT_E_VOL_BRICKS: every server swaps the list, the new
  * bricks' owners prepare them as copies to fill), then, on a started
@@ -56,9 +56,9 @@ static int check_new(struct mgmt *m, const char *volname, const char *arg, int m
     return rc;
 }
 
-/* Commits nv as volume name's brick list, then starts its new bricks when
- * the volume is started. 0, or -errno with err. */
-static int commit_list(struct mgmt *m, struct mgmt_vol *nv, char *err, size_t errlen)
+/* Commits nv as volume name's brick list, then, when start is set, starts
+ * its new bricks if the volume is started. 0, or -errno with err. */
+static int commit_list(struct mgmt *m, struct mgmt_vol *nv, int start, char *err, size_t errlen)
 {
     char name[MGMT_VOLNAME_MAX + 1];
     snprintf(name, sizeof(name), "%s", nv->name);
@@ -79,7 +79,7 @@ static int commit_list(struct mgmt *m, struct mgmt_vol *nv, char *err, size_t er
     if (rc < 0)
         return rc;
     struct mgmt_vol *v = mgmt_vol_find(m, name);
-    if (!v || v->status != MGMT_VOL_STARTED)
+    if (!start || !v || v->status != MGMT_VOL_STARTED)
         return 0;
     /* As `volume start force`: a server that is down (the one whose brick
      * was replaced, often) starts its bricks when it is back. */
@@ -149,7 +149,7 @@ static int replace_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     gfid_format(&g, b->id);
     if (strcmp(nv->reset_id, v->bricks[index].id) == 0)
         nv->reset_id[0] = 0;
-    int rc = commit_list(m, nv, err, sizeof(err));
+    int rc = commit_list(m, nv, 1, err, sizeof(err));
     mgmt_vol_free(nv);
     if (rc < 0)
         return failed(out, verb, "%s", err);
@@ -226,7 +226,7 @@ static int reset_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         nv->bricks[index].port = 0;
         nv->reset_id[0] = 0;
     }
-    int rc = commit_list(m, nv, err, sizeof(err));
+    int rc = commit_list(m, nv, 1, err, sizeof(err));
     mgmt_vol_free(nv);
     if (rc < 0)
         return failed(out, verb, "%s", err);
@@ -312,7 +312,7 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     nv->replica = replica;
     nv->arbiter = arbiter;
     list = NULL;
-    rc = commit_list(m, nv, err, sizeof(err));
+    rc = commit_list(m, nv, 1, err, sizeof(err));
     mgmt_vol_free(nv);
     if (rc < 0)
         goto fail;
@@ -327,8 +327,86 @@ fail:
     return failed(out, verb, "%s", err);
 }
 
+/* volume remove-brick VOL replica N BRICK... force: every replica set loses
+ * one member. That no removed brick holds the only good copy of anything
+ * (the set's heal info is clean, the bricks that stay are up) is checked by
+ * the CLI, a client of the bricks (src/cli/shrink.c), before it asks; the
+ * removed bricks are stopped by their servers (apply_bricks) and their
+ * directories left as they are. */
+static int remove_brick(struct mgmt *m, int argc, char **argv, FILE *out)
+{
+    const char *verb = "remove-brick commit force";
+    char err[2 * PATH_MAX + 1024];
+    int first = 3, last = argc - 1, replica = -1;
+    if (argc < 4)
+        return 2;
+    struct mgmt_vol *v = mgmt_vol_find(m, argv[2]);
+    if (!v) {
+        snprintf(err, sizeof(err), "Volume %s does not exist", argv[2]);
+        return failed(out, verb, "%s", err);
+    }
+    if (strcmp(argv[last], "force") != 0)
+        return failed(out, verb, "%s",
+                      "only 'force' is supported (volume remove-brick VOL replica N BRICK... "
+                      "force): it lowers the replica count and moves no files; start, commit "
+                      "and status belong to removing whole sets, which needs a rebalance: not "
+                      "supported yet");
+    if (first < last && strcmp(argv[first], "replica") == 0) {
+        char *end;
+        long n = first + 1 < last ? strtol(argv[first + 1], &end, 10) : 0;
+        if (first + 1 >= last || *end || end == argv[first + 1] || n < 1 || n > 16)
+            return failed(out, verb, "%s", "replica count must be a number from 1 to 16");
+        replica = (int)n;
+        first += 2;
+    }
+    if (first >= last)
+        return 2;
+    int n = last - first;
+    struct mgmt_brick *rb = calloc((size_t)n, sizeof(*rb)), *list = NULL;
+    int n_list = 0;
+    if (!rb)
+        return failed(out, verb, "%s", "out of memory");
+    for (int i = 0; i < n; i++)
+        if (mgmt_brick_split(argv[first + i], &rb[i]) < 0) {
+            snprintf(err, sizeof(err), "wrong brick type: %s, use <HOSTNAME>:<export-dir-abs-path>",
+                     argv[first + i]);
+            goto fail;
+        }
+    if (mgmt_elastic_lower(v, replica, rb, n, &list, &n_list, err, sizeof(err)) < 0)
+        goto fail;
+    struct mgmt_vol *nv = mgmt_vol_dup(v);
+    if (!nv) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    free(nv->bricks);
+    nv->bricks = list;
+    nv->n_bricks = n_list;
+    nv->replica = replica > 1 ? replica : 0;
+    nv->arbiter = 0;
+    list = NULL;
+    int rc = commit_list(m, nv, 0, err, sizeof(err)); /* nothing new to start */
+    mgmt_vol_free(nv);
+    if (rc < 0)
+        goto fail;
+    log_info("volume %s: replica count lowered to %d", argv[2], replica);
+    fprintf(out, "volume %s: success\n", verb);
+    fprintf(out, "Stopped and left out of the volume, their files left on disk as they are:");
+    for (int i = 0; i < n; i++)
+        fprintf(out, " %s:%s", rb[i].host, rb[i].path);
+    fputc('\n', out);
+    free(rb);
+    return 0;
+fail:
+    free(list);
+    free(rb);
+    return failed(out, verb, "%s", err);
+}
+
 int mgmt_cmd_bricks(struct mgmt *m, int argc, char **argv, FILE *out)
 {
+    if (strcmp(argv[1], "remove-brick") == 0)
+        return remove_brick(m, argc, argv, out);
     if (strcmp(argv[1], "replace-brick") == 0)
         return replace_brick(m, argc, argv, out);
     if (strcmp(argv[1], "reset-brick") == 0)

@@ -401,9 +401,9 @@ int mgmt_cmd_mutates(int argc, char **argv)
         return 0;
     if (strcmp(b, "set") == 0)
         return !(argc - i == 3 && strcmp(argv[i + 2], "help") == 0);
-    static const char *const words[] = {"create",      "import", "start",     "stop",
-                                        "delete",      "reset",  "add-brick", "replace-brick",
-                                        "reset-brick", NULL};
+    static const char *const words[] = {"create",      "import",       "start",     "stop",
+                                        "delete",      "reset",        "add-brick", "replace-brick",
+                                        "reset-brick", "remove-brick", NULL};
     for (int k = 0; words[k]; k++)
         if (strcmp(b, words[k]) == 0)
             return 1;

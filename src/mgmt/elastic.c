@@ -136,3 +136,74 @@ int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, in
     *n_out = sets * replica;
     return 0;
 }
+
+int mgmt_elastic_lower(const struct mgmt_vol *v, int replica, const struct mgmt_brick *rb, int n,
+                       struct mgmt_brick **out, int *n_out, char *err, size_t errlen)
+{
+    int cur = v->replica > 1 ? v->replica : 1;
+    int sets = v->n_bricks / cur;
+    if (replica < 0)
+        FAIL(-EINVAL,
+             "Removing bricks without lowering the replica count removes distribute sets, "
+             "whose files would have to move to the other sets first (a rebalance): not "
+             "supported yet. To remove copies, give the new count: volume remove-brick %s "
+             "replica %d BRICK... force",
+             v->name, cur > 1 ? cur - 1 : 1);
+    if (replica < 1)
+        FAIL(-EINVAL, "replica count must be a number from 1 to 16");
+    if (replica >= cur)
+        FAIL(-EINVAL,
+             "Volume %s has replica count %d: remove-brick can only lower it (the given replica "
+             "count %d is not below it)",
+             v->name, cur, replica);
+    if (replica != cur - 1)
+        FAIL(-EINVAL,
+             "Volume %s has replica count %d: remove-brick lowers it by one at a time (replica "
+             "%d)",
+             v->name, cur, cur - 1);
+    if (n != sets)
+        FAIL(-EINVAL,
+             "Incorrect number of bricks supplied %d with count %d: one brick of each of the %d "
+             "replica sets",
+             n, replica, sets);
+    /* gone[s]: the brick set s loses */
+    int *gone = malloc((size_t)sets * sizeof(*gone));
+    struct mgmt_brick *b = calloc((size_t)(sets * replica), sizeof(*b));
+    if (!gone || !b) {
+        free(gone);
+        free(b);
+        FAIL(-ENOMEM, "out of memory");
+    }
+    for (int s = 0; s < sets; s++)
+        gone[s] = -1;
+    for (int k = 0; k < n; k++) {
+        int i = mgmt_elastic_find(v, rb[k].host, rb[k].path), s = i / cur;
+        if (i < 0)
+            snprintf(err, errlen, "Incorrect brick %s:%s for volume %s", rb[k].host, rb[k].path,
+                     v->name);
+        else if (gone[s] >= 0)
+            snprintf(err, errlen,
+                     "Bricks %s:%s and %s:%s are of the same replica set: remove one brick of "
+                     "each set",
+                     v->bricks[gone[s]].host, v->bricks[gone[s]].path, rb[k].host, rb[k].path);
+        else if (v->arbiter && i % cur != cur - 1)
+            snprintf(err, errlen,
+                     "Brick %s:%s is a data brick of a set with an arbiter: only the arbiters can "
+                     "be removed (replica %d)",
+                     rb[k].host, rb[k].path, cur - 1);
+        if (i < 0 || gone[s] >= 0 || (v->arbiter && i % cur != cur - 1)) {
+            free(gone);
+            free(b);
+            return i < 0 ? -ENOENT : -EINVAL;
+        }
+        gone[s] = i;
+    }
+    int m = 0;
+    for (int i = 0; i < v->n_bricks; i++)
+        if (gone[i / cur] != i)
+            b[m++] = v->bricks[i];
+    free(gone);
+    *out = b;
+    *n_out = m;
+    return 0;
+}

@@ -30,4 +30,12 @@ int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v,
 int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, int replica,
                        int arbiter, const struct mgmt_brick *nb, int n, struct mgmt_brick **out,
                        int *n_out, char *err, size_t errlen);
+/* remove-brick replica N BRICK...: the new list of v's bricks when every
+ * set loses exactly one member, rb[0..n) (replica < 0: no replica given,
+ * refused: removing whole sets needs a rebalance). The bricks that stay
+ * keep their order. On a volume with an arbiter only the arbiters may go
+ * (the new volume has none). 0 with *out (malloc'd, n_out bricks), or
+ * -errno. */
+int mgmt_elastic_lower(const struct mgmt_vol *v, int replica, const struct mgmt_brick *rb, int n,
+                       struct mgmt_brick **out, int *n_out, char *err, size_t errlen);
 #endif

@@ -264,8 +264,8 @@ int mgmt_cmd_reset(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_info(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_list(struct mgmt *m, int argc, char **argv, FILE *out);
 int mgmt_cmd_status(struct mgmt *m, int argc, char **argv, FILE *out);
-/* cmd_bricks.c: volume add-brick, replace-brick and reset-brick
- * (docs/elastic.md). */
+/* cmd_bricks.c: volume add-brick, replace-brick, reset-brick and
+ * remove-brick (docs/elastic.md). */
 int mgmt_cmd_bricks(struct mgmt *m, int argc, char **argv, FILE *out);
 /* cmd_statedump.c: `volume statedump`, and its part on this server
  * (internal __statedump VOLNAME [client PID]). */

@@ -69,6 +69,8 @@ def test_commands(complete):
     assert complete("volume", "quota", "v", "li") == ["limit-objects", "limit-usage", "list",
                                                       "list-objects"]
     assert complete("volume", "q") == ["quota"]
+    assert complete("volume", "remove-brick", "v", "") == ["replica"]
+    assert complete("volume", "remove-brick", "v", "replica", "2", "h:/a", "") == ["force"]
     assert complete("volume", "set", "v", "k", "1", "group", "") == sorted(
         "virt distributed-virt metadata-cache nl-cache db-workload small-file".split())
 

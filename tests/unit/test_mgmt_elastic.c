@@ -1,5 +1,5 @@
 /* Elastic volumes, the pure parts: the checks and new brick lists of
- * replace-brick and add-brick (src/mgmt/elastic.c), the volume record's
+ * replace-brick, add-brick and remove-brick (src/mgmt/elastic.c), the volume record's
  * reset-brick line, and which brick changes a running client stack can
  * adopt (src/client/stack.c cl_stack_adoptable). */
 #include <errno.h>
@@ -154,6 +154,8 @@ static void test_adoptable(void)
 {
     struct cl_brickinfo b[12];
     memset(b, 0, sizeof(b));
+    for (int i = 0; i < 12; i++)
+        b[i].path = b[i].id = "/b"; /* one brick everywhere: nothing replaced */
     char why[256];
     struct cl_volinfo r2 = info(2, 2, 0, b), r3 = info(3, 3, 0, b), a3 = info(3, 3, 1, b);
     struct cl_volinfo d2 = info(2, 1, 0, b), r22 = info(4, 2, 0, b), r23 = info(6, 3, 0, b);
@@ -161,12 +163,94 @@ static void test_adoptable(void)
     CHECK(cl_stack_adoptable(&r2, &r3, why, sizeof(why)));   /* a copy added */
     CHECK(cl_stack_adoptable(&r2, &a3, why, sizeof(why)));   /* an arbiter added */
     CHECK(cl_stack_adoptable(&r22, &r23, why, sizeof(why))); /* each set a copy */
-    CHECK(!cl_stack_adoptable(&r3, &r2, why, sizeof(why)));  /* a copy removed */
-    CHECK(!cl_stack_adoptable(&r3, &a3, why, sizeof(why)));  /* a copy made an arbiter */
+    CHECK(cl_stack_adoptable(&r3, &r2, why, sizeof(why)));   /* the last copy removed */
+    CHECK(cl_stack_adoptable(&a3, &r2, why, sizeof(why)));   /* the arbiter removed */
+    struct cl_volinfo d1 = info(1, 1, 0, b);
+    CHECK(cl_stack_adoptable(&r2, &d1, why, sizeof(why)));  /* 2 -> 1 */
+    CHECK(!cl_stack_adoptable(&r3, &d1, why, sizeof(why))); /* 3 -> 1 */
+    /* a copy other than the last removed: the members after it move */
+    struct cl_brickinfo o[3], nb[2];
+    char *paths[3] = {"/b0", "/b1", "/b2"};
+    memset(o, 0, sizeof(o));
+    for (int i = 0; i < 3; i++)
+        o[i].path = o[i].id = paths[i];
+    nb[0] = o[1];
+    nb[1] = o[2];
+    struct cl_volinfo o3 = info(3, 3, 0, o), n2 = info(2, 2, 0, nb);
+    CHECK(!cl_stack_adoptable(&o3, &n2, why, sizeof(why)));
+    CHECK(strstr(why, "last members") != NULL);
+    nb[0] = o[0];
+    nb[1] = o[1];
+    CHECK(cl_stack_adoptable(&o3, &n2, why, sizeof(why)));
+    CHECK(!cl_stack_adoptable(&r3, &a3, why, sizeof(why))); /* a copy made an arbiter */
     CHECK(!cl_stack_adoptable(&a3, &r3, why, sizeof(why)));
     CHECK(!cl_stack_adoptable(&r2, &r22, why, sizeof(why))); /* a set added: rebalance */
     CHECK(strstr(why, "rebalance") != NULL);
     CHECK(!cl_stack_adoptable(&d2, &r22, why, sizeof(why))); /* no replicate layer to grow */
+}
+
+static void test_lower(void)
+{
+    struct mgmt_vol *v = make_vol("y", 6, 3, 0);
+    char err[512];
+    struct mgmt_brick rb[2] = {brick("h1", "/b/y1"), brick("h5", "/b/y5")}, *out = NULL;
+    int n = 0;
+    /* 2 x 3 -> 2 x 2: the others keep their order */
+    CHECK_EQ(mgmt_elastic_lower(v, 2, rb, 2, &out, &n, err, sizeof(err)), 0);
+    CHECK_EQ(n, 4);
+    if (out && n == 4) {
+        CHECK_STR(out[0].path, "/b/y0");
+        CHECK_STR(out[1].path, "/b/y2");
+        CHECK_STR(out[2].path, "/b/y3");
+        CHECK_STR(out[3].path, "/b/y4");
+        CHECK_STR(out[1].id, v->bricks[2].id);
+    }
+    free(out);
+    out = NULL;
+    /* refusals */
+    CHECK_EQ(mgmt_elastic_lower(v, -1, rb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "rebalance") != NULL);
+    CHECK_EQ(mgmt_elastic_lower(v, 3, rb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "can only lower it") != NULL);
+    CHECK_EQ(mgmt_elastic_lower(v, 4, rb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK_EQ(mgmt_elastic_lower(v, 0, rb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK_EQ(mgmt_elastic_lower(v, 1, rb, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "one at a time") != NULL);
+    CHECK_EQ(mgmt_elastic_lower(v, 2, rb, 1, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "Incorrect number of bricks supplied 1 with count 2") != NULL);
+    struct mgmt_brick same[2] = {brick("h1", "/b/y1"), brick("h2", "/b/y2")};
+    CHECK_EQ(mgmt_elastic_lower(v, 2, same, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "same replica set") != NULL);
+    struct mgmt_brick twice[2] = {brick("h1", "/b/y1"), brick("h1", "/b/y1")};
+    CHECK_EQ(mgmt_elastic_lower(v, 2, twice, 2, &out, &n, err, sizeof(err)), -EINVAL);
+    struct mgmt_brick none[2] = {brick("h1", "/b/y1"), brick("h9", "/b/y5")};
+    CHECK_EQ(mgmt_elastic_lower(v, 2, none, 2, &out, &n, err, sizeof(err)), -ENOENT);
+    CHECK_STR(err, "Incorrect brick h9:/b/y5 for volume y");
+    CHECK(out == NULL);
+    /* 2 + arbiter -> 2: only the arbiter goes */
+    struct mgmt_vol *a = make_vol("a", 3, 3, 1);
+    struct mgmt_brick arb = brick("h2", "/b/a2"), data = brick("h0", "/b/a0");
+    CHECK_EQ(mgmt_elastic_lower(a, 2, &data, 1, &out, &n, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "only the arbiters") != NULL);
+    CHECK_EQ(mgmt_elastic_lower(a, 2, &arb, 1, &out, &n, err, sizeof(err)), 0);
+    CHECK_EQ(n, 2);
+    free(out);
+    out = NULL;
+    /* 2 -> 1, and a distribute volume has nothing to lower */
+    struct mgmt_vol *r = make_vol("r", 2, 2, 0), *d = make_vol("d", 2, 0, 0);
+    struct mgmt_brick first = brick("h0", "/b/r0");
+    CHECK_EQ(mgmt_elastic_lower(r, 1, &first, 1, &out, &n, err, sizeof(err)), 0);
+    CHECK_EQ(n, 1);
+    if (out && n == 1)
+        CHECK_STR(out[0].path, "/b/r1");
+    free(out);
+    out = NULL;
+    struct mgmt_brick d0 = brick("h0", "/b/d0");
+    CHECK_EQ(mgmt_elastic_lower(d, 1, &d0, 1, &out, &n, err, sizeof(err)), -EINVAL);
+    mgmt_vol_free(a);
+    mgmt_vol_free(r);
+    mgmt_vol_free(d);
+    mgmt_vol_free(v);
 }
 
 int main(void)
@@ -175,5 +259,6 @@ int main(void)
     test_raise();
     test_members_and_record();
     test_adoptable();
+    test_lower();
     return check_summary("test_mgmt_elastic");
 }
