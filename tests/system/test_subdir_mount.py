@@ -296,9 +296,18 @@ def test_auth_change_closes_connections_no_longer_allowed(sd):
         for cl in clients.values():
             cl.close()
         set_auth(c, "*")
-    # allowed again: the mounts work (they reconnect by themselves)
-    with open(os.path.join(c.full, "far", "again"), "wb") as f:
-        f.write(b"again")
+    # allowed again: the mounts reconnect by themselves, at their next
+    # attempt (a backoff of at most 2 s); until then ENOTCONN
+    def write_again():
+        try:
+            with open(os.path.join(c.full, "far", "again"), "wb") as f:
+                f.write(b"again")
+            return True
+        except OSError as e:
+            if e.errno != errno.ENOTCONN:
+                raise
+            return False
+    wait_for(write_again, 30, "the mount to reconnect once allowed again")
     with open(os.path.join(c.full, "far", "again"), "rb") as f:
         assert f.read() == b"again"
 
