@@ -296,20 +296,25 @@ def test_auth_change_closes_connections_no_longer_allowed(sd):
         for cl in clients.values():
             cl.close()
         set_auth(c, "*")
-    # allowed again: the mounts reconnect by themselves, at their next
-    # attempt (a backoff of at most 2 s); until then ENOTCONN
+    # allowed again: the mounts reconnect by themselves, each brick at its
+    # next attempt (a backoff of at most 2 s); until then ENOTCONN. Names
+    # on both sets of the volume: every brick connection must be back (the
+    # next tests use this mount).
     def write_again():
         try:
-            with open(os.path.join(c.full, "far", "again"), "wb") as f:
-                f.write(b"again")
+            for i in range(16):
+                with open(os.path.join(c.full, "far", f"again{i}"), "wb") as f:
+                    f.write(b"again%d" % i)
             return True
         except OSError as e:
             if e.errno != errno.ENOTCONN:
                 raise
             return False
-    wait_for(write_again, 30, "the mount to reconnect once allowed again")
-    with open(os.path.join(c.full, "far", "again"), "rb") as f:
-        assert f.read() == b"again"
+    wait_for(write_again, 30, "the mount to reconnect to every brick once allowed again")
+    time.sleep(2.5)  # and both copies of each set: every brick's backoff (2 s) has run out
+    for i in range(16):
+        with open(os.path.join(c.full, "far", f"again{i}"), "rb") as f:
+            assert f.read() == b"again%d" % i
 
 
 def client_from(src, host, port):
