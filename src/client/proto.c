@@ -314,6 +314,16 @@ static void schedule_retry(struct proto *p)
 
 static void connected(struct proto *p, struct rpc_conn *c);
 
+/* Closes and lets go of a connection the caller held a reference on
+ * (NULL: nothing). */
+static void drop_conn(struct rpc_conn *c)
+{
+    if (c) {
+        rpc_conn_close(c, -ENOTCONN);
+        rpc_conn_put(c);
+    }
+}
+
 struct hs_call {
     struct proto *p;
     struct rpc_conn *c;
@@ -581,14 +591,8 @@ void cl_proto_shutdown(struct cl_layer *self)
     if (p->thread_started)
         pthread_join(p->thread, NULL);
     p->thread_started = 0;
-    if (c) {
-        rpc_conn_close(c, -ENOTCONN);
-        rpc_conn_put(c);
-    }
-    if (h) {
-        rpc_conn_close(h, -ENOTCONN);
-        rpc_conn_put(h);
-    }
+    drop_conn(c);
+    drop_conn(h);
 }
 
 static void proto_destroy(struct cl_layer *self)
@@ -734,13 +738,7 @@ int cl_proto_retarget(struct cl_layer *l, const struct net_addr *addr, const cha
     /* Closing makes closed_cb drop them; the thread then connects to the
      * new brick. Handles of the old connection fail with EIO, as after
      * any reconnect. */
-    if (c) {
-        rpc_conn_close(c, -ENOTCONN);
-        rpc_conn_put(c);
-    }
-    if (h) {
-        rpc_conn_close(h, -ENOTCONN);
-        rpc_conn_put(h);
-    }
+    drop_conn(c);
+    drop_conn(h);
     return 0;
 }

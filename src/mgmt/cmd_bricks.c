@@ -97,6 +97,28 @@ static int commit_list(struct mgmt *m, struct mgmt_vol *nv, int start, char *err
     return rc;
 }
 
+/* Commits v with *list (n bricks; taken, *list set to NULL) as its new
+ * shape: replica (0: none) and arbiter. start as commit_list's. 0 or
+ * -errno with err. */
+static int commit_shape(struct mgmt *m, const struct mgmt_vol *v, struct mgmt_brick **list, int n,
+                        int replica, int arbiter, int start, char *err, size_t errlen)
+{
+    struct mgmt_vol *nv = mgmt_vol_dup(v);
+    if (!nv) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    free(nv->bricks);
+    nv->bricks = *list;
+    nv->n_bricks = n;
+    nv->replica = replica;
+    nv->arbiter = arbiter;
+    *list = NULL;
+    int rc = commit_list(m, nv, start, err, errlen);
+    mgmt_vol_free(nv);
+    return rc;
+}
+
 /* volume replace-brick VOL OLD NEW commit force */
 static int replace_brick(struct mgmt *m, int argc, char **argv, FILE *out)
 {
@@ -301,20 +323,7 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     if (mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err, sizeof(err)) <
         0)
         goto fail;
-    struct mgmt_vol *nv = mgmt_vol_dup(v);
-    if (!nv) {
-        snprintf(err, sizeof(err), "out of memory");
-        goto fail;
-    }
-    free(nv->bricks);
-    nv->bricks = list;
-    nv->n_bricks = n_list;
-    nv->replica = replica;
-    nv->arbiter = arbiter;
-    list = NULL;
-    rc = commit_list(m, nv, 1, err, sizeof(err));
-    mgmt_vol_free(nv);
-    if (rc < 0)
+    if ((rc = commit_shape(m, v, &list, n_list, replica, arbiter, 1, err, sizeof(err))) < 0)
         goto fail;
     free(nb);
     log_info("volume %s: replica count raised to %d%s", argv[2], replica,
@@ -374,20 +383,8 @@ static int remove_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         }
     if (mgmt_elastic_lower(v, replica, rb, n, &list, &n_list, err, sizeof(err)) < 0)
         goto fail;
-    struct mgmt_vol *nv = mgmt_vol_dup(v);
-    if (!nv) {
-        snprintf(err, sizeof(err), "out of memory");
-        goto fail;
-    }
-    free(nv->bricks);
-    nv->bricks = list;
-    nv->n_bricks = n_list;
-    nv->replica = replica > 1 ? replica : 0;
-    nv->arbiter = 0;
-    list = NULL;
-    int rc = commit_list(m, nv, 0, err, sizeof(err)); /* nothing new to start */
-    mgmt_vol_free(nv);
-    if (rc < 0)
+    /* nothing new to start */
+    if (commit_shape(m, v, &list, n_list, replica > 1 ? replica : 0, 0, 0, err, sizeof(err)) < 0)
         goto fail;
     log_info("volume %s: replica count lowered to %d", argv[2], replica);
     fprintf(out, "volume %s: success\n", verb);
