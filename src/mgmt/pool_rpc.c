@@ -109,8 +109,8 @@ int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const 
         rpc_conn_put(c);
         return -ENOMEM;
     }
-    if ((rc = prove_membership(c, host, timeout_ms < PEER_CONNECT_MS ? timeout_ms
-                                                                     : PEER_CONNECT_MS)) < 0) {
+    if ((rc = prove_membership(c, host,
+                               timeout_ms < PEER_CONNECT_MS ? timeout_ms : PEER_CONNECT_MS)) < 0) {
         rpc_conn_close(c, 0);
         rpc_conn_put(c);
         return rc; /* nothing was sent */
@@ -872,10 +872,9 @@ static int from_peer(struct mgmt *m, const char *addr)
  * answer "unrecognized word"). */
 static int members_only(const char *w)
 {
-    static const char *const words[] = {"__fwd",         "__leave",        "__gen",
-                                        "__status",      "__statedump",    "__check-bricks",
-                                        "__import",      "__prepare-start", "__sync",
-                                        NULL};
+    static const char *const words[] = {
+        "__fwd",          "__leave",  "__gen",           "__status", "__statedump",
+        "__check-bricks", "__import", "__prepare-start", "__sync",   NULL};
     for (int i = 0; words[i]; i++)
         if (strcmp(w, words[i]) == 0)
             return 1;
@@ -892,8 +891,8 @@ int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const ch
         int secret = pool_secret_get(key) == 0;
         memset(key, 0, sizeof(key));
         pthread_mutex_lock(&m->lock);
-        int allowed = !members_only(argv[0]) || pool_proved ||
-                      (!secret && (local || from_peer(m, addr)));
+        int allowed =
+            !members_only(argv[0]) || pool_proved || (!secret && (local || from_peer(m, addr)));
         pthread_mutex_unlock(&m->lock);
         if (!allowed && secret) {
             log_warn("refusing %s from %s: it did not prove it knows the pool secret (not a "

@@ -16,14 +16,20 @@ struct raft_auth {
     uv_loop_t *loop;
     raft_uv_accept_cb accept_cb;
     raft_uv_transport_close_cb close_cb;
-    struct hs *pending;  /* handshakes not yet freed */
-    int connecting;      /* inner connects not yet called back */
+    struct hs *pending; /* handshakes not yet freed */
+    int connecting;     /* inner connects not yet called back */
     int closing, inner_closed;
 };
 
 /* One connection's handshake: one read or write at a time, in order. */
-enum hs_step { H_WRITE_HELLO, H_READ_ANSWER, H_WRITE_PROOF, H_READ_HELLO, H_WRITE_ANSWER,
-               H_READ_PROOF };
+enum hs_step {
+    H_WRITE_HELLO,
+    H_READ_ANSWER,
+    H_WRITE_PROOF,
+    H_READ_HELLO,
+    H_WRITE_ANSWER,
+    H_READ_PROOF
+};
 
 struct hs {
     struct hs *next, *prev;
@@ -33,8 +39,8 @@ struct hs {
     uv_stream_t *stream; /* NULL once handed to raft or closed */
     uv_timer_t timer;
     uv_write_t write;
-    int handles;         /* handles of ours still open (stream while ours, timer) */
-    int done, status;    /* status: given to a connect request when it failed */
+    int handles;      /* handles of ours still open (stream while ours, timer) */
+    int done, status; /* status: given to a connect request when it failed */
     struct pool_auth auth;
     uint8_t in[POOL_ANSWER_LEN], out[POOL_ANSWER_LEN];
     size_t need, got;

@@ -90,9 +90,9 @@ static void handle_pool_hello(struct peer *p, struct rpc_conn *c, struct rpc_fra
         rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, -ENOKEY, NULL);
         return;
     }
-    int rc = rpc_has(&f->msg, RPC_T_DATA) ? pool_auth_accept(&p->auth, key, f->msg.data.p,
-                                                             f->msg.data.len, answer)
-                                          : -EPROTO;
+    int rc = rpc_has(&f->msg, RPC_T_DATA)
+                 ? pool_auth_accept(&p->auth, key, f->msg.data.p, f->msg.data.len, answer)
+                 : -EPROTO;
     OPENSSL_cleanse(key, sizeof(key));
     if (rc < 0) {
         log_warn("refusing the pool handshake of %s: malformed hello", p->addr);

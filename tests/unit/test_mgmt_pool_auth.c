@@ -151,8 +151,7 @@ static uv_stream_t *accepted, *connected;
 static raft_id accepted_id;
 static int connect_status = 1, connect_done, closed;
 
-static void accept_cb(struct raft_uv_transport *t, raft_id id, const char *address,
-                      uv_stream_t *s)
+static void accept_cb(struct raft_uv_transport *t, raft_id id, const char *address, uv_stream_t *s)
 {
     accepted = s;
     accepted_id = id;
@@ -235,8 +234,8 @@ static int closed_by_peer(uv_loop_t *loop, int fd)
 static int raw_connect(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     return connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? fd : -1;
 }
 
