@@ -17,7 +17,8 @@ struct raft_auth {
     raft_uv_accept_cb accept_cb;
     raft_uv_transport_close_cb close_cb;
     struct hs *pending; /* handshakes not yet freed */
-    int connecting;     /* inner connects not yet called back */
+    int n_pending;
+    int connecting; /* inner connects not yet called back */
     int closing, inner_closed;
 };
 
@@ -81,12 +82,19 @@ static void hs_free(struct hs *h)
         ra->pending = h->next;
     if (h->next)
         h->next->prev = h->prev;
+    ra->n_pending--;
     /* a connect that failed is told once our handles are gone */
     if (h->connector && h->status)
         h->req->cb(h->req, NULL, h->status);
     pool_auth_clear(&h->auth);
     free(h);
     maybe_closed(ra);
+}
+
+/* A stream libraft allocated, closed before any handshake of ours. */
+static void free_handle_cb(uv_handle_t *handle)
+{
+    raft_free(handle);
 }
 
 static void handle_closed_cb(uv_handle_t *handle)
@@ -270,6 +278,7 @@ static struct hs *hs_new(struct raft_auth *ra, uv_stream_t *s, int connector)
     if (ra->pending)
         ra->pending->prev = h;
     ra->pending = h;
+    ra->n_pending++;
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     snprintf(h->peer, sizeof(h->peer), "?");
@@ -304,9 +313,15 @@ static void inner_accept_cb(struct raft_uv_transport *t, raft_id id, const char 
         return;
     }
     memset(key, 0, sizeof(key));
-    struct hs *h = hs_new(ra, s, 0);
+    /* Strangers could otherwise hold any number of handshakes open for
+     * RAFT_AUTH_TIMEOUT_MS each. */
+    struct hs *h = ra->n_pending < RAFT_AUTH_PENDING_MAX ? hs_new(ra, s, 0) : NULL;
     if (!h) {
-        uv_close((uv_handle_t *)s, (uv_close_cb)raft_free);
+        if (ra->n_pending >= RAFT_AUTH_PENDING_MAX)
+            log_warn("pool: refusing a raft connection (raft id %llx): %d handshakes already "
+                     "under way",
+                     (unsigned long long)id, ra->n_pending);
+        uv_close((uv_handle_t *)s, free_handle_cb);
         return;
     }
     h->id = id;
@@ -332,7 +347,7 @@ static void inner_connect_cb(struct raft_uv_connect *ireq, uv_stream_t *s, int s
     ra->connecting--;
     uint8_t key[POOL_SECRET_LEN];
     if (status == 0 && ra->closing) {
-        uv_close((uv_handle_t *)s, (uv_close_cb)raft_free);
+        uv_close((uv_handle_t *)s, free_handle_cb);
         s = NULL;
         status = RAFT_CANCELED;
     }
@@ -352,7 +367,7 @@ static void inner_connect_cb(struct raft_uv_connect *ireq, uv_stream_t *s, int s
             n->req = req;
             finish(n, RAFT_NOMEM);
         } else {
-            uv_close((uv_handle_t *)s, (uv_close_cb)raft_free);
+            uv_close((uv_handle_t *)s, free_handle_cb);
             req->cb(req, NULL, RAFT_NOMEM);
         }
         return;

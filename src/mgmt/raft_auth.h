@@ -22,6 +22,8 @@
 #include <uv.h>
 
 #define RAFT_AUTH_TIMEOUT_MS 5000
+/* Handshakes under way at most; further connections are closed at once. */
+#define RAFT_AUTH_PENDING_MAX 64
 
 struct raft_auth;
 /* A new transport on loop; NULL when out of memory. */
