@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "../lib/log.h"
 #include "pool.h"
 #include "pool_auth.h"
@@ -236,7 +238,7 @@ static int probe(struct mgmt *m, const char *arg, FILE *out)
     const char *join_argv[] = {"__join", np.raft_addr, secret};
     text = NULL;
     rc = call_unlocked(m, a.host, a.port, has_secret ? 3 : 2, join_argv, &text, 15000);
-    memset(secret, 0, sizeof(secret));
+    OPENSSL_cleanse(secret, sizeof(secret));
     if (rc != 0) {
         fprintf(out, "peer probe: failed: %s could not join: %s\n", a.host,
                 rc < 0 ? strerror(-rc)

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include <raft.h>
 
 #include "../client/client.h"
@@ -46,7 +48,7 @@ static int prove_membership(struct rpc_conn *c, const char *host, int timeout_ms
     if (pool_secret_get(key) < 0)
         return 0;
     int rc = pool_auth_connect(&a, key, hello);
-    memset(key, 0, sizeof(key));
+    OPENSSL_cleanse(key, sizeof(key));
     if (rc < 0)
         return rc;
     struct rpc_buf body;
@@ -889,7 +891,7 @@ int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const ch
          * (a probe); __join is refused by a server already in a pool. */
         uint8_t key[POOL_SECRET_LEN];
         int secret = pool_secret_get(key) == 0;
-        memset(key, 0, sizeof(key));
+        OPENSSL_cleanse(key, sizeof(key));
         pthread_mutex_lock(&m->lock);
         int allowed =
             !members_only(argv[0]) || pool_proved || (!secret && (local || from_peer(m, addr)));

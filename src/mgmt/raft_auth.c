@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "../lib/log.h"
 #include "pool_auth.h"
 #include "raft_auth.h"
@@ -200,7 +202,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         rc = pool_secret_get(key);
         if (rc == 0)
             rc = pool_auth_accept(&h->auth, key, h->in, h->got, h->out);
-        memset(key, 0, sizeof(key));
+        OPENSSL_cleanse(key, sizeof(key));
         if (rc < 0) {
             refuse(h, "it did not start with the pool handshake (not a server of this pool, "
                       "or one without the pool secret)");
@@ -312,7 +314,7 @@ static void inner_accept_cb(struct raft_uv_transport *t, raft_id id, const char 
         ra->accept_cb(&ra->outer, id, address, s);
         return;
     }
-    memset(key, 0, sizeof(key));
+    OPENSSL_cleanse(key, sizeof(key));
     /* Strangers could otherwise hold any number of handshakes open for
      * RAFT_AUTH_TIMEOUT_MS each. */
     struct hs *h = ra->n_pending < RAFT_AUTH_PENDING_MAX ? hs_new(ra, s, 0) : NULL;
@@ -361,7 +363,7 @@ static void inner_connect_cb(struct raft_uv_connect *ireq, uv_stream_t *s, int s
     struct raft_uv_connect *req = h->req;
     struct hs *n = hs_new(ra, s, 1);
     if (!n || pool_auth_connect(&n->auth, key, n->out) < 0) {
-        memset(key, 0, sizeof(key));
+        OPENSSL_cleanse(key, sizeof(key));
         free(h);
         if (n) {
             n->req = req;
@@ -372,7 +374,7 @@ static void inner_connect_cb(struct raft_uv_connect *ireq, uv_stream_t *s, int s
         }
         return;
     }
-    memset(key, 0, sizeof(key));
+    OPENSSL_cleanse(key, sizeof(key));
     snprintf(n->peer, sizeof(n->peer), "%s", h->peer);
     free(h);
     n->req = req;
