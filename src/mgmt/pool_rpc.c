@@ -37,11 +37,13 @@
 #define SYNC_WAIT_MS 10000
 
 /* The pool handshake as the connector (pool_auth.h), first on a new
- * connection to another cairnd. 0: proved, or one side has no secret (a
- * lone server being probed, a pool formed before secrets; the other side
- * then judges by address as before); -EACCES: that cairnd does not know
- * this pool's secret; or a transport error. */
-static int prove_membership(struct rpc_conn *c, const char *host, int timeout_ms)
+ * connection to another cairnd. 0: proved, or this server has no secret (a
+ * pool formed before secrets: the other side judges by address as before),
+ * or the other has none and may (stranger: the probe of a lone server);
+ * -EACCES: that cairnd does not prove it knows this pool's secret, so
+ * nothing goes to it (it could be anyone who took a member's address); or
+ * a transport error. */
+static int prove_membership(struct rpc_conn *c, const char *host, int stranger, int timeout_ms)
 {
     uint8_t key[POOL_SECRET_LEN], hello[POOL_HELLO_LEN], proof[POOL_PROOF_LEN];
     struct pool_auth a;
@@ -57,10 +59,12 @@ static int prove_membership(struct rpc_conn *c, const char *host, int timeout_ms
     rpc_put_bytes(&body, RPC_T_DATA, hello, sizeof(hello));
     rc = rpc_conn_call_sync(c, RPC_OP_MGMT_POOL_HELLO, &body, &r, timeout_ms);
     rpc_buf_free(&body);
-    if (rc == -ENOKEY || rc == -ENOSYS) {
+    if ((rc == -ENOKEY || rc == -ENOSYS) && stranger) {
         rc = 0; /* no secret there (ENOSYS: a cairnd from before secrets) */
         goto out;
     }
+    if (rc == -ENOKEY || rc == -ENOSYS)
+        rc = -EACCES; /* a member always has the secret */
     if (rc == 0)
         rc = r && rpc_has(&r->msg, RPC_T_DATA)
                  ? pool_auth_answered(&a, r->msg.data.p, r->msg.data.len, proof)
@@ -111,7 +115,8 @@ int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const 
         rpc_conn_put(c);
         return -ENOMEM;
     }
-    if ((rc = prove_membership(c, host,
+    int stranger = argc > 0 && (strcmp(argv[0], "__hello") == 0 || strcmp(argv[0], "__join") == 0);
+    if ((rc = prove_membership(c, host, stranger,
                                timeout_ms < PEER_CONNECT_MS ? timeout_ms : PEER_CONNECT_MS)) < 0) {
         rpc_conn_close(c, 0);
         rpc_conn_put(c);
