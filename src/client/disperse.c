@@ -478,7 +478,8 @@ static void write_build(struct dop *o)
     }
     /* the old bytes of the partial stripes, then the new ones over them */
     for (int r = 0; r < o->nr; r++)
-        memcpy(o->stripes + (o->ra[r] - o->s0) * sw, o->old[r], (size_t)((o->rb[r] - o->ra[r]) * sw));
+        memcpy(o->stripes + (o->ra[r] - o->s0) * sw, o->old[r],
+               (size_t)((o->rb[r] - o->ra[r]) * sw));
     /* bytes past the old end of file are zero whatever the fragments held */
     if (o->size < o->s1 * sw && o->size > o->s0 * sw)
         memset(o->stripes + (o->size - o->s0 * sw), 0, (size_t)(o->s1 * sw - o->size));
@@ -832,8 +833,8 @@ static void do_truncate(struct disp *d, struct cl_op *op)
     RPC_SET(&t->open.args, flags, RPC_T_FLAGS, O_RDWR);
     for (uint32_t i = 0; i < op->args.n_group && i < 32; i++)
         t->open.args.groups[i] = op->args.groups[i];
-    const uint64_t who = (1ull << RPC_T_UID) | (1ull << RPC_T_GID) | (1ull << RPC_T_PID) |
-                         (1ull << RPC_T_GROUP);
+    const uint64_t who =
+        (1ull << RPC_T_UID) | (1ull << RPC_T_GID) | (1ull << RPC_T_PID) | (1ull << RPC_T_GROUP);
     t->open.args.uid = op->args.uid;
     t->open.args.gid = op->args.gid;
     t->open.args.pid = op->args.pid;

@@ -228,7 +228,12 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
     if (dispersed && replica)
         FAIL("replica and disperse cannot be combined: a set is either replicated or "
              "dispersed");
+    if (dispersed && import)
+        FAIL("a dispersed GlusterFS volume cannot be imported (its fragments are GlusterFS's)");
     for (int i = first; i < last; i++) {
+        if (strcmp(argv[i], "stripe") == 0)
+            FAIL("stripe volumes are not supported (GlusterFS dropped them; disperse N "
+                 "redundancy M spreads files over bricks)");
         if (is_keyword(argv[i]))
             FAIL("%s must come before transport and the bricks (GlusterFS order: [replica N "
                  "[arbiter 1]] [disperse [N]] [disperse-data K] [redundancy M] BRICK...)",

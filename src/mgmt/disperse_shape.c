@@ -20,8 +20,8 @@ static int optimal_redundancy(int n)
     return 0;
 }
 
-int mgmt_disperse_shape(const struct mgmt_shape_args *a, int n_bricks, int *redundancy,
-                        char *note, size_t notelen, char *err, size_t errlen)
+int mgmt_disperse_shape(const struct mgmt_shape_args *a, int n_bricks, int *redundancy, char *note,
+                        size_t notelen, char *err, size_t errlen)
 {
     int n = a->disperse, k = a->data, m = a->redundancy;
     *note = 0;
