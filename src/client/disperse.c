@@ -901,6 +901,49 @@ static void do_fallocate(struct disp *d, struct cl_op *op)
     dop_start(o, a->fh);
 }
 
+/* ---- STATFS: a set holds k bricks' worth of data ---- */
+
+struct statfs_call {
+    struct disp *d;
+    struct cl_op *parent;
+    struct cl_op sub;
+};
+
+static void statfs_done_cb(struct cl_op *op)
+{
+    struct statfs_call *c = op->ctx;
+    struct cl_op *parent = c->parent;
+    struct rpc_frame *reply = op->reply;
+    op->reply = NULL;
+    /* one brick's sizes, as the set's: every file takes 1/k of its size
+     * on each brick (a quota limit's sizes are the volume's already) */
+    if (op->status == 0 && reply && rpc_has(&reply->msg, RPC_T_STATFS) &&
+        !(rpc_has(&reply->msg, RPC_T_FLAGS) && (reply->msg.flags & RPC_STATFS_QUOTA))) {
+        struct rpc_statfs *st = &reply->msg.statfs;
+        st->blocks *= (uint64_t)c->d->k;
+        st->bfree *= (uint64_t)c->d->k;
+        st->bavail *= (uint64_t)c->d->k;
+    }
+    parent->rounds = op->rounds;
+    int status = op->status;
+    free(c);
+    cl_op_complete(parent, status, reply);
+}
+
+static void do_statfs(struct disp *d, struct cl_op *op)
+{
+    struct statfs_call *c = calloc(1, sizeof(*c));
+    if (!c) {
+        cl_op_complete(op, -ENOMEM, NULL);
+        return;
+    }
+    c->d = d;
+    c->parent = op;
+    cl_op_init(&c->sub, RPC_OP_STATFS, statfs_done_cb, c);
+    c->sub.args = op->args;
+    cl_submit(d->set, &c->sub);
+}
+
 /* ---- the layer ---- */
 
 static void disp_submit(struct cl_layer *self, struct cl_op *op)
@@ -969,6 +1012,9 @@ static void disp_submit(struct cl_layer *self, struct cl_op *op)
         dop_start(o, a->fh);
         return;
     }
+    case RPC_OP_STATFS:
+        do_statfs(d, op);
+        return;
     case RPC_OP_CHECKSUM:
         cl_op_complete(op, -EOPNOTSUPP, NULL); /* a fragment's sums are not the file's */
         return;

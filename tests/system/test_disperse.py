@@ -243,6 +243,11 @@ def test_sizes_round_trip(ec, vol):
         assert listed == {n: len(v) for n, v in want.items()}
     for name, data in want.items():
         check_fragments(c.vols[vol], 2, 1, os.path.join(d, name), data)
+    # df: k bricks' worth of space per set (the bricks share one file system)
+    vfs, bfs = os.statvfs(m0.path), os.statvfs(c.vols[vol][0])
+    sets = len(c.vols[vol]) // 3
+    assert abs(vfs.f_blocks * vfs.f_frsize - 2 * sets * bfs.f_blocks * bfs.f_frsize) <= \
+        0.01 * vfs.f_blocks * vfs.f_frsize
 
 
 def test_random_writes_and_truncates(ec):
