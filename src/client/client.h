@@ -26,8 +26,11 @@ struct cl_volinfo {
     char *name, *id;
     struct cl_brickinfo *bricks;
     int n_bricks;
-    int replica;         /* bricks per replica set (consecutive); 1: no replication */
-    int arbiter;         /* 1: the last brick of each set is an arbiter */
+    int replica; /* bricks per replica set (consecutive); 1: no replication */
+    int arbiter; /* 1: the last brick of each set is an arbiter */
+    /* > 0: dispersed: each set of replica bricks is one disperse set of
+     * replica - redundancy data fragments and redundancy more (disperse.h) */
+    int redundancy;
     struct opt_set opts; /* options set on the volume */
     uint64_t gen;        /* generation (GEN); 0 when the server sent none */
 };

@@ -32,6 +32,7 @@ struct repl {
     /* cl_repl_quorum_met's need (cluster.quorum-type, -count): set by
      * reconfigure while operations run, so read and written atomically */
     int need;
+    int pinned; /* > 0: need is this, whatever the options (cl_repl_pin_quorum) */
     char *volume;
     /* suspect: the child was seen down since the last clean heal pass, so
      * its copies may be stale: reads avoid it. Atomic bits. */
@@ -238,6 +239,10 @@ struct fan {
     int result;
     struct rpc_frame *reply;
     uint32_t rounds; /* round trips of the phase before the marks */
+    /* cl_repl_change_each: rewrites each child's arguments (a fragment's
+     * data for the disperse layer above) */
+    cl_repl_each_cb each;
+    void *each_ctx;
 };
 
 static void fan_finish(struct fan *f);
@@ -387,8 +392,8 @@ static void fan_finish(struct fan *f)
     struct repl *r = f->r;
     uint32_t ok = 0, rounds = 0;
     int first_ok = -1, first_data_ok = -1;
-    if (f->kind == FAN_CHANGE && f->parent->args.op == RPC_OP_WRITE)
-        short_writes(f);
+    if (f->kind == FAN_CHANGE && f->parent->args.op == RPC_OP_WRITE && !f->each)
+        short_writes(f); /* fragments differ in length: each is checked by its owner */
     /* The reply passed up comes from a copy nobody accuses when one took
      * the change: its attributes are those of a complete copy. */
     uint32_t acc = f->kind == FAN_MARK ? 0 : accused_mask(r);
@@ -575,7 +580,7 @@ static void fan_finish(struct fan *f)
 /* Prepares a fan-out of parent to the children in ask; missed are the
  * children that will not get it. */
 static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind kind, struct rfh *h,
-                           uint32_t ask, uint32_t missed)
+                           uint32_t ask, uint32_t missed, cl_repl_each_cb each, void *each_ctx)
 {
     struct fan *f = calloc(1, sizeof(*f));
     if (!f)
@@ -618,11 +623,15 @@ static struct fan *fan_new(struct repl *r, struct cl_op *parent, enum fan_kind k
         } else if (arb && parent->args.op == RPC_OP_MAKE_FILE) {
             s->args.present &= ~((1ull << RPC_T_DATA) | (1ull << RPC_T_SIZE));
         }
+        if (each)
+            each(each_ctx, i, &s->args);
     }
+    f->each = each;
+    f->each_ctx = each_ctx;
     return f;
 }
 
-static void fan_change(struct repl *r, struct cl_op *op)
+static void fan_change(struct repl *r, struct cl_op *op, cl_repl_each_cb each, void *each_ctx)
 {
     uint32_t up = up_mask(r), ask = up, all = (1u << r->n) - 1;
     struct rfh *h = NULL;
@@ -645,7 +654,7 @@ static void fan_change(struct repl *r, struct cl_op *op)
         cl_op_complete(op, -ENOTCONN, NULL);
         return;
     }
-    struct fan *f = fan_new(r, op, FAN_CHANGE, h, ask, all & ~ask);
+    struct fan *f = fan_new(r, op, FAN_CHANGE, h, ask, all & ~ask, each, each_ctx);
     if (!f) {
         cl_op_complete(op, -ENOMEM, NULL);
         return;
@@ -676,7 +685,7 @@ static void fan_open(struct repl *r, struct cl_op *op)
     uint32_t ask = up;
     if (h->is_dir)
         ask &= data_mask(r) | (r->arbiter ? 0 : all); /* listings come from data children */
-    struct fan *f = fan_new(r, op, FAN_OPEN, NULL, ask, all & ~ask);
+    struct fan *f = fan_new(r, op, FAN_OPEN, NULL, ask, all & ~ask, NULL, NULL);
     if (!f) {
         free(h->path);
         free(h);
@@ -705,7 +714,7 @@ static void fan_handles(struct repl *r, struct cl_op *op, enum fan_kind kind)
         cl_op_complete(op, kind == FAN_CLOSE ? 0 : -ENOTCONN, NULL);
         return;
     }
-    struct fan *f = fan_new(r, op, kind, h, ask, 0);
+    struct fan *f = fan_new(r, op, kind, h, ask, 0, NULL, NULL);
     if (!f) {
         cl_op_complete(op, -ENOMEM, NULL);
         return;
@@ -1025,7 +1034,7 @@ static void repl_submit(struct cl_layer *self, struct cl_op *op)
     if (rpc_op_is(code, RPC_OPF_OPEN)) {
         fan_open(r, op);
     } else if (rpc_op_is(code, RPC_OPF_CHANGE)) {
-        fan_change(r, op);
+        fan_change(r, op, NULL, NULL);
     } else if (rpc_op_is(code, RPC_OPF_RELEASE)) {
         fan_handles(r, op, FAN_CLOSE);
     } else if (code == RPC_OP_FLUSH || code == RPC_OP_FSYNC) {
@@ -1125,6 +1134,8 @@ static void repl_reconfigure(struct cl_layer *self, const struct opt_set *opts)
     struct repl *r = self->priv;
     const char *type = opt_value(opts, "cluster.quorum-type");
     int need = cl_repl_quorum_need(type, opt_int(opts, "cluster.quorum-count"), r->n);
+    if (r->pinned)
+        need = r->pinned;
     int old = __atomic_exchange_n(&r->need, need, __ATOMIC_RELAXED);
     if (old == need)
         return;
@@ -1244,4 +1255,53 @@ int cl_repl_remove_child(struct cl_layer *l, int member)
     log_info("volume %s: replica set loses member %d (%s); %d left", r->volume, member, what,
              n - 1);
     return 0;
+}
+
+/* ---- for the disperse layer ---- */
+
+void cl_repl_change_each(struct cl_layer *l, struct cl_op *op, cl_repl_each_cb each, void *ctx)
+{
+    fan_change(l->priv, op, each, ctx);
+}
+
+void cl_repl_submit_to(struct cl_layer *l, struct cl_op *op, int child)
+{
+    struct repl *r = l->priv;
+    if (child < 0 || child >= r->n) {
+        cl_op_complete(op, -EINVAL, NULL);
+        return;
+    }
+    do_single(r, op, rpc_has(&op->args, RPC_T_FH), child);
+}
+
+uint32_t cl_repl_fh_children(struct cl_layer *l, uint64_t fh, gfid_t *gfid, int *has_gfid)
+{
+    struct repl *r = l->priv;
+    uint32_t m = 0;
+    pthread_mutex_lock(&r->lock);
+    if (fh >= 1 && fh <= r->n_fhs && r->fhs[fh - 1] && r->fhs[fh - 1]->inuse) {
+        const struct rfh *h = r->fhs[fh - 1];
+        for (int i = 0; i < r->n; i++)
+            if (h->fh[i] != NOFH)
+                m |= 1u << i;
+        if (gfid)
+            *gfid = h->gfid;
+        if (has_gfid)
+            *has_gfid = h->has_gfid;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return m;
+}
+
+uint32_t cl_repl_readable(struct cl_layer *l)
+{
+    struct repl *r = l->priv;
+    return up_mask(r) & ~accused_mask(r);
+}
+
+void cl_repl_pin_quorum(struct cl_layer *l, int need)
+{
+    struct repl *r = l->priv;
+    r->pinned = need;
+    __atomic_store_n(&r->need, need, __ATOMIC_RELAXED);
 }

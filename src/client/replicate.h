@@ -64,6 +64,33 @@ int cl_repl_add_child(struct cl_layer *l, struct cl_layer *child, int arbiter);
  * -ENOTSUP (not the last member, or the only one). */
 int cl_repl_remove_child(struct cl_layer *l, int member);
 
+/* ---- for the disperse layer (disperse.h), which runs each disperse set's
+ * fan-out, handles, quorum and marks through a replicate layer of its own
+ * and gives every child its own fragment ---- */
+
+/* Rewrites child's copy of an operation's arguments (FH already the
+ * child's handle); args points into the fan-out, valid until it ends, and
+ * what it is made to point to must stay valid until the operation completes. */
+typedef void (*cl_repl_each_cb)(void *ctx, int child, struct rpc_msg *args);
+/* Runs op (a change: WRITE, SETATTR, FALLOCATE, MAKE_FILE...) as replicate
+ * runs changes (every up child holding the handle, the quorum, marks for
+ * those that missed it), with each() shaping every child's arguments. The
+ * reply is one child's. A WRITE's stored length is not compared between
+ * children. */
+void cl_repl_change_each(struct cl_layer *l, struct cl_op *op, cl_repl_each_cb each, void *ctx);
+/* Sends op to child only (through its handle when op has FH); no
+ * failing over. */
+void cl_repl_submit_to(struct cl_layer *l, struct cl_op *op, int child);
+/* The children holding a handle of open file fh (bit i: child i), and the
+ * object's gfid as opened (*has_gfid 0 when unknown); 0 for an unknown fh. */
+uint32_t cl_repl_fh_children(struct cl_layer *l, uint64_t fh, gfid_t *gfid, int *has_gfid);
+/* The children up and accused by no brick of the set: their copies (their
+ * fragments) hold every change. */
+uint32_t cl_repl_readable(struct cl_layer *l);
+/* Every change needs need children from now on, whatever
+ * cluster.quorum-type says (disperse: the k fragments that decode). */
+void cl_repl_pin_quorum(struct cl_layer *l, int need);
+
 /* ---- heal (heal.c) ---- */
 
 struct cl_heal_stats {

@@ -7,6 +7,7 @@
 #include "../lib/log.h"
 #include "../rpc/tls.h"
 #include "client.h"
+#include "disperse.h"
 #include "distribute.h"
 #include "replicate.h"
 
@@ -70,7 +71,19 @@ static struct cl_layer *make_proto(const struct stack_build *b, int index,
 
 static int replicated(const struct stack_build *b)
 {
-    return b->set > 1;
+    return b->set > 1 && !b->v->redundancy;
+}
+
+static int dispersed(const struct stack_build *b)
+{
+    return b->set > 1 && b->v->redundancy > 0;
+}
+
+static struct cl_layer *make_disp(const struct stack_build *b, int index,
+                                  struct cl_layer **children, int n)
+{
+    (void)index;
+    return cl_disp_new(children, n - b->v->redundancy, b->v->redundancy, b->v->name);
 }
 
 static struct cl_layer *make_repl(const struct stack_build *b, int index,
@@ -98,6 +111,7 @@ static struct cl_layer *make_dht(const struct stack_build *b, int index, struct 
 static const struct stack_level levels[] = {
     {"protocol", SPAN_BRICK, always, make_proto},
     {"replicate", SPAN_SET, replicated, make_repl},
+    {"disperse", SPAN_SET, dispersed, make_disp},
     {"distribute", SPAN_VOLUME, distributed, make_dht},
 };
 
@@ -202,6 +216,11 @@ int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv
 {
     int so = old->replica > 1 ? old->replica : 1, sn = nv->replica > 1 ? nv->replica : 1;
     int sets = old->n_bricks / so;
+    if ((old->redundancy || nv->redundancy) &&
+        (old->redundancy != nv->redundancy || so != sn || old->n_bricks != nv->n_bricks)) {
+        snprintf(why, len, "a dispersed volume's sets change shape only by a rebuild");
+        return 0;
+    }
     if (nv->n_bricks / sn != sets || nv->n_bricks % sn) {
         snprintf(why, len, "%d distribute sets now, %d before: that takes a rebalance",
                  nv->n_bricks / sn, sets);
@@ -265,8 +284,10 @@ int cl_stack_adopt(struct cl_layer *top, const struct cl_volinfo *old, const str
         }
         for (int j = 0; j < so && rc == 0; j++) {
             const struct cl_brickinfo *o = &old->bricks[s * so + j], *n = &nv->bricks[s * sn + j];
+            /* a disperse layer's members are those of its set layer */
+            struct cl_layer *members = nv->redundancy ? set->children[0] : set;
             if (!same_brick(o, n))
-                rc = cl_proto_retarget(so > 1 ? set->children[j] : set, &n->addr, n->path);
+                rc = cl_proto_retarget(so > 1 ? members->children[j] : set, &n->addr, n->path);
         }
         for (int j = so; j < sn && rc == 0; j++) {
             struct cl_layer *child = make_proto(&b, s * sn + j, NULL, 0);

@@ -53,12 +53,14 @@ int cl_volinfo_take_bricks(struct cl_volinfo *dst, const struct cl_volinfo *src)
     dst->n_bricks = src->n_bricks;
     dst->replica = src->replica;
     dst->arbiter = src->arbiter;
+    dst->redundancy = src->redundancy;
     return 0;
 }
 
 int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b)
 {
-    if (a->n_bricks != b->n_bricks || a->replica != b->replica || a->arbiter != b->arbiter)
+    if (a->n_bricks != b->n_bricks || a->replica != b->replica || a->arbiter != b->arbiter ||
+        a->redundancy != b->redundancy)
         return 0;
     for (int i = 0; i < a->n_bricks; i++) {
         const struct cl_brickinfo *x = &a->bricks[i], *y = &b->bricks[i];
@@ -111,8 +113,10 @@ static int parse_layout(const struct rpc_frame *r, struct cl_volinfo *v)
         return -EPROTO;
     v->replica = rpc_has(m, RPC_T_REPLICA) ? (int)m->replica : 1;
     v->arbiter = rpc_has(m, RPC_T_ARBITER) && m->arbiter ? 1 : 0;
+    v->redundancy = rpc_has(m, RPC_T_REDUNDANCY) ? (int)m->redundancy : 0;
     if (v->replica < 1 || v->replica > 16 || m->n_brick % (uint32_t)v->replica ||
-        (v->arbiter && v->replica < 3))
+        (v->arbiter && v->replica < 3) ||
+        (v->redundancy && (v->arbiter || v->redundancy < 0 || 2 * v->redundancy >= v->replica)))
         return -EPROTO;
     v->name = dup_bytes(&m->name);
     v->id = rpc_has(m, RPC_T_ID) ? dup_bytes(&m->id) : strdup("");

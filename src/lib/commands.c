@@ -11,8 +11,8 @@ struct cmd_usage {
 
 static const struct cmd_usage cmds[] = {
     {"create",
-     "volume create <NEW-VOLNAME> [replica <COUNT> [arbiter 1]] [transport tcp] <NEW-BRICK> ... "
-     "[force]",
+     "volume create <NEW-VOLNAME> [replica <COUNT> [arbiter 1]] [disperse [<COUNT>]] "
+     "[disperse-data <COUNT>] [redundancy <COUNT>] [transport tcp] <NEW-BRICK> ... [force]",
      "create a new volume of the given bricks (HOST:/abs/path; missing directories are made)"},
     {"import",
      "volume import <NEW-VOLNAME> [replica <COUNT> [arbiter 1]] <GLUSTERFS-BRICK> ... "

@@ -275,6 +275,9 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         snprintf(err, sizeof(err), "Volume %s does not exist", argv[2]);
         return failed(out, verb, "%s", err);
     }
+    if (v->redundancy)
+        return failed(out, verb, "%s",
+                      "dispersed volumes do not grow yet (docs/disperse.md): create a new volume");
     if (first < last && strcmp(argv[first], "replica") == 0) {
         char *end;
         long n = first + 1 < last ? strtol(argv[first + 1], &end, 10) : 0;
@@ -354,6 +357,8 @@ static int remove_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         snprintf(err, sizeof(err), "Volume %s does not exist", argv[2]);
         return failed(out, verb, "%s", err);
     }
+    if (v->redundancy)
+        return failed(out, verb, "%s", "dispersed volumes do not shrink yet (docs/disperse.md)");
     if (strcmp(argv[last], "force") != 0)
         return failed(out, verb, "%s",
                       "only 'force' is supported (volume remove-brick VOL replica N BRICK... "

@@ -179,28 +179,64 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
     if (mgmt_vol_find(m, name))
         FAIL("Volume %s already exists", name);
     int replica = 0, arbiter = 0;
-    /* GlusterFS order: [replica N [arbiter 1]] [transport tcp] BRICK... */
-    if (first < last && strcmp(argv[first], "replica") == 0) {
-        char *end;
-        long n = first + 1 < last ? strtol(argv[first + 1], &end, 10) : 0;
-        if (first + 1 >= last || *end || end == argv[first + 1] || n < 2 || n > 16)
-            FAIL("replica count must be a number from 2 to 16");
-        replica = (int)n;
-        first += 2;
-        if (first < last && strcmp(argv[first], "arbiter") == 0) {
-            if (first + 1 >= last || strcmp(argv[first + 1], "1") != 0)
-                FAIL("arbiter count must be 1");
-            if (replica != 3)
-                FAIL("For arbiter configuration, replica count must be 3 (2 data bricks and "
-                     "1 arbiter)");
-            arbiter = 1;
+    /* GlusterFS order: [replica N [arbiter 1]] [disperse [N]] [disperse-data K]
+     * [redundancy M] [transport tcp] BRICK... */
+    struct mgmt_shape_args sh = {.disperse = -1, .data = -1, .redundancy = -1};
+    for (;;) {
+        if (first < last && strcmp(argv[first], "replica") == 0) {
+            char *end;
+            long n = first + 1 < last ? strtol(argv[first + 1], &end, 10) : 0;
+            if (first + 1 >= last || *end || end == argv[first + 1] || n < 2 || n > 16)
+                FAIL("replica count must be a number from 2 to 16");
+            replica = (int)n;
             first += 2;
+            if (first < last && strcmp(argv[first], "arbiter") == 0) {
+                if (first + 1 >= last || strcmp(argv[first + 1], "1") != 0)
+                    FAIL("arbiter count must be 1");
+                if (replica != 3)
+                    FAIL("For arbiter configuration, replica count must be 3 (2 data bricks and "
+                         "1 arbiter)");
+                arbiter = 1;
+                first += 2;
+            }
+            continue;
         }
+        int which = first >= last                               ? -1
+                    : strcmp(argv[first], "disperse") == 0      ? 0
+                    : strcmp(argv[first], "disperse-data") == 0 ? 1
+                    : strcmp(argv[first], "redundancy") == 0    ? 2
+                                                                : -1;
+        if (which < 0)
+            break;
+        int *slot = which == 0 ? &sh.disperse : which == 1 ? &sh.data : &sh.redundancy;
+        char *end = NULL;
+        long n = first + 1 < last ? strtol(argv[first + 1], &end, 10) : -1;
+        int numeric = first + 1 < last && !*end && end != argv[first + 1];
+        if (*slot != -1)
+            FAIL("%s given twice", argv[first]);
+        if (which == 0 && !numeric) { /* "disperse" alone: every brick makes the set */
+            *slot = 0;
+            first++;
+            continue;
+        }
+        if (!numeric || n < 0 || n > 1000)
+            FAIL("%s count must be a number", argv[first]);
+        *slot = (int)n;
+        first += 2;
     }
+    int dispersed = sh.disperse >= 0 || sh.data >= 0 || sh.redundancy >= 0;
+    if (dispersed && replica)
+        FAIL("replica and disperse cannot be combined: a set is either replicated or "
+             "dispersed");
+    if (dispersed && import)
+        FAIL("a dispersed GlusterFS volume cannot be imported (its fragments are GlusterFS's)");
     for (int i = first; i < last; i++) {
+        if (strcmp(argv[i], "stripe") == 0)
+            FAIL("stripe volumes are not supported (GlusterFS dropped them; disperse N "
+                 "redundancy M spreads files over bricks)");
         if (is_keyword(argv[i]))
-            FAIL("%s volumes are not supported yet (Cairn creates distribute and replicate "
-                 "volumes; write replica N [arbiter 1] before the bricks)",
+            FAIL("%s must come before transport and the bricks (GlusterFS order: [replica N "
+                 "[arbiter 1]] [disperse [N]] [disperse-data K] [redundancy M] BRICK...)",
                  argv[i]);
         if (strcmp(argv[i], "transport") == 0) {
             if (i + 1 >= last || strcmp(argv[i + 1], "tcp") != 0)
@@ -210,6 +246,17 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
             first = i + 2;
             i++;
         }
+    }
+    int redundancy = 0;
+    if (dispersed) {
+        char note[256] = "";
+        int set = mgmt_disperse_shape(&sh, last - first, &redundancy, note, sizeof(note), err,
+                                      sizeof(err));
+        if (set < 0)
+            FAIL("%s", err);
+        if (*note)
+            fprintf(out, "%s\n", note);
+        replica = set;
     }
     if (first >= last)
         return 2;
@@ -225,6 +272,7 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
     snprintf(v->name, sizeof(v->name), "%s", name);
     v->replica = replica;
     v->arbiter = arbiter;
+    v->redundancy = redundancy;
     for (int i = first; i < last; i++, nb++) {
         struct mgmt_brick *b = &v->bricks[nb];
         struct stat st, root;

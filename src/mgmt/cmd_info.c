@@ -19,14 +19,18 @@ static void print_info(const struct mgmt_vol *v, FILE *out)
     fprintf(out, "\nVolume Name: %s\n", v->name);
     int r = v->replica > 1 ? v->replica : 1, sets = v->n_bricks / r;
     fprintf(out, "Type: %s\n",
-            r == 1     ? "Distribute"
-            : sets > 1 ? "Distributed-Replicate"
-                       : "Replicate");
+            r == 1          ? "Distribute"
+            : v->redundancy ? (sets > 1 ? "Distributed-Disperse" : "Disperse")
+            : sets > 1      ? "Distributed-Replicate"
+                            : "Replicate");
     fprintf(out, "Volume ID: %s\n", v->id);
     fprintf(out, "Status: %s\n", mgmt_status_name(v->status));
     fprintf(out, "Snapshot Count: 0\n");
     if (r == 1)
         fprintf(out, "Number of Bricks: %d\n", v->n_bricks);
+    else if (v->redundancy)
+        fprintf(out, "Number of Bricks: %d x (%d + %d) = %d\n", sets, r - v->redundancy,
+                v->redundancy, v->n_bricks);
     else if (v->arbiter)
         fprintf(out, "Number of Bricks: %d x (%d + 1) = %d\n", sets, r - 1, v->n_bricks);
     else
@@ -78,14 +82,21 @@ static const char *host_uuid(struct mgmt *m, const struct mgmt_brick *b)
 
 /* GlusterFS's volume type numbers and names (cli1-xdr.x, vol_type_str):
  * scripts compare against both. */
-enum { XML_TYPE_DISTRIBUTE = 0, XML_TYPE_REPLICATE = 2, XML_TYPE_DIST_REPLICATE = 7 };
+enum {
+    XML_TYPE_DISTRIBUTE = 0,
+    XML_TYPE_REPLICATE = 2,
+    XML_TYPE_DISPERSE = 4,
+    XML_TYPE_DIST_REPLICATE = 7,
+    XML_TYPE_DIST_DISPERSE = 9,
+};
 
 static void xml_info(struct mgmt *m, const struct mgmt_vol *v, struct xml_writer *w)
 {
     int r = v->replica > 1 ? v->replica : 1, sets = v->n_bricks / r;
-    int type = r == 1     ? XML_TYPE_DISTRIBUTE
-               : sets > 1 ? XML_TYPE_DIST_REPLICATE
-                          : XML_TYPE_REPLICATE;
+    int type = r == 1          ? XML_TYPE_DISTRIBUTE
+               : v->redundancy ? (sets > 1 ? XML_TYPE_DIST_DISPERSE : XML_TYPE_DISPERSE)
+               : sets > 1      ? XML_TYPE_DIST_REPLICATE
+                               : XML_TYPE_REPLICATE;
     xml_open(w, "volume", NULL, NULL);
     xml_leaf(w, "name", v->name);
     xml_leaf(w, "id", v->id);
@@ -94,15 +105,17 @@ static void xml_info(struct mgmt *m, const struct mgmt_vol *v, struct xml_writer
     xml_leaf_int(w, "snapshotCount", 0);
     xml_leaf_int(w, "brickCount", v->n_bricks);
     xml_leaf_int(w, "distCount", sets);
-    xml_leaf_int(w, "replicaCount", r);
+    xml_leaf_int(w, "replicaCount", v->redundancy ? 1 : r);
     xml_leaf_int(w, "arbiterCount", r > 1 && v->arbiter ? 1 : 0);
-    xml_leaf_int(w, "disperseCount", 0);
-    xml_leaf_int(w, "redundancyCount", 0);
+    xml_leaf_int(w, "disperseCount", v->redundancy ? r : 0);
+    xml_leaf_int(w, "redundancyCount", v->redundancy);
     xml_leaf_int(w, "type", type);
     xml_leaf(w, "typeStr",
-             type == XML_TYPE_DISTRIBUTE  ? "Distribute"
-             : type == XML_TYPE_REPLICATE ? "Replicate"
-                                          : "Distributed-Replicate");
+             type == XML_TYPE_DISTRIBUTE      ? "Distribute"
+             : type == XML_TYPE_REPLICATE     ? "Replicate"
+             : type == XML_TYPE_DISPERSE      ? "Disperse"
+             : type == XML_TYPE_DIST_DISPERSE ? "Distributed-Disperse"
+                                              : "Distributed-Replicate");
     xml_leaf_int(w, "transport", 0); /* tcp */
     xml_open(w, "bricks", NULL, NULL);
     for (int i = 0; i < v->n_bricks; i++) {

@@ -47,8 +47,11 @@ struct mgmt_vol {
     enum mgmt_vol_status status;
     int n_bricks;
     struct mgmt_brick *bricks; /* array of n_bricks, owned */
-    int replica;         /* bricks per replica set (consecutive bricks); 0 or 1: distribute only */
-    int arbiter;         /* 1: the last brick of each replica set is an arbiter */
+    int replica; /* bricks per replica set (consecutive bricks); 0 or 1: distribute only */
+    int arbiter; /* 1: the last brick of each replica set is an arbiter */
+    /* > 0: a dispersed volume; replica is then the bricks of each disperse
+     * set (k + m) and this its redundancy m (docs/disperse.md) */
+    int redundancy;
     struct opt_set opts; /* options set by `volume set`, owned */
     uint64_t gen;        /* pool generation of its last change (GETVOL, NOTIFY) */
     /* id of the brick `volume reset-brick ... start` stopped, until its
@@ -112,6 +115,18 @@ struct mgmt {
 const char *mgmt_status_name(enum mgmt_vol_status s);
 struct mgmt_vol *mgmt_vol_find(struct mgmt *m, const char *name);
 /* Inserts v (taking ownership) keeping the list sorted by name. */
+/* What `volume create` was told of a dispersed volume; -1: not given
+ * (disperse 0: the word without a count). */
+struct mgmt_shape_args {
+    int disperse, data, redundancy;
+};
+/* Checks and completes a dispersed shape over n_bricks bricks as GlusterFS
+ * does (redundancy chosen when not given, below half the set; the brick
+ * count a multiple of the set). Returns the set size and *redundancy, with
+ * note set to a line for the user (or ""); -1 with err. Pure. */
+int mgmt_disperse_shape(const struct mgmt_shape_args *a, int n_bricks, int *redundancy, char *note,
+                        size_t notelen, char *err, size_t errlen);
+
 void mgmt_vol_insert(struct mgmt *m, struct mgmt_vol *v);
 /* Unlinks v from the list (the caller frees it). */
 void mgmt_vol_unlink(struct mgmt *m, struct mgmt_vol *v);

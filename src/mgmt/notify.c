@@ -46,6 +46,8 @@ void mgmt_layout_body(const struct mgmt_vol *v, struct rpc_buf *b)
     if (v->replica > 1) {
         rpc_put_u64(b, RPC_T_REPLICA, (uint64_t)v->replica);
         rpc_put_u64(b, RPC_T_ARBITER, (uint64_t)v->arbiter);
+        if (v->redundancy)
+            rpc_put_u64(b, RPC_T_REDUNDANCY, (uint64_t)v->redundancy);
     }
     for (int i = 0; i < v->n_bricks; i++) {
         const struct mgmt_brick *br = &v->bricks[i];

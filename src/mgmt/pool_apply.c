@@ -288,6 +288,7 @@ static int apply_bricks(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, c
     v->n_bricks = nv->n_bricks;
     v->replica = nv->replica;
     v->arbiter = nv->arbiter;
+    v->redundancy = nv->redundancy;
     snprintf(v->reset_id, sizeof(v->reset_id), "%s", nv->reset_id);
     nv->bricks = old.bricks;
     nv->n_bricks = old.n_bricks;

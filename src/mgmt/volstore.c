@@ -104,10 +104,15 @@ char *mgmt_vol_format(const struct mgmt_vol *v)
         return NULL;
     fprintf(f, "# cairnd volume store; edit only while cairnd is stopped\n");
     fprintf(f, "version=%d\nname=%s\nid=%s\ntype=%s\nstatus=%s\ntransport=tcp\n", STORE_VERSION,
-            v->name, v->id, v->replica > 1 ? "Replicate" : "Distribute",
+            v->name, v->id,
+            v->redundancy    ? "Disperse"
+            : v->replica > 1 ? "Replicate"
+                             : "Distribute",
             mgmt_status_name(v->status));
     if (v->replica > 1)
         fprintf(f, "replica=%d\narbiter=%d\n", v->replica, v->arbiter);
+    if (v->redundancy)
+        fprintf(f, "redundancy=%d\n", v->redundancy);
     if (v->gen)
         fprintf(f, "generation=%llu\n", (unsigned long long)v->gen);
     if (v->reset_id[0])
@@ -185,7 +190,8 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
             BAD("line %d: bad volume id \"%.40s\"", lineno, val);
         strcpy(v->id, val);
     } else if (strcmp(key, "type") == 0) {
-        if (strcmp(val, "Distribute") != 0 && strcmp(val, "Replicate") != 0)
+        if (strcmp(val, "Distribute") != 0 && strcmp(val, "Replicate") != 0 &&
+            strcmp(val, "Disperse") != 0)
             BAD("line %d: unknown volume type \"%.40s\"", lineno, val);
     } else if (strcmp(key, "replica") == 0) {
         char *end;
@@ -193,6 +199,12 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
         if (*end || end == val || n < 2 || n > 16)
             BAD("line %d: bad replica count \"%.40s\"", lineno, val);
         v->replica = (int)n;
+    } else if (strcmp(key, "redundancy") == 0) {
+        char *end;
+        long n = strtol(val, &end, 10);
+        if (*end || end == val || n < 1 || n > 7)
+            BAD("line %d: bad redundancy \"%.40s\"", lineno, val);
+        v->redundancy = (int)n;
     } else if (strcmp(key, "arbiter") == 0) {
         if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0)
             BAD("line %d: bad arbiter count \"%.40s\"", lineno, val);

@@ -29,7 +29,7 @@ static const unsigned char tag_kind[RPC_T_MAX] = {
     [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_SUBDIR] = K_STR,
     [RPC_T_WAITING] = K_U64,  [RPC_T_BUCKET] = K_REP,    [RPC_T_ERRSTAT] = K_REP,
     [RPC_T_COUNTER] = K_REP,  [RPC_T_TOPENTRY] = K_REP,  [RPC_T_TOPPERF] = K_BYTES,
-    [RPC_T_CLIENT] = K_REP,   [RPC_T_QUOTA] = K_REP,
+    [RPC_T_CLIENT] = K_REP,   [RPC_T_QUOTA] = K_REP,     [RPC_T_REDUNDANCY] = K_U64,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -93,6 +93,8 @@ static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
         return &m->nsecmax;
     case RPC_T_WAITING:
         return &m->waiting;
+    case RPC_T_REDUNDANCY:
+        return &m->redundancy;
     default:
         return NULL;
     }

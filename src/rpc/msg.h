@@ -185,6 +185,7 @@ enum rpc_tag {
                             volume is confined to ("/a/b") */
     RPC_T_WAITING = 61,  /* u: INDEX reply: entries left out, waiting for members named down */
     RPC_T_QUOTA = 62,    /* nested, rep: QUOTA, QUOTA_OTHERS: PATH, SIZE (bytes), CALLS (objects) */
+    RPC_T_REDUNDANCY = 63, /* u: GETVOL: a dispersed volume's redundancy (REPLICA: its set) */
     RPC_T_MAX = 64,
 };
 
@@ -337,7 +338,7 @@ struct rpc_msg {
     uint64_t present; /* bit (1 << tag) for each field seen */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status, err,
         pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls, nsec,
-        nsecmax, noxattrs, waiting;
+        nsecmax, noxattrs, waiting, redundancy;
     struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents,
         subdir, topperf;
     gfid_t gfid;

@@ -357,7 +357,7 @@ int main(int argc, char **argv)
             }
             next_fetch = now + FETCH_MS;
         }
-        if (have_v && v.replica >= 2) {
+        if (have_v && v.replica >= 2 && !v.redundancy) {
             int wrote = 0;
             uint64_t every = (uint64_t)opt_int(&v.opts, "cluster.heal-timeout") * 1000;
             for (int k = 0; k < n_sets; k++) {

@@ -255,7 +255,11 @@ def create_refusals(c):
         (["v", "replica", "2", "arbiter", "1", f"{h}:{b_ok}", f"{h}:{b_other}"],
          "For arbiter configuration, replica count must be 3"),
         (["v", "replica", "1", f"{h}:{b_ok}"], "replica count must be a number from 2 to 16"),
-        (["v", "disperse", "3", f"{h}:{b_ok}"], "disperse volumes are not supported yet"),
+        (["v", "disperse", "3", f"{h}:{b_ok}"], "Incorrect number of bricks supplied 1 with count 3"),
+        (["v", "disperse", "3", "redundancy", "2", f"{h}:{b_ok}", f"{h}:{b_other}", f"{h}:{sub}"],
+         "redundancy must be less than 2 for a disperse 3 volume"),
+        (["v", "replica", "2", "disperse", "3", f"{h}:{b_ok}"], "cannot be combined"),
+        (["v", "stripe", "2", f"{h}:{b_ok}", f"{h}:{b_other}"], "stripe volumes are not supported"),
         (["v", "transport", "rdma", f"{h}:{b_ok}"], "transport rdma is not supported"),
     ]
     return cases, [b_ok, b_other, nested_parent, inner, sub]

@@ -70,6 +70,8 @@ def test_commands(complete):
                                                       "list-objects"]
     assert complete("volume", "q") == ["quota"]
     assert complete("volume", "remove-brick", "v", "") == ["replica"]
+    assert complete("volume", "create", "v", "disp") == ["disperse", "disperse-data"]
+    assert complete("volume", "create", "v", "red") == ["redundancy"]
     assert complete("volume", "remove-brick", "v", "replica", "2", "h:/a", "") == ["force"]
     assert complete("volume", "set", "v", "k", "1", "group", "") == sorted(
         "virt distributed-virt metadata-cache nl-cache db-workload small-file".split())
