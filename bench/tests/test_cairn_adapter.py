@@ -80,3 +80,14 @@ def test_two_sets_have_no_fallback(ctx):
     s = _system(ctx, False, [], sets=2)
     with pytest.raises(Unavailable):
         s._create_volume()
+
+
+def test_tls_turns_on_both_sides_before_start(ctx):
+    calls = []
+    s = _system(ctx, True, calls)
+    s.tls = True
+    s._create_volume()
+    sets = [c for c in calls if c[:2] == ("volume", "set")]
+    assert [c[3:] for c in sets] == [("server.ssl", "on"), ("client.ssl", "on")]
+    assert calls.index(sets[-1]) < calls.index(("volume", "start", "cbench"))
+    assert s.label == "cairn replica 3, TLS"

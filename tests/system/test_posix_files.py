@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from opcheck import check_file
+
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 libc.fallocate64.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 FALLOC_FL_KEEP_SIZE = 0x01
@@ -356,6 +358,22 @@ def test_sparse_file_at_1gib(tdir):
         os.close(fd)
     st = os.stat(os.path.join(tdir.b, "sparse"))
     assert st.st_size == GiB + 3
+
+
+def test_random_operations_match_a_model(tdir):
+    """1,500 random writes, truncates, punched holes, zeroed ranges,
+    fallocates, fsyncs, reopens and seeks on one file, every read and
+    seek answer checked against a model of its bytes, and the whole file
+    through the second mount every 100 operations."""
+    size = check_file(os.path.join(tdir.a, "f"), seed=43, n_ops=1500, max_size=3 << 20,
+                      also=os.path.join(tdir.b, "f"))
+    assert size > 0
+
+
+def test_random_operations_on_replicas_match_a_model(tdir_replicated):
+    size = check_file(os.path.join(tdir_replicated.a, "f"), seed=44, n_ops=1000,
+                      max_size=3 << 20, also=os.path.join(tdir_replicated.b, "f"))
+    assert size > 0
 
 
 def test_seek_data_and_seek_hole(tdir):

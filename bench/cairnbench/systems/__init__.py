@@ -16,7 +16,10 @@ def registry():
         "cairn-dr": lambda ctx: CairnSystem(ctx, sets=2),
         # the same replica 3 volume with a quota limit on the target
         "cairn-quota": lambda ctx: CairnSystem(ctx, quota=True),
+        # TLS 1.3 between clients and bricks (issue 47's comparison)
+        "cairn-tls": lambda ctx: CairnSystem(ctx, tls=True),
         "glusterfs": lambda ctx: GlusterSystem(ctx, arbiter=False),
+        "glusterfs-tls": lambda ctx: GlusterSystem(ctx, tls=True),
         "glusterfs-arbiter": lambda ctx: GlusterSystem(ctx, arbiter=True),
         "glusterfs-dr": lambda ctx: GlusterSystem(ctx, sets=2),
         "moosefs": MooseFSSystem,
@@ -33,8 +36,8 @@ DEFAULT_SYSTEMS = ["local", "local-x3", "cairn", "glusterfs",
                    "glusterfs-arbiter", "moosefs"]
 # Not run by default (ask with --systems): 2 x 3 distributed-replicate
 # volumes, compared with each other; Cairn with directory quota on its
-# target, compared with cairn.
-EXTRA_SYSTEMS = ["cairn-dr", "glusterfs-dr", "cairn-quota"]
+# target, compared with cairn; TLS between clients and bricks.
+EXTRA_SYSTEMS = ["cairn-dr", "glusterfs-dr", "cairn-quota", "cairn-tls", "glusterfs-tls"]
 # The "-down" variant of each system that has servers: with --degraded,
 # each runs right after its system, in the same run, for side-by-side ratios.
 DOWN_VARIANTS = {s: s + "-down" for s in

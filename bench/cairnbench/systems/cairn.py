@@ -6,14 +6,15 @@ with cairn-fuse, tear down. It asks for the volume type the benchmark wants
 what the current code supports (a single brick), recording honestly which
 one it measured in the label. With two sets ("cairn-dr") it makes a 2 x 3
 distributed-replicate volume of six bricks, two on each cairnd, and has no
-fallback."""
+fallback. With TLS ("cairn-tls") every client-brick connection is TLS 1.3
+(server.ssl and client.ssl on, certificates from cairnbench.tlscerts)."""
 
 import os
 import socket
 import subprocess
 import time
 
-from cairnbench import util
+from cairnbench import tlscerts, util
 from cairnbench.systems.base import SecondMount, System, Unavailable
 
 PORT = 24810
@@ -34,9 +35,11 @@ class CairnSystem(SecondMount, System):
     label = "cairn"
     packages = ("fuse3",)
 
-    def __init__(self, ctx, sets=1, down=False, quota=False):
+    def __init__(self, ctx, sets=1, down=False, quota=False, tls=False):
         self.sets = sets
         self.quota = quota
+        self.tls = tls
+        self.certs = None
         if sets > 1:
             self.key = "cairn-dr"
             self.label = f"cairn {sets} x 3"
@@ -45,6 +48,8 @@ class CairnSystem(SecondMount, System):
             self.key += "-down"
         if quota:
             self.key += "-quota"
+        if tls:
+            self.key += "-tls"
         super().__init__(ctx)
         self.repo = ctx.cairn_repo
         self.build_dir = getattr(ctx, "cairn_build_dir", None) or \
@@ -101,9 +106,13 @@ class CairnSystem(SecondMount, System):
         wd = os.path.join(self.root, "cairnd-" + host)
         os.makedirs(wd, exist_ok=True)
         logf = open(os.path.join(self.root, f"cairnd-{host}.log"), "ab")
+        ssl = []
+        if self.certs:
+            ssl = ["--ssl-key", self.certs["key"], "--ssl-cert", self.certs["cert"],
+                   "--ssl-ca", self.certs["ca"]]
         p = subprocess.Popen(
             [self._exe("cairnd"), "--foreground", "--listen",
-             f"{host}:{PORT}", "--workdir", wd],
+             f"{host}:{PORT}", "--workdir", wd] + ssl,
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
             start_new_session=True)
         self.daemons[host] = p
@@ -156,6 +165,9 @@ class CairnSystem(SecondMount, System):
             self.cli("volume", "create", VOLUME,
                      f"{HOSTS[0]}:{self._brick(1)}", "force")
             self.layout = "1 brick"
+        if self.tls:
+            for key in ("server.ssl", "client.ssl"):
+                self.cli("volume", "set", VOLUME, key, "on")
         self.cli("volume", "start", VOLUME)
         self.label = ("cairn replica 3" if self.layout == "replica 3" else
                       f"cairn {self.layout}" if self.sets > 1 else
@@ -164,6 +176,8 @@ class CairnSystem(SecondMount, System):
             self.label += ", 1 of 3 servers down"
         if self.quota:
             self.label += ", quota on the target"
+        if self.tls:
+            self.label += ", TLS"
 
     def _delete_volume(self):
         self.cli("volume", "stop", VOLUME, check=False, input="y\n")
@@ -172,8 +186,12 @@ class CairnSystem(SecondMount, System):
     def _mount(self, mnt=None):
         mnt = mnt or self.mnt
         os.makedirs(mnt, exist_ok=True)
+        ssl = []
+        if self.certs:
+            ssl = ["-o", f"ssl-key={self.certs['key']},ssl-cert={self.certs['cert']},"
+                   f"ssl-ca={self.certs['ca']}"]
         util.run([self._exe("cairn-fuse"), f"{HOSTS[0]}:{PORT}:/{VOLUME}",
-                  mnt], timeout=60, what="cairn-fuse")
+                  mnt] + ssl, timeout=60, what="cairn-fuse")
         util.wait_for(lambda: util.is_mounted(mnt), 20,
                       what="cairn-fuse mount to appear")
 
@@ -184,6 +202,8 @@ class CairnSystem(SecondMount, System):
         util.kill_pids(util.pids_matching([self.root]))
         util.rmtree(self.root, timeout=self.ctx.prepare_timeout)
         os.makedirs(self.root)
+        if self.tls:
+            self.certs = tlscerts.make(os.path.join(self.root, "certs"))
         if not self._start_daemon(HOSTS[0]):
             raise Unavailable("cairnd did not start (see "
                               f"{self.root}/cairnd-{HOSTS[0]}.log)")

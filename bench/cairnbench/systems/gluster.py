@@ -6,19 +6,27 @@ client.
 glusterd refuses bricks on loopback addresses, so glusterd (and with it the
 bricks and the FUSE client) runs in a private network namespace whose veth
 pair carries 10.77.1.1 and 10.77.1.2; the traffic never leaves the machine
-and never touches a real interface."""
+and never touches a real interface.
+
+With TLS ("glusterfs-tls"): client.ssl and server.ssl on, auth.ssl-allow
+'*', and GlusterFS's fixed certificate paths (Debian: /usr/lib/ssl/glusterfs.{key,pem,ca})
+filled from cairnbench.tlscerts (files already there are kept aside and put
+back at teardown). Management traffic stays plain, as Cairn's does in
+cairn-tls (no secure-access file)."""
 
 import os
 import shutil
 import subprocess
 import time
 
-from cairnbench import util
+from cairnbench import tlscerts, util
 from cairnbench.netns import NetNS
 from cairnbench.systems.base import SecondMount, System, Unavailable
 
 NETNS = "cbench-gluster"
 SUBNET = "10.77.1"
+GLUSTER_SSL = {"key": "/usr/lib/ssl/glusterfs.key", "cert": "/usr/lib/ssl/glusterfs.pem",
+               "ca": "/usr/lib/ssl/glusterfs.ca"}
 
 
 def _glusterd_pids():
@@ -37,8 +45,10 @@ def _in_netns(pid, ns_path):
 class GlusterSystem(SecondMount, System):
     packages = ("glusterfs-server", "glusterfs-client")
 
-    def __init__(self, ctx, arbiter=False, sets=1, down=False):
+    def __init__(self, ctx, arbiter=False, sets=1, down=False, tls=False):
         self.arbiter = arbiter
+        self.tls = tls
+        self.kept_ssl = {}
         self.sets = sets
         if sets > 1:
             self.key, self.volume = "glusterfs-dr", "cbench_dr"
@@ -52,6 +62,10 @@ class GlusterSystem(SecondMount, System):
             self.down = True
             self.key += "-down"
             self.label += ", 1 of 3 servers down"
+        if tls:
+            self.key += "-tls"
+            self.volume += "_tls"
+            self.label += ", TLS"
         super().__init__(ctx)
         self.mnt = os.path.join(self.root, "mnt")
         self.started_glusterd = []
@@ -100,6 +114,10 @@ class GlusterSystem(SecondMount, System):
         self.gluster("volume", "create", self.volume, *spec,
                      *[f"{self.host}:{b}" for b in self.bricks()], "force")
         self.created = True
+        if self.tls:
+            for key, value in (("client.ssl", "on"), ("server.ssl", "on"),
+                               ("auth.ssl-allow", "*")):
+                self.gluster("volume", "set", self.volume, key, value)
         self.gluster("volume", "start", self.volume)
 
     def _delete_volume(self):
@@ -140,6 +158,8 @@ class GlusterSystem(SecondMount, System):
         if not os.path.exists(self.ns.path) or not _glusterd_pids():
             self.ns.create()
         self._start_glusterd()
+        if self.tls:
+            self._install_certs()
         self._delete_volume()
         try:
             self._create_volume()
@@ -148,6 +168,28 @@ class GlusterSystem(SecondMount, System):
         self._mount()
         for t in self.targets():
             os.makedirs(t, exist_ok=True)
+
+    def _install_certs(self):
+        made = tlscerts.make(os.path.join(self.root, "certs"))
+        for what, path in GLUSTER_SSL.items():
+            if os.path.exists(path) and path not in self.kept_ssl:
+                kept = path + ".cbench-kept"
+                os.rename(path, kept)
+                self.kept_ssl[path] = kept
+            shutil.copyfile(made[what], path)
+        os.chmod(GLUSTER_SSL["key"], 0o600)
+
+    def _remove_certs(self):
+        if not self.tls:
+            return
+        for path in GLUSTER_SSL.values():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            kept = self.kept_ssl.pop(path, None)
+            if kept:
+                os.rename(kept, path)
 
     def targets(self):
         return [os.path.join(self.mnt, "t0")]
@@ -211,6 +253,10 @@ class GlusterSystem(SecondMount, System):
         if not _glusterd_pids():
             self.ns.delete()
         try:
+            self._remove_certs()
+        except OSError as e:
+            util.log(f"{self.key}: teardown of certificates: {e}")
+        try:
             util.rmtree(self.root, timeout=self.ctx.prepare_timeout)
         except Exception as e:  # noqa: BLE001
             util.log(f"{self.key}: teardown rm: {e}")
@@ -218,5 +264,7 @@ class GlusterSystem(SecondMount, System):
     def describe(self):
         info = {"label": self.label, "volume": self.volume,
                 "bricks": [f"{self.host}:{b}" for b in self.bricks()],
-                "version": self.version, "options": "defaults"}
+                "version": self.version,
+                "options": ("client.ssl on, server.ssl on, auth.ssl-allow *"
+                            if self.tls else "defaults")}
         return info
