@@ -255,8 +255,8 @@ static int meta_get(struct shard *s, const char *path, struct cl_shard_meta *m)
                  ? cl_shard_meta_decode(op.reply->msg.data.p, op.reply->msg.data.len, m)
                  : -EPROTO;
     if (rc == -ERANGE || rc == -EPROTO) {
-        log_warn("volume %s: %s has a malformed %s: read as a file without shards", s->volume,
-                 path, CL_SHARD_XATTR);
+        log_warn("volume %s: %s has a malformed %s: read as a file without shards", s->volume, path,
+                 CL_SHARD_XATTR);
         rc = -ENODATA;
     }
     cl_op_release(&op);
@@ -342,8 +342,7 @@ static void shard_dir(struct shard *s)
 
 /* The open handle of block n >= 1 of f: 0 and *sh, -ENOENT when it has
  * no shard and create is 0, or -errno. f->lock held. */
-static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create,
-                      struct sshard **sh)
+static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, struct sshard **sh)
 {
     for (int i = 0; i < f->n_open; i++)
         if (f->open[i].n == n) {
@@ -537,7 +536,6 @@ static void complete_sub(struct job *j)
     free(sub);
     j->sub = NULL;
 }
-
 
 /* ---- a sharded file's data, by its handle ---- */
 
@@ -922,8 +920,8 @@ static void cut_shards(struct shard *s, struct sfile *f, const gfid_t *g, struct
             struct cl_op l;
             path_op(&l, RPC_OP_LOOKUP, path);
             int rc = run(s, &l);
-            uint64_t old = rc == 0 && rpc_has(&l.reply->msg, RPC_T_ATTR) ? l.reply->msg.attr.blocks
-                                                                         : 0;
+            uint64_t old =
+                rc == 0 && rpc_has(&l.reply->msg, RPC_T_ATTR) ? l.reply->msg.attr.blocks : 0;
             cl_op_release(&l);
             if (rc == 0) {
                 struct cl_op t;
@@ -931,8 +929,8 @@ static void cut_shards(struct shard *s, struct sfile *f, const gfid_t *g, struct
                 RPC_SET(&t.args, size, RPC_T_SIZE, n - last * bs);
                 RPC_SET(&t.args, valid, RPC_T_VALID, RPC_SET_SIZE);
                 if (run(s, &t) == 0 && rpc_has(&t.reply->msg, RPC_T_ATTR)) {
-                    int64_t b = (int64_t)m->shard_blocks - (int64_t)old +
-                                (int64_t)t.reply->msg.attr.blocks;
+                    int64_t b =
+                        (int64_t)m->shard_blocks - (int64_t)old + (int64_t)t.reply->msg.attr.blocks;
                     m->shard_blocks = b < 0 ? 0 : (uint64_t)b;
                 }
                 cl_op_release(&t);
@@ -1141,8 +1139,8 @@ static void do_rename(struct shard *s, struct job *j)
     int sharded = 0;
     uint64_t flags = rpc_has(&op->args, RPC_T_FLAGS) ? op->args.flags : 0;
     if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) &&
-        rpc_bytes_str(&op->args.path2, to, sizeof(to)) == 0 &&
-        sharded_at(s, to, &a, &m) > 0 && a.nlink <= 1) {
+        rpc_bytes_str(&op->args.path2, to, sizeof(to)) == 0 && sharded_at(s, to, &a, &m) > 0 &&
+        a.nlink <= 1) {
         /* not when both names are the same file's */
         sharded = sharded_at(s, j->path, &src, &ms) < 0 || !gfid_equal(&src.gfid, &a.gfid);
     }
@@ -1565,7 +1563,8 @@ static void shard_reconfigure(struct cl_layer *self, const struct opt_set *opts)
 {
     struct shard *s = self->priv;
     int64_t bs = opt_int(opts, "features.shard-block-size");
-    atomic_store(&s->block_size, bs < (int64_t)CL_SHARD_BLOCK_MIN ? CL_SHARD_BLOCK_MIN : (uint64_t)bs);
+    atomic_store(&s->block_size,
+                 bs < (int64_t)CL_SHARD_BLOCK_MIN ? CL_SHARD_BLOCK_MIN : (uint64_t)bs);
     atomic_store(&s->enabled, opt_bool(opts, "features.shard"));
 }
 

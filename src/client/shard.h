@@ -50,8 +50,7 @@ int cl_shard_meta_decode(const uint8_t *p, size_t len, struct cl_shard_meta *m);
 /* The part of [off, off + len) in the block holding off: *block its
  * number, *inner where it starts in the block; returns its length (at
  * least 1 when len is). Pure. */
-uint64_t cl_shard_piece(uint64_t off, uint64_t len, uint64_t bs, uint64_t *block,
-                        uint64_t *inner);
+uint64_t cl_shard_piece(uint64_t off, uint64_t len, uint64_t bs, uint64_t *block, uint64_t *inner);
 /* How many blocks a file of size bytes spans (0 for an empty one). Pure. */
 uint64_t cl_shard_blocks_of(uint64_t size, uint64_t bs);
 /* The volume path of block n >= 1 of the file g: "/.shard/GFID.n". */
