@@ -93,12 +93,22 @@ def pattern(n, seed):
     return bytes(out[:n])
 
 
-def write(path, data, mode=0o644):
+def write(path, data, mode=0o644, sync=False):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.write(fd, data)
+        assert os.write(fd, data) == len(data)
+        if sync:  # a small new file may wait in the mount (write-back)
+            os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def first_difference(got, want):
+    for k in range(0, max(len(got), len(want)), 4096):
+        if got[k:k + 4096] != want[k:k + 4096]:
+            return f"first difference in the 4 KiB at {k} (block {k // BS}), " \
+                   f"{len(got)} bytes read, {len(want)} expected"
+    return "no difference"
 
 
 def read(path):
@@ -293,3 +303,115 @@ def test_random_operations_over_many_blocks(sv):
     size = check_file(os.path.join(sv.a, sv.dir, "f"), seed=45, n_ops=300, max_size=7 * BS,
                       max_io=2 * MB, also=os.path.join(sv.b, sv.dir, "f"))
     assert size > 0
+
+
+def sharded_copy(path):
+    try:
+        os.getxattr(path, XATTR)
+        return True
+    except OSError as e:
+        if e.errno != errno.ENODATA:
+            raise
+        return False
+
+
+def option_reached(sv, value, tag):
+    """Whether a file made now through mount a is sharded (value "on") or
+    not: the mounts take a changed option a little after `volume set`."""
+    i = [0]
+
+    def probe():
+        i[0] += 1
+        rel = f"{sv.dir}/probe-{tag}-{i[0]}"
+        write(os.path.join(sv.a, rel), b"p", sync=True)
+        return sharded_copy(base_copies(sv, rel)[0]) == (value == "on")
+    wait_for(probe, 20, f"features.shard {value} to reach the mount")
+
+
+def test_files_made_before_stay_whole_and_option_is_live(volumes):
+    sv = volumes["2x3"]
+    sv.dir = "live"
+    os.mkdir(os.path.join(sv.a, sv.dir))
+    c = sv.c
+    try:
+        c.cli("volume", "set", sv.name, "features.shard", "off")
+        option_reached(sv, "off", "off")
+        old = pattern(2 * BS + 1, 21)
+        write(os.path.join(sv.a, sv.dir, "old"), old)
+        copies = base_copies(sv, f"{sv.dir}/old")
+        assert all(os.path.getsize(p) == len(old) and not sharded_copy(p) for p in copies)
+        c.cli("volume", "set", sv.name, "features.shard", "on")
+        option_reached(sv, "on", "on")
+        with open(os.path.join(sv.a, sv.dir, "old"), "ab") as f:
+            f.write(b"tail")  # a file made before stays whole
+        assert all(os.path.getsize(p) == len(old) + 4 and not sharded_copy(p) for p in copies)
+        assert shards(sv, gfid(copies[0])) == {}
+        # a new block size applies to new files; a file keeps its own
+        c.cli("volume", "set", sv.name, "features.shard-block-size", "8MB")
+        wait_for(lambda: (write(os.path.join(sv.a, sv.dir, "eight"), pattern(BS + 1, 22),
+                                sync=True) or
+                          meta(base_copies(sv, f"{sv.dir}/eight")[0])[0] == 2 * BS),
+                 20, "the new block size to reach the mount")
+        assert shards(sv, gfid(base_copies(sv, f"{sv.dir}/eight")[0])) == {}
+        write(os.path.join(sv.a, sv.dir, "four"), b"")
+    finally:
+        c.cli("volume", "set", sv.name, "features.shard-block-size", "4MB")
+        c.cli("volume", "set", sv.name, "features.shard", "on")
+    for name, data in (("old", old + b"tail"), ("eight", pattern(BS + 1, 22))):
+        assert read(os.path.join(sv.b, sv.dir, name)) == data
+    r = c.cli("volume", "set", sv.name, "features.shard-block-size", "1MB", check=False)
+    assert r.returncode != 0
+
+
+def test_brick_killed_during_writes_heals_every_shard(volumes):
+    """Last: it kills a brick of the replica 3 volume, which cairnd
+    restarts stale; heal must bring every shard to every copy."""
+    sv = volumes["replica3"]
+    c = sv.c
+    os.mkdir(os.path.join(sv.a, "heal"))
+    rel = "heal/f"
+    p = os.path.join(sv.a, rel)
+    data = bytearray(pattern(3 * BS + 100, 11))
+    write(p, bytes(data))
+    pid = c.brick_status(sv.name)[1][3]
+    fd = os.open(p, os.O_RDWR)
+    try:
+        # blocks 0 and 2 before the kill; 0, a new block 4 and 3 after it
+        for i, off in enumerate([10, 2 * BS + 5, BS - 3, 4 * BS + 7, 3 * BS + 50]):
+            if i == 2:
+                os.kill(pid, signal.SIGKILL)
+            chunk = pattern(64 << 10, 100 + i)
+            assert os.pwrite(fd, chunk, off) == len(chunk)
+            if off + len(chunk) > len(data):
+                data += bytes(off + len(chunk) - len(data))
+            data[off:off + len(chunk)] = chunk
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    got = read(p)
+    assert got == bytes(data), first_difference(got, data)
+    g = gfid(base_copies(sv, rel)[0])
+
+    def healed():
+        c.cli("volume", "heal", sv.name, check=False)
+        copies = [os.path.join(b, rel) for b in sv.bricks]
+        if not all(os.path.exists(x) for x in copies):
+            return False
+        if len({read(x) for x in copies}) != 1 or len({meta(x) for x in copies}) != 1:
+            return False
+        sh = shards(sv, g)
+        if sorted(sh) != [1, 2, 3, 4] or any(len(v) != 3 for v in sh.values()):
+            return False
+        return all(len({read(x) for x in v}) == 1 for v in sh.values())
+    wait_for(healed, 60, "heal to bring every shard to every copy")
+    assert meta(os.path.join(sv.bricks[0], rel))[1] == len(data)
+    sh = shards(sv, g)
+    for k, v in sh.items():  # a shard may end early: the rest of its block reads as zeros
+        got, part = read(v[0]), bytes(data[k * BS:(k + 1) * BS])
+        assert got == part[:len(got)] and not any(part[len(got):]), k
+    m = sv.fresh("after-heal")
+    try:
+        assert read(os.path.join(m.path, rel)) == bytes(data)
+    finally:
+        m.stop()
+        c.mounts.remove(m)
