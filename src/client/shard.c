@@ -1291,7 +1291,8 @@ static void do_fix_listing(struct shard *s, struct job *j)
                 sizeof(path) &&
             meta_get(s, path, &m) == 0) {
             attr_whole(&e.attr, &m);
-            e.present &= ~(1ull << RPC_T_LEASE);
+            /* none: an entry without one would be covered by the listing's */
+            RPC_SET(&e, lease, RPC_T_LEASE, 0);
         }
         size_t mark = rpc_put_begin(&out, RPC_T_DIRENT);
         rpc_msg_encode(&e, &out);

@@ -287,6 +287,26 @@ def test_unlink_rename_and_links(sv):
     wait_for(lambda: shards(sv, gc) == {}, 10, "the shards of a closed removed file to go")
 
 
+def test_second_mount_sees_changes(sv):
+    """No lease covers a sharded file (a change to one of its shards does
+    not touch the file a lease is on): the other mount reads it anew."""
+    pa, pb = (os.path.join(m, sv.dir, "shared") for m in (sv.a, sv.b))
+    data = bytearray(pattern(2 * BS + 10, 31))
+    write(pa, bytes(data))
+    assert read(pb) == data and os.stat(pb).st_size == len(data)
+    assert [e.stat().st_size for e in os.scandir(os.path.dirname(pb))] == [len(data)]
+    fd = os.open(pa, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"Z" * 100, BS + 5)  # within block 1 only
+        os.pwrite(fd, b"E", 2 * BS + 100)
+    finally:
+        os.close(fd)
+    data[BS + 5:BS + 105] = b"Z" * 100
+    data += bytes(2 * BS + 100 - len(data)) + b"E"
+    assert os.stat(pb).st_size == len(data)
+    assert read(pb) == data
+
+
 def test_shard_directory_hidden(sv):
     write(os.path.join(sv.a, sv.dir, "big"), pattern(BS + 1, 4))
     for m in (sv.a, sv.b):
