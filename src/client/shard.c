@@ -97,7 +97,8 @@ struct sfile {
     gfid_t gfid;
     struct cl_shard_meta m;
     int refs;
-    int gone; /* its last name was removed while open: shards go at the last close */
+    int gone;    /* its last name was removed while open: shards go at the last close */
+    int touched; /* a shard changed since the base file's mtime was set (touch) */
     pthread_mutex_t lock;
     struct sshard open[OPEN_SHARDS];
     int n_open;
@@ -400,6 +401,22 @@ static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, 
     return 0;
 }
 
+/* A change to a shard leaves the base file's mtime alone: it is set when
+ * the file is flushed, synced, closed or its attributes are asked for by
+ * its handle (not at each write, which would cost a round trip each).
+ * f->lock held. */
+static void touch(struct shard *s, struct sfile *f, uint64_t base_fh)
+{
+    if (!f->touched)
+        return;
+    struct cl_op t;
+    cl_op_init(&t, RPC_OP_SETATTR, NULL, NULL);
+    RPC_SET(&t.args, fh, RPC_T_FH, base_fh);
+    RPC_SET(&t.args, valid, RPC_T_VALID, RPC_SET_MTIME_NOW);
+    if (simple(s, &t) == 0)
+        f->touched = 0;
+}
+
 /* Records what a shard takes now. */
 static void account(struct sfile *f, struct sshard *sh, uint64_t blocks)
 {
@@ -667,6 +684,7 @@ static int write_range(struct shard *s, struct sfh *h, const struct cl_op *op, u
         uint64_t put = rc == 0 && rpc_has(&w.reply->msg, RPC_T_SIZE) ? w.reply->msg.size : 0;
         if (rc == 0 && sh && rpc_has(&w.reply->msg, RPC_T_ATTR))
             account(f, sh, w.reply->msg.attr.blocks);
+        f->touched |= n > 0;
         if (rc == 0 && n == 0 && rpc_has(&w.reply->msg, RPC_T_FLAGS) && w.reply->msg.flags == 1)
             *killed = 1;
         cl_op_release(&w);
@@ -774,6 +792,7 @@ static void do_fallocate(struct shard *s, struct job *j)
             /* a whole block punched: its shard goes (a hole has none) */
             uint64_t gone = shard_remove(s, f, &f->gfid, n);
             f->m.shard_blocks = f->m.shard_blocks > gone ? f->m.shard_blocks - gone : 0;
+            f->touched = 1;
             continue;
         }
         uint64_t fh = 0;
@@ -792,6 +811,7 @@ static void do_fallocate(struct shard *s, struct job *j)
         rc = simple(s, &x);
         if (rc == 0 && sh)
             account_now(s, f, sh);
+        f->touched |= n > 0;
     }
     if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > f->m.size)
         f->m.size = off + len;
@@ -878,6 +898,7 @@ static void do_fsync(struct shard *s, struct job *j)
     struct sfh *h = j->h;
     struct sfile *f = h->f;
     pthread_mutex_lock(&f->lock);
+    touch(s, f, h->fh);
     int rc = 0;
     for (int i = 0; i < f->n_open; i++) {
         struct cl_op x;
@@ -896,6 +917,18 @@ static void do_fsync(struct shard *s, struct job *j)
     struct rpc_frame *fr = x.reply;
     x.reply = NULL;
     complete(op, rc < 0 ? rc : r, fr);
+}
+
+static int forward_sync(struct shard *s, struct cl_op *op, const struct cl_shard_meta *fix);
+
+/* close(): the base file's mtime first, then the flush (its locks). */
+static void do_flush(struct shard *s, struct job *j)
+{
+    struct sfh *h = j->h;
+    pthread_mutex_lock(&h->f->lock);
+    touch(s, h->f, h->fh);
+    pthread_mutex_unlock(&h->f->lock);
+    forward_sync(s, j->op, NULL);
 }
 
 /* ---- truncation ---- */
@@ -975,6 +1008,9 @@ static void do_getattr_fh(struct shard *s, struct job *j)
     struct sfile *f = h->f;
     char pb[RPC_PATH_MAX];
     const char *path = base_path(h, op, pb, sizeof(pb));
+    pthread_mutex_lock(&f->lock);
+    touch(s, f, h->fh);
+    pthread_mutex_unlock(&f->lock);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_GETATTR, NULL, NULL);
     x.args = op->args;
@@ -1019,6 +1055,9 @@ static void do_release(struct shard *s, struct job *j)
 {
     struct sfh *h = j->h;
     fh_remove(s, h);
+    pthread_mutex_lock(&h->f->lock);
+    touch(s, h->f, h->fh);
+    pthread_mutex_unlock(&h->f->lock);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_RELEASE, NULL, NULL);
     x.args = j->op->args;
@@ -1495,6 +1534,8 @@ static void shard_submit(struct cl_layer *self, struct cl_op *op)
             enqueue(s, op, do_getattr_fh, h, NULL, NULL);
         } else if (h && !h->dir && code == RPC_OP_SETATTR) {
             enqueue(s, op, do_setattr_fh, h, NULL, NULL);
+        } else if (h && !h->dir && code == RPC_OP_FLUSH) {
+            enqueue(s, op, do_flush, h, NULL, NULL);
         } else if (h && !h->dir && code == RPC_OP_RELEASE) {
             enqueue(s, op, do_release, h, NULL, NULL);
         } else {

@@ -295,6 +295,8 @@ def test_second_mount_sees_changes(sv):
     write(pa, bytes(data))
     assert read(pb) == data and os.stat(pb).st_size == len(data)
     assert [e.stat().st_size for e in os.scandir(os.path.dirname(pb))] == [len(data)]
+    before = os.stat(pb).st_mtime_ns
+    time.sleep(0.02)
     fd = os.open(pa, os.O_RDWR)
     try:
         os.pwrite(fd, b"Z" * 100, BS + 5)  # within block 1 only
@@ -303,7 +305,9 @@ def test_second_mount_sees_changes(sv):
         os.close(fd)
     data[BS + 5:BS + 105] = b"Z" * 100
     data += bytes(2 * BS + 100 - len(data)) + b"E"
-    assert os.stat(pb).st_size == len(data)
+    st = os.stat(pb)
+    assert st.st_size == len(data)
+    assert st.st_mtime_ns > before  # a change to a shard is one to the file
     assert read(pb) == data
 
 
