@@ -401,22 +401,6 @@ static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, 
     return 0;
 }
 
-/* A change to a shard leaves the base file's mtime alone: it is set when
- * the file is flushed, synced, closed or its attributes are asked for by
- * its handle (not at each write, which would cost a round trip each).
- * f->lock held. */
-static void touch(struct shard *s, struct sfile *f, uint64_t base_fh)
-{
-    if (!f->touched)
-        return;
-    struct cl_op t;
-    cl_op_init(&t, RPC_OP_SETATTR, NULL, NULL);
-    RPC_SET(&t.args, fh, RPC_T_FH, base_fh);
-    RPC_SET(&t.args, valid, RPC_T_VALID, RPC_SET_MTIME_NOW);
-    if (simple(s, &t) == 0)
-        f->touched = 0;
-}
-
 /* Records what a shard takes now. */
 static void account(struct sfile *f, struct sshard *sh, uint64_t blocks)
 {
@@ -763,6 +747,30 @@ static void account_now(struct shard *s, struct sfile *f, struct sshard *sh)
     cl_op_release(&g);
 }
 
+/* After changes to shards (f->touched): their blocks counted anew (a
+ * count read right after a write may miss what the brick's file system is
+ * still allocating), the record written if that changed it, and the base
+ * file's mtime set, which a change to a shard leaves alone. Done when the
+ * file is flushed (close), synced, closed for the last time or asked for
+ * its attributes by its handle, not at each write (a round trip each).
+ * f->lock held. */
+static void settle(struct shard *s, struct sfile *f, uint64_t base_fh, const char *path)
+{
+    if (!f->touched)
+        return;
+    uint64_t before = f->m.shard_blocks;
+    for (int i = 0; i < f->n_open; i++)
+        account_now(s, f, &f->open[i]);
+    if (f->m.shard_blocks != before)
+        meta_put(s, path, &f->m, 0);
+    struct cl_op t;
+    cl_op_init(&t, RPC_OP_SETATTR, NULL, NULL);
+    RPC_SET(&t.args, fh, RPC_T_FH, base_fh);
+    RPC_SET(&t.args, valid, RPC_T_VALID, RPC_SET_MTIME_NOW);
+    if (simple(s, &t) == 0)
+        f->touched = 0;
+}
+
 static void do_fallocate(struct shard *s, struct job *j)
 {
     struct cl_op *op = j->op;
@@ -897,8 +905,9 @@ static void do_fsync(struct shard *s, struct job *j)
     struct cl_op *op = j->op;
     struct sfh *h = j->h;
     struct sfile *f = h->f;
+    char pb[RPC_PATH_MAX];
+    const char *path = base_path(h, op, pb, sizeof(pb));
     pthread_mutex_lock(&f->lock);
-    touch(s, f, h->fh);
     int rc = 0;
     for (int i = 0; i < f->n_open; i++) {
         struct cl_op x;
@@ -909,6 +918,7 @@ static void do_fsync(struct shard *s, struct job *j)
         if (r < 0 && rc == 0)
             rc = r;
     }
+    settle(s, f, h->fh, path); /* the shards' blocks are stable now */
     pthread_mutex_unlock(&f->lock);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_FSYNC, NULL, NULL);
@@ -925,8 +935,10 @@ static int forward_sync(struct shard *s, struct cl_op *op, const struct cl_shard
 static void do_flush(struct shard *s, struct job *j)
 {
     struct sfh *h = j->h;
+    char pb[RPC_PATH_MAX];
+    const char *path = base_path(h, j->op, pb, sizeof(pb));
     pthread_mutex_lock(&h->f->lock);
-    touch(s, h->f, h->fh);
+    settle(s, h->f, h->fh, path);
     pthread_mutex_unlock(&h->f->lock);
     forward_sync(s, j->op, NULL);
 }
@@ -1009,7 +1021,7 @@ static void do_getattr_fh(struct shard *s, struct job *j)
     char pb[RPC_PATH_MAX];
     const char *path = base_path(h, op, pb, sizeof(pb));
     pthread_mutex_lock(&f->lock);
-    touch(s, f, h->fh);
+    settle(s, f, h->fh, path);
     pthread_mutex_unlock(&f->lock);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_GETATTR, NULL, NULL);
@@ -1056,7 +1068,7 @@ static void do_release(struct shard *s, struct job *j)
     struct sfh *h = j->h;
     fh_remove(s, h);
     pthread_mutex_lock(&h->f->lock);
-    touch(s, h->f, h->fh);
+    settle(s, h->f, h->fh, h->path);
     pthread_mutex_unlock(&h->f->lock);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_RELEASE, NULL, NULL);

@@ -160,7 +160,7 @@ def test_sizes_across_block_boundaries(sv):
     for i, n in enumerate(sizes):
         rel = f"{sv.dir}/f{i}"
         data = pattern(n, i)
-        write(os.path.join(sv.a, rel), data)
+        write(os.path.join(sv.a, rel), data, sync=True)  # st_blocks is exact after fsync
         assert os.stat(os.path.join(sv.a, rel)).st_size == n
         assert read(os.path.join(sv.b, rel)) == data
         copies = base_copies(sv, rel)
