@@ -144,11 +144,13 @@ struct shard {
     int n_threads;
 };
 
-static struct sfh *fh_find(struct shard *s, uint64_t fh)
+/* A brick numbers its file and directory handles apart: the same number
+ * may name one of each. */
+static struct sfh *fh_find(struct shard *s, uint64_t fh, int dir)
 {
     pthread_mutex_lock(&s->lock);
     struct sfh *h = s->fhs[fh % FH_BUCKETS];
-    while (h && h->fh != fh)
+    while (h && (h->fh != fh || h->dir != dir))
         h = h->next;
     pthread_mutex_unlock(&s->lock);
     return h;
@@ -1524,7 +1526,8 @@ static void shard_submit(struct cl_layer *self, struct cl_op *op)
         return;
     }
     if (rpc_has(a, RPC_T_FH)) {
-        struct sfh *h = rpc_op_is(code, RPC_OPF_LOCK) ? NULL : fh_find(s, a->fh);
+        int dir = code == RPC_OP_READDIR || code == RPC_OP_RELEASEDIR;
+        struct sfh *h = rpc_op_is(code, RPC_OPF_LOCK) ? NULL : fh_find(s, a->fh, dir);
         if (h && h->dir && code == RPC_OP_READDIR) {
             after(s, op, A_READDIR, h->path);
         } else if (h && h->dir && code == RPC_OP_RELEASEDIR) {
