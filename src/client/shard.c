@@ -1201,6 +1201,45 @@ static void do_rename(struct shard *s, struct job *j)
         last_name_gone(s, &a.gfid, &m);
 }
 
+/* An RMDIR that takes its tree along (write-back's removal of a whole
+ * tree, docs/protocol.md): the sharded files of the tree whose last name
+ * goes with it lose their shards once it is done. */
+static void do_rmdir_tree(struct shard *s, struct job *j)
+{
+    struct cl_op *op = j->op;
+    const struct rpc_bytes *t = &op->args.data;
+    struct gone {
+        gfid_t g;
+        struct cl_shard_meta m;
+    } *gone = NULL;
+    size_t n = 0, cap = 0;
+    char path[RPC_PATH_MAX];
+    const char *dir = strcmp(j->path, "/") ? j->path : "";
+    int entries = rpc_tree_check(t, NULL);
+    for (uint32_t o = 0; entries > 0 && o < t->len;) {
+        const char *e = (const char *)t->p + o;
+        size_t el = strnlen(e, t->len - o);
+        o += (uint32_t)el + 1;
+        struct rpc_attr a;
+        struct cl_shard_meta m;
+        if ((size_t)snprintf(path, sizeof(path), "%s/%.*s", dir, (int)el, e) >= sizeof(path) ||
+            sharded_at(s, path, &a, &m) <= 0 || a.nlink > 1)
+            continue;
+        if (n == cap) {
+            struct gone *g = realloc(gone, (cap = cap ? cap * 2 : 16) * sizeof(*g));
+            if (!g)
+                break; /* out of memory: those shards stay behind */
+            gone = g;
+        }
+        gone[n].g = a.gfid;
+        gone[n++].m = m;
+    }
+    if (forward_sync(s, op, NULL) == 0)
+        for (size_t i = 0; i < n; i++)
+            last_name_gone(s, &gone[i].g, &gone[i].m);
+    free(gone);
+}
+
 /* A new file while sharding is on: the sticky bit, then its meta. */
 static void do_create(struct shard *s, struct job *j)
 {
@@ -1599,6 +1638,12 @@ static void shard_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_UNLINK:
         if (look)
             enqueue(s, op, do_unlink, NULL, NULL, path);
+        else
+            cl_submit(s->child, op);
+        return;
+    case RPC_OP_RMDIR:
+        if (look && rpc_has(a, RPC_T_DATA))
+            enqueue(s, op, do_rmdir_tree, NULL, NULL, path);
         else
             cl_submit(s->child, op);
         return;

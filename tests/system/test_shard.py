@@ -13,6 +13,7 @@ which must not be sharded)."""
 import ctypes
 import errno
 import os
+import shutil
 import signal
 import struct
 import time
@@ -287,6 +288,19 @@ def test_unlink_rename_and_links(sv):
     assert os.pread(fd, 10, BS) == pattern(BS + 1, 3)[BS:BS + 1]
     os.close(fd)
     wait_for(lambda: shards(sv, gc) == {}, 10, "the shards of a closed removed file to go")
+
+
+def test_tree_removed_whole(sv):
+    """rm -rf of a tree this mount made (write-back may remove it in one
+    RMDIR that takes the tree along): the shards of its files go too."""
+    top = os.path.join(sv.a, sv.dir, "tree")
+    os.makedirs(os.path.join(top, "sub"))
+    write(os.path.join(top, "sub", "big"), pattern(2 * BS + 3, 41))
+    write(os.path.join(top, "small"), b"s")
+    g = gfid(base_copies(sv, f"{sv.dir}/tree/sub/big")[0])
+    assert sorted(shards(sv, g)) == [1, 2]
+    shutil.rmtree(top)
+    wait_for(lambda: shards(sv, g) == {}, 10, "the shards of a removed tree's file to go")
 
 
 def test_second_mount_sees_changes(sv):
