@@ -279,7 +279,7 @@ static int meta_put(struct shard *s, const char *path, const struct cl_shard_met
     if (create)
         RPC_SET(&op.args, flags, RPC_T_FLAGS, XATTR_CREATE);
     int rc = simple(s, &op);
-    if (rc < 0)
+    if (rc < 0 && !(create && rc == -EEXIST))
         log_warn("volume %s: cannot record the size of sharded file %s: %s", s->volume, path,
                  strerror(-rc));
     return rc;
@@ -1266,17 +1266,31 @@ static void do_create(struct shard *s, struct job *j)
     struct cl_shard_meta m = {.block_size = bs};
     struct rpc_attr *at = &fr->msg.attr;
     struct sfh *h = NULL;
-    if (at->size == 0 && maybe_sharded(at) && meta_put(s, j->path, &m, 1) == 0 &&
-        (h = fh_add(s, fr->msg.fh, 0, j->path)) != NULL) {
+    /* A CREATE may open a file that exists (made meanwhile by another
+     * client): one sharded already keeps its record. */
+    int known = maybe_sharded(at) && at->size == 0 ? meta_put(s, j->path, &m, 1) : -EEXIST;
+    int existing = known == -EEXIST && maybe_sharded(at);
+    if (existing)
+        known = meta_get(s, j->path, &m);
+    if (known == 0 && (h = fh_add(s, fr->msg.fh, 0, j->path)) != NULL) {
         atomic_store(&s->seen, 1);
         h->append = (flags & O_APPEND) != 0;
         if (!(h->f = file_for(s, &at->gfid, &m))) {
             fh_remove(s, h);
             free(h->path);
             free(h);
+        } else if (existing && (flags & O_TRUNC)) {
+            pthread_mutex_lock(&h->f->lock);
+            cut_shards(s, h->f, &h->f->gfid, &h->f->m, 0);
+            meta_put(s, j->path, &h->f->m, 0);
+            m = h->f->m;
+            pthread_mutex_unlock(&h->f->lock);
         }
     }
-    reply_whole(fr, &m);
+    if (known == 0)
+        reply_whole(fr, &m);
+    else
+        fr->msg.present &= ~(1ull << RPC_T_LEASE);
     complete(op, 0, fr);
 }
 
