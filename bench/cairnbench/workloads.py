@@ -306,7 +306,8 @@ class FioBase(Workload):
     def fio(self, system, ctx, metric, args, direction, expect_bytes):
         """Run fio on every target in one timed shell; return the
         effective rate over all targets done one after another
-        (1 / sum(1/rate_i)): IOPS or MB/s."""
+        (1 / sum(1/rate_i)): IOPS or MB/s. expect_bytes: what each fio
+        must have moved (None for a time-based job)."""
         outs = [os.path.join(ctx.tmpdir, f"{metric}.{i}.json")
                 for i in range(len(system.targets()))]
         idx = {t: i for i, t in enumerate(system.targets())}
@@ -318,7 +319,7 @@ class FioBase(Workload):
         inv = 0.0
         for o in outs:
             job = _fio_json(o, metric)[direction]
-            if job["io_bytes"] != expect_bytes:
+            if expect_bytes is not None and job["io_bytes"] != expect_bytes:
                 raise _tag(util.BenchFailure(
                     f"{metric}: fio moved {job['io_bytes']} bytes, expected "
                     f"{expect_bytes}"), metric)
@@ -397,6 +398,78 @@ class FioSequential(FioBase):
         v, wall = self.fio(system, ctx, "seqread_mbs", args + " --rw=read",
                            "read", size)
         record("seqread_mbs", v, wall_s=wall)
+
+
+class VmSeed003(FioBase):
+    """Seed 003's three fio command lines, as its users ran them inside a
+    virtual machine whose disk was a sharded file on a 2 x (2 + 1)
+    dispersed GlusterFS volume: here run on the mount itself (the disk
+    image's view), with --size scaled to this machine's disk (the seed
+    used 10G; full runs use 2 GiB, quick 512 MiB). The random jobs run
+    for 30 s each (quick: 10 s) on the file the sequential job wrote."""
+    name = "vm"
+    description = ("seed 003: fio 1M sequential write --direct=1 "
+                   "--iodepth=200, then 4k randread and randwrite "
+                   "--iodepth=128 --numjobs=4 --direct=1, 30 s each "
+                   "(--size scaled: 2 GiB, quick 512 MiB); --only vm")
+    opt_in = True
+
+    def _size_mib(self, ctx):
+        return 512 if ctx.quick else 2048
+
+    ROUTES = (("vm", "through the mount"), ("vm_nbd", "through NBD"))
+
+    def metrics(self, ctx):
+        s = self._size_mib(ctx)
+        out = []
+        for key, how in self.ROUTES:
+            out += [Metric(f"{key}_seqwrite_mbs",
+                           f"seed 003 1M seq write {s} MiB, direct, QD200, {how} (MB/s)",
+                           "MB/s", RATE),
+                    Metric(f"{key}_randread_iops",
+                           f"seed 003 4k randread 4 jobs x QD128, direct, {how} (IOPS)",
+                           "IOPS", RATE),
+                    Metric(f"{key}_randwrite_iops",
+                           f"seed 003 4k randwrite 4 jobs x QD128, direct, {how} (IOPS)",
+                           "IOPS", RATE)]
+        return out
+
+    def _jobs(self, ctx, where):
+        """The three fio lines (metric suffix, arguments, direction,
+        bytes expected); where: the arguments naming the file."""
+        size = self._size_mib(ctx)
+        secs = 10 if ctx.quick else 30
+        yield ("seqwrite_mbs",
+               f"--name=writefile --size={size}M {where} --bs=1M --nrfiles=1 "
+               "--direct=1 --sync=0 --randrepeat=0 --rw=write --refill_buffers "
+               "--end_fsync=1 --iodepth=200", "write", size << 20)
+        for rw in ("randread", "randwrite"):
+            yield (f"{rw}_iops",
+                   f"--time_based --name=benchmark --size={size}M --runtime={secs} {where} "
+                   "--randrepeat=0 --iodepth=128 --direct=1 --invalidate=1 --verify=0 "
+                   f"--verify_fatal=0 --numjobs=4 --rw={rw} --blocksize=4k --group_reporting",
+                   "read" if rw == "randread" else "write", None)
+
+    def run(self, system, ctx, record):
+        size = self._size_mib(ctx)
+        where = f"--filesize={size}M --filename=fio_file --ioengine=libaio"
+        for suffix, args, direction, expect in self._jobs(ctx, where):
+            v, wall = self.fio(system, ctx, f"vm_{suffix}", args, direction, expect)
+            record(f"vm_{suffix}", v, wall_s=wall)
+        if not hasattr(system, "nbd_start"):
+            return
+        # The same lines through the system's NBD export of an image file
+        # (fio's nbd engine, libnbd; one connection per job).
+        # Systems with an NBD export have one target.
+        uri, stop = system.nbd_start(system.targets()[0], "nbd_image", size)
+        try:
+            for suffix, args, direction, expect in self._jobs(
+                    ctx, f"--ioengine=nbd --uri={q(uri)}"):
+                args = args.replace(" --direct=1", "").replace(" --invalidate=1", "")
+                v, wall = self.fio(system, ctx, f"vm_nbd_{suffix}", args, direction, expect)
+                record(f"vm_nbd_{suffix}", v, wall_s=wall)
+        finally:
+            stop()
 
 
 class Rsync(Workload):
@@ -610,4 +683,4 @@ class Parallel(Workload):
 def all_workloads():
     return [CopyTree(), CopyTreeLibcairn(), RemoveTree(), TarExtract("include"),
             TarExtract("kernel"), ListStat(), DdLoop(), FioRandom(),
-            FioSequential(), Rsync(), Parallel(), SharedDir()]
+            FioSequential(), VmSeed003(), Rsync(), Parallel(), SharedDir()]

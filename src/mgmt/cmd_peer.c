@@ -10,8 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "../lib/log.h"
 #include "pool.h"
+#include "pool_auth.h"
 
 #define HELLO_MS 5000
 #define CLOCK_SKEW_MAX 60 /* seconds two servers' clocks may differ */
@@ -103,8 +106,19 @@ static int make_pool(struct mgmt *m, char *err, size_t errlen)
     snprintf(self.raft_addr, sizeof(self.raft_addr), "%s:%u", self.host,
              m->raft_port ? m->raft_port : (unsigned)(m->listen.port + 1000));
     mgmt_pool_wipe(m);
+    /* The pool's secret (pool_auth.h): every server it takes in gets it
+     * with its __join. */
+    int rc = mgmt_raft_dir_make(m);
+    if (rc == 0)
+        rc = pool_secret_create(m->workdir);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot make the pool secret in %.200s/raft: %s", m->workdir,
+                 strerror(-rc));
+        mgmt_pool_wipe(m);
+        return rc;
+    }
     pthread_mutex_unlock(&m->lock);
-    int rc = mgmt_pool_start(m, 1, self.raft_addr, err, errlen);
+    rc = mgmt_pool_start(m, 1, self.raft_addr, err, errlen);
     uint64_t leader = rc == 0 ? mgmt_pool_wait_leader(m->pool, 5000) : 0;
     pthread_mutex_lock(&m->lock);
     if (rc == 0 && leader != self.raft_id) {
@@ -216,9 +230,15 @@ static int probe(struct mgmt *m, const char *arg, FILE *out)
         fprintf(out, "peer probe: failed: cannot start the pool's log: %s\n", err);
         return 1;
     }
-    const char *join_argv[] = {"__join", np.raft_addr};
+    /* The probed server gets the pool's secret here (over TLS with
+     * secure-access; otherwise the probe is the moment of trust). A pool
+     * formed before secrets has none to give. */
+    char secret[2 * POOL_SECRET_LEN + 1];
+    int has_secret = pool_secret_hex(secret, sizeof(secret)) == 0;
+    const char *join_argv[] = {"__join", np.raft_addr, secret};
     text = NULL;
-    rc = call_unlocked(m, a.host, a.port, 2, join_argv, &text, 15000);
+    rc = call_unlocked(m, a.host, a.port, has_secret ? 3 : 2, join_argv, &text, 15000);
+    OPENSSL_cleanse(secret, sizeof(secret));
     if (rc != 0) {
         fprintf(out, "peer probe: failed: %s could not join: %s\n", a.host,
                 rc < 0 ? strerror(-rc)

@@ -91,8 +91,10 @@ int mgmt_pool_start(struct mgmt *m, int bootstrap, const char *self_addr, char *
 void mgmt_pool_stop(struct mgmt *m);
 /* Whether DIR/raft holds a pool membership. */
 int mgmt_pool_exists(const struct mgmt *m);
-/* Removes DIR/raft. */
+/* Removes DIR/raft (the pool secret with it). */
 int mgmt_pool_wipe(struct mgmt *m);
+/* Creates DIR/raft (mode 0700) if missing. 0 or -errno. */
+int mgmt_raft_dir_make(struct mgmt *m);
 /* Proposes an entry (raft_apply) and waits until it is committed: 0, or
  * -errno with a reason. Called without m->lock. */
 int mgmt_pool_propose(struct mgmt_pool *p, const void *data, size_t len, char *err, size_t errlen);
@@ -122,11 +124,13 @@ void mgmt_applier_stop(struct mgmt *m);
  * server cannot be reached. */
 int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const *argv, char **text,
                    int timeout_ms);
-/* Runs one command line received from addr (local: from this host): on
- * the leader when it changes the state, here otherwise. Called without
- * m->lock. Returns the exit status. */
-int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const char *addr,
-                      int local);
+/* Runs one command line received from addr (local: from this host;
+ * pool_proved: on a connection that proved it knows the pool secret): on
+ * the leader when it changes the state, here otherwise. Internal commands
+ * need pool_proved when this server has a secret (by address otherwise).
+ * Called without m->lock. Returns the exit status. */
+int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const char *addr, int local,
+                      int pool_proved);
 /* Internal commands one cairnd sends another (words starting "__"). */
 int mgmt_cmd_internal(struct mgmt *m, int argc, char **argv, FILE *out);
 /* Brick work on the servers that own a volume's bricks (this one included):

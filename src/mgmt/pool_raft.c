@@ -21,6 +21,8 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "pool.h"
+#include "pool_auth.h"
+#include "raft_auth.h"
 
 #define TICK_MS 100
 #define REQ_WAIT_MS 10000
@@ -50,7 +52,7 @@ struct mgmt_pool {
     uv_timer_t timer;
     struct raft raft;
     struct raft_io io;
-    struct raft_uv_transport transport;
+    struct raft_auth *transport; /* TCP, each connection authenticated */
     struct raft_fsm fsm;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -69,6 +71,13 @@ static void raft_dir(const struct mgmt *m, char *out, size_t len)
     snprintf(out, len, "%s/raft", m->workdir);
 }
 
+int mgmt_raft_dir_make(struct mgmt *m)
+{
+    char dir[PATH_MAX + 16];
+    raft_dir(m, dir, sizeof(dir));
+    return mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
 int mgmt_pool_exists(const struct mgmt *m)
 {
     char path[PATH_MAX + 32];
@@ -85,6 +94,7 @@ int mgmt_pool_wipe(struct mgmt *m)
 {
     char dir[PATH_MAX + 16];
     raft_dir(m, dir, sizeof(dir));
+    pool_secret_forget(); /* its file, DIR/raft/secret, goes with the rest */
     if (nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
         return -errno;
     return 0;
@@ -266,7 +276,8 @@ static void on_raft_closed(struct raft *r)
 {
     struct mgmt_pool *p = r->data;
     raft_uv_close(&p->io);
-    raft_uv_tcp_close(&p->transport);
+    raft_auth_free(p->transport);
+    p->transport = NULL;
     uv_close((uv_handle_t *)&p->async, handle_close_cb);
     uv_close((uv_handle_t *)&p->timer, handle_close_cb);
 }
@@ -323,14 +334,14 @@ static int setup(struct mgmt_pool *p)
         snprintf(p->start_err, sizeof(p->start_err), "uv_loop_init: %s", uv_strerror(rc));
         return -EIO;
     }
-    if ((rc = raft_uv_tcp_init(&p->transport, &p->loop)) != 0) {
-        snprintf(p->start_err, sizeof(p->start_err), "raft transport: %s", raft_strerror(rc));
+    if (!(p->transport = raft_auth_new(&p->loop))) {
+        snprintf(p->start_err, sizeof(p->start_err), "raft transport: out of memory");
         return -EIO;
     }
-    if ((rc = raft_uv_init(&p->io, &p->loop, p->dir, &p->transport)) != 0) {
+    if ((rc = raft_uv_init(&p->io, &p->loop, p->dir, raft_auth_transport(p->transport))) != 0) {
         snprintf(p->start_err, sizeof(p->start_err), "raft storage in %.160s: %s", p->dir,
                  raft_strerror(rc));
-        raft_uv_tcp_close(&p->transport);
+        raft_auth_free(p->transport);
         return -EIO;
     }
     raft_uv_set_connect_retry_delay(&p->io, 200);
@@ -343,7 +354,7 @@ static int setup(struct mgmt_pool *p)
     if ((rc = raft_init(&p->raft, &p->io, &p->fsm, p->id, p->addr)) != 0) {
         snprintf(p->start_err, sizeof(p->start_err), "raft_init: %s", raft_strerror(rc));
         raft_uv_close(&p->io);
-        raft_uv_tcp_close(&p->transport);
+        raft_auth_free(p->transport);
         return -EIO;
     }
     p->raft.data = p;
@@ -435,7 +446,20 @@ int mgmt_pool_start(struct mgmt *m, int bootstrap, const char *self_addr, char *
         fclose(f);
         p->addr[strcspn(p->addr, "\n")] = 0;
     }
-    int rc = mgmt_applier_start(m);
+    /* DIR/raft/secret: the pool secret (pool_auth.h), written before by the
+     * probe that made the pool or took this server in. */
+    int rc = pool_secret_load(m->workdir);
+    if (rc == -ENOENT)
+        log_warn("pool: this pool has no secret (it was formed before cairnd had them): "
+                 "the servers' consensus and internal commands are not authenticated; "
+                 "docs/security.md says how to give it one");
+    else if (rc < 0) {
+        snprintf(err, errlen, "cannot read the pool secret %s/secret: %s", p->dir,
+                 rc == -EINVAL ? "not 64 hex digits" : strerror(-rc));
+        free(p);
+        return rc;
+    }
+    rc = mgmt_applier_start(m);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the applier thread");
         free(p);

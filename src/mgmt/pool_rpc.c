@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include <raft.h>
 
 #include "../client/client.h"
@@ -27,11 +29,69 @@
 #include "../rpc/conn.h"
 #include "import.h"
 #include "pool.h"
+#include "pool_auth.h"
 
 #define PEER_CONNECT_MS 2000
 #define PEER_CALL_MS 30000
 #define LEADER_WAIT_MS 3000
 #define SYNC_WAIT_MS 10000
+
+/* The pool handshake as the connector (pool_auth.h), first on a new
+ * connection to another cairnd. 0: proved, or this server has no secret (a
+ * pool formed before secrets: the other side judges by address as before),
+ * or the other has none and may (stranger: the probe of a lone server);
+ * -EACCES: that cairnd does not prove it knows this pool's secret, so
+ * nothing goes to it (it could be anyone who took a member's address); or
+ * a transport error. */
+static int prove_membership(struct rpc_conn *c, const char *host, int stranger, int timeout_ms)
+{
+    uint8_t key[POOL_SECRET_LEN], hello[POOL_HELLO_LEN], proof[POOL_PROOF_LEN];
+    struct pool_auth a;
+    if (pool_secret_get(key) < 0)
+        return 0;
+    int rc = pool_auth_connect(&a, key, hello);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rc < 0)
+        return rc;
+    struct rpc_buf body;
+    struct rpc_frame *r = NULL;
+    rpc_buf_init(&body);
+    rpc_put_bytes(&body, RPC_T_DATA, hello, sizeof(hello));
+    rc = rpc_conn_call_sync(c, RPC_OP_MGMT_POOL_HELLO, &body, &r, timeout_ms);
+    rpc_buf_free(&body);
+    if ((rc == -ENOKEY || rc == -ENOSYS) && stranger) {
+        rc = 0; /* no secret there (ENOSYS: a cairnd from before secrets) */
+        goto out;
+    }
+    if (rc == -ENOKEY || rc == -ENOSYS)
+        rc = -EACCES; /* a member always has the secret */
+    if (rc == 0)
+        rc = r && rpc_has(&r->msg, RPC_T_DATA)
+                 ? pool_auth_answered(&a, r->msg.data.p, r->msg.data.len, proof)
+                 : -EPROTO;
+    if (rc == -EACCES || rc == -EPROTO) {
+        log_warn("cairnd %s does not know this pool's secret: it is not a server of this pool "
+                 "(or has another pool's secret); nothing sent to it",
+                 host);
+        rc = -EACCES;
+    }
+    if (rc < 0)
+        goto out;
+    rpc_frame_free(r);
+    r = NULL;
+    rpc_buf_init(&body);
+    rpc_put_bytes(&body, RPC_T_DATA, proof, sizeof(proof));
+    rc = rpc_conn_call_sync(c, RPC_OP_MGMT_POOL_PROVE, &body, &r, timeout_ms);
+    rpc_buf_free(&body);
+    if (rc == -EACCES)
+        log_warn("cairnd %s refused this server's proof of the pool secret: it has another "
+                 "pool's secret",
+                 host);
+out:
+    pool_auth_clear(&a);
+    rpc_frame_free(r);
+    return rc;
+}
 
 int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const *argv, char **text,
                    int timeout_ms)
@@ -54,6 +114,13 @@ int mgmt_peer_call(const char *host, uint16_t port, int argc, const char *const 
     if (rpc_conn_start(c) < 0) {
         rpc_conn_put(c);
         return -ENOMEM;
+    }
+    int stranger = argc > 0 && (strcmp(argv[0], "__hello") == 0 || strcmp(argv[0], "__join") == 0);
+    if ((rc = prove_membership(c, host, stranger,
+                               timeout_ms < PEER_CONNECT_MS ? timeout_ms : PEER_CONNECT_MS)) < 0) {
+        rpc_conn_close(c, 0);
+        rpc_conn_put(c);
+        return rc; /* nothing was sent */
     }
     struct rpc_buf body;
     rpc_buf_init(&body);
@@ -529,12 +596,23 @@ static int cmd_hello(struct mgmt *m, FILE *out)
 static int cmd_join(struct mgmt *m, int argc, char **argv, FILE *out)
 {
     char err[512];
-    if (argc != 2)
-        return bad(out, "usage: __join RAFT-ADDRESS");
+    if (argc != 2 && argc != 3)
+        return bad(out, "usage: __join RAFT-ADDRESS [SECRET]");
     if (m->pool || m->n_peers > 1 || m->vols)
         return bad(out, "this server is already part of a pool or has volumes");
     mgmt_state_clear(m);
     mgmt_pool_wipe(m);
+    /* the pool's secret, from the probe; none from a pool formed before
+     * secrets (or a cairnd from then) */
+    int src = argc == 3 ? mgmt_raft_dir_make(m) : 0;
+    if (src == 0 && argc == 3)
+        src = pool_secret_store_hex(m->workdir, argv[2]);
+    if (src < 0) {
+        mgmt_pool_wipe(m);
+        fprintf(out, "cannot keep the pool secret: %s\n",
+                src == -EINVAL ? "malformed" : strerror(-src));
+        return 1;
+    }
     pthread_mutex_unlock(&m->lock);
     int rc = mgmt_pool_start(m, 0, argv[1], err, sizeof(err));
     pthread_mutex_lock(&m->lock);
@@ -797,13 +875,39 @@ static int from_peer(struct mgmt *m, const char *addr)
     return m->n_peers > 0 && mgmt_peer_for_host(m, addr) != NULL;
 }
 
-int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const char *addr, int local)
+/* The internal commands only a server of the pool may send (the others
+ * answer "unrecognized word"). */
+static int members_only(const char *w)
+{
+    static const char *const words[] = {
+        "__fwd",          "__leave",  "__gen",           "__status", "__statedump",
+        "__check-bricks", "__import", "__prepare-start", "__sync",   NULL};
+    for (int i = 0; words[i]; i++)
+        if (strcmp(w, words[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int mgmt_cli_dispatch(struct mgmt *m, int argc, char **argv, FILE *out, const char *addr, int local,
+                      int pool_proved)
 {
     if (argc > 0 && is_internal(argv[0])) {
-        int anyone = strcmp(argv[0], "__hello") == 0 || strcmp(argv[0], "__join") == 0;
+        /* __hello and __join come from a server that is not a member yet
+         * (a probe); __join is refused by a server already in a pool. */
+        uint8_t key[POOL_SECRET_LEN];
+        int secret = pool_secret_get(key) == 0;
+        OPENSSL_cleanse(key, sizeof(key));
         pthread_mutex_lock(&m->lock);
-        int allowed = anyone || local || from_peer(m, addr);
+        int allowed =
+            !members_only(argv[0]) || pool_proved || (!secret && (local || from_peer(m, addr)));
         pthread_mutex_unlock(&m->lock);
+        if (!allowed && secret) {
+            log_warn("refusing %s from %s: it did not prove it knows the pool secret (not a "
+                     "server of this pool)",
+                     argv[0], addr);
+            return bad(out, "Permission denied: not a server of this pool (no proof of the pool "
+                            "secret)");
+        }
         if (!allowed) {
             log_warn("refusing %s from %s: not a server of this pool", argv[0], addr);
             return bad(out, "Permission denied: not a server of this pool");

@@ -10,9 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "../lib/log.h"
 #include "../rpc/conn.h"
 #include "pool.h"
+#include "pool_auth.h"
 
 #define MAX_ARGS 256
 
@@ -21,6 +24,8 @@ struct peer {
     char addr[INET6_ADDRSTRLEN];
     int local;                      /* connected from one of this server's addresses */
     char vol[MGMT_VOLNAME_MAX + 1]; /* the volume of its last GETVOL, "" before */
+    struct pool_auth auth;          /* the pool handshake, while under way */
+    int pool_proved;                /* it proved it knows the pool secret */
 };
 
 static void reply_text(struct rpc_conn *c, const struct rpc_frame *f, int status, const char *text,
@@ -66,13 +71,53 @@ static void handle_cli(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
     }
     /* Commands from other hosts are refused, except what the servers of a
      * pool ask each other (pool_rpc.c). */
-    int status = mgmt_cli_dispatch(p->m, argc, argv, out, p->addr, p->local);
+    int status = mgmt_cli_dispatch(p->m, argc, argv, out, p->addr, p->local, p->pool_proved);
     fclose(out);
     reply_text(c, f, 0, text, status);
     free(text);
 out:
     for (int i = 0; i < argc; i++)
         free(argv[i]);
+}
+
+/* The pool handshake (pool_auth.h), as the acceptor: a connection that
+ * completes it may send internal commands. */
+static void handle_pool_hello(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
+{
+    uint8_t key[POOL_SECRET_LEN], answer[POOL_ANSWER_LEN];
+    p->pool_proved = 0;
+    if (pool_secret_get(key) < 0) { /* a lone server, or a pool without a secret */
+        rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, -ENOKEY, NULL);
+        return;
+    }
+    int rc = rpc_has(&f->msg, RPC_T_DATA)
+                 ? pool_auth_accept(&p->auth, key, f->msg.data.p, f->msg.data.len, answer)
+                 : -EPROTO;
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rc < 0) {
+        log_warn("refusing the pool handshake of %s: malformed hello", p->addr);
+        rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, -EPROTO, NULL);
+        return;
+    }
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    rpc_put_bytes(&b, RPC_T_DATA, answer, sizeof(answer));
+    rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, 0, &b);
+    rpc_buf_free(&b);
+}
+
+static void handle_pool_prove(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
+{
+    int rc = rpc_has(&f->msg, RPC_T_DATA)
+                 ? pool_auth_proved(&p->auth, f->msg.data.p, f->msg.data.len)
+                 : -EPROTO;
+    pool_auth_clear(&p->auth);
+    p->pool_proved = rc == 0;
+    if (rc < 0)
+        log_warn("refusing the pool handshake of %s: %s", p->addr,
+                 rc == -EACCES ? "it does not know the pool secret (not a server of this pool)"
+                               : "no hello before, or a malformed proof");
+    rpc_conn_reply(c, f->hdr.reqid, f->hdr.opcode, rc < 0 ? -EACCES : 0, NULL);
 }
 
 static void handle_getvol(struct peer *p, struct rpc_conn *c, struct rpc_frame *f)
@@ -145,6 +190,12 @@ static void request_cb(struct rpc_conn *c, struct rpc_frame *f, void *ctx)
     case RPC_OP_MGMT_GETVOL:
         handle_getvol(p, c, f);
         break;
+    case RPC_OP_MGMT_POOL_HELLO:
+        handle_pool_hello(p, c, f);
+        break;
+    case RPC_OP_MGMT_POOL_PROVE:
+        handle_pool_prove(p, c, f);
+        break;
     case RPC_OP_MGMT_CLIENT_STATS: /* a mount's counters, for the metrics */
         if (p->vol[0])
             mgmt_metrics_client_report(p, p->vol, p->addr, &f->msg);
@@ -172,6 +223,7 @@ static void closed_cb(struct rpc_conn *c, int reason, void *ctx)
     struct peer *p = ctx;
     mgmt_notify_unsubscribe(p->m, c);
     mgmt_metrics_client_gone(p);
+    pool_auth_clear(&p->auth);
     free(ctx);
     rpc_conn_put(c); /* the reference rpc_conn_new gave the accept loop */
 }

@@ -97,6 +97,12 @@ enum rpc_op {
     /* mount -> cairnd, on its GETVOL connection: PATH (mount point), COUNTER*
      * (docs/metrics.md); reply empty (ENOSYS from an older cairnd) */
     RPC_OP_MGMT_CLIENT_STATS = 103,
+    /* cairnd -> cairnd, first on a connection for internal commands
+     * (src/mgmt/pool_auth.h): DATA the hello; reply DATA the answer, or
+     * ENOKEY from a server without a pool secret (ENOSYS from an older one) */
+    RPC_OP_MGMT_POOL_HELLO = 104,
+    /* then DATA the proof; reply empty, or EACCES */
+    RPC_OP_MGMT_POOL_PROVE = 105,
     RPC_OP_MAX = 128,
 };
 

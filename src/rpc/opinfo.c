@@ -84,6 +84,8 @@ static const struct rpc_opinfo table[RPC_OP_MAX] = {
     [RPC_OP_MGMT_GETVOL] = {"MGMT_GETVOL", 0},
     [RPC_OP_MGMT_RECONF] = {"MGMT_RECONF", NO_HOLD},
     [RPC_OP_MGMT_CLIENT_STATS] = {"MGMT_CLIENT_STATS", 0},
+    [RPC_OP_MGMT_POOL_HELLO] = {"MGMT_POOL_HELLO", 0},
+    [RPC_OP_MGMT_POOL_PROVE] = {"MGMT_POOL_PROVE", 0},
 };
 
 const struct rpc_opinfo *rpc_opinfo(uint64_t op)

@@ -27,6 +27,10 @@
 /* Writes are gathered up to one TLS record's worth, so a frame's header and
  * a small body go out as one record, not two. */
 #define TX_STAGE 16384
+/* Records are sent, and read, this many bytes at a time: a 1 MiB frame is
+ * 64 records, and one system call per record cost as much CPU as the
+ * encryption (docs/security.md, "What TLS costs"). */
+#define TLS_IO_BUFFER (128 * 1024)
 
 struct rpc_tls_ctx {
     SSL_CTX *ssl;
@@ -39,6 +43,7 @@ struct rpc_tls {
     SSL *ssl;
     int fd;
     int confirmed; /* client: the server sent a session ticket (it took our certificate) */
+    int buffered;  /* records are written to a buffer BIO: flush after each frame */
     pthread_mutex_t lock;
     char peer_name[256];
     char err[256];
@@ -121,6 +126,11 @@ struct rpc_tls_ctx *rpc_tls_ctx_new(const struct rpc_tls_conf *conf, int server,
 #endif
     SSL_CTX_set_options(s, opts);
     SSL_CTX_set_mode(s, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* Read as many records as have arrived in one read(): the reader loop
+     * calls rpc_tls_read again before it waits for the socket, so records
+     * buffered here are never left waiting. */
+    SSL_CTX_set_read_ahead(s, 1);
+    SSL_CTX_set_default_read_buffer_len(s, TLS_IO_BUFFER);
     if (conf && conf->ciphers && *conf->ciphers && !SSL_CTX_set_ciphersuites(s, conf->ciphers)) {
         set_err(err, errlen, "no usable TLS 1.3 cipher suite in ssl.cipher-list '%s'",
                 conf->ciphers);
@@ -237,6 +247,24 @@ static void peer_name(struct rpc_tls *t)
         t->peer_name[0] = 0;
 }
 
+/* After the handshake: records go to a buffer that rpc_tls_writev flushes
+ * once per frame, instead of one write() per record. Not when the kernel
+ * took over the sending (kernel TLS): it gathers records itself. */
+static void buffer_writes(struct rpc_tls *t)
+{
+    BIO *sock = SSL_get_wbio(t->ssl);
+    if (!sock || BIO_get_ktls_send(sock))
+        return;
+    BIO *buf = BIO_new(BIO_f_buffer());
+    if (!buf || BIO_set_write_buffer_size(buf, TLS_IO_BUFFER) <= 0 || !BIO_up_ref(sock)) {
+        BIO_free(buf);
+        return; /* unbuffered still works */
+    }
+    BIO_push(buf, sock);
+    SSL_set0_wbio(t->ssl, buf);
+    t->buffered = 1;
+}
+
 static int handshake(struct rpc_tls_ctx *x, int fd, int timeout_ms, struct rpc_tls **out, char *err,
                      size_t errlen)
 {
@@ -300,6 +328,7 @@ static int handshake(struct rpc_tls_ctx *x, int fd, int timeout_ms, struct rpc_t
         }
     }
     peer_name(t);
+    buffer_writes(t);
     *out = t;
     return 0;
 fail:
@@ -389,6 +418,28 @@ static int write_buf(struct rpc_tls *t, const uint8_t *p, size_t len)
     return 0;
 }
 
+/* Sends what the buffer BIO holds. */
+static int flush_buf(struct rpc_tls *t)
+{
+    for (;;) {
+        pthread_mutex_lock(&t->lock);
+        BIO *w = SSL_get_wbio(t->ssl);
+        int r = BIO_flush(w);
+        int retry = r <= 0 && BIO_should_retry(w);
+        int en = errno;
+        pthread_mutex_unlock(&t->lock);
+        if (r > 0)
+            return 0;
+        if (!retry) {
+            ERR_clear_error();
+            return en == ECONNRESET || !en ? -EPIPE : -en;
+        }
+        int rc = wait_fd(t->fd, POLLOUT, -1);
+        if (rc < 0)
+            return rc;
+    }
+}
+
 int rpc_tls_writev(struct rpc_tls *t, const struct iovec *v, int niov)
 {
     uint8_t stage[TX_STAGE];
@@ -418,6 +469,8 @@ int rpc_tls_writev(struct rpc_tls *t, const struct iovec *v, int niov)
     }
     if (rc == 0 && staged)
         rc = write_buf(t, stage, staged);
+    if (rc == 0 && t->buffered)
+        rc = flush_buf(t);
     return rc;
 }
 

@@ -67,6 +67,8 @@ static const struct {
     {RPC_OP_MGMT_GETVOL, "MGMT_GETVOL"},
     {RPC_OP_MGMT_RECONF, "MGMT_RECONF"},
     {RPC_OP_MGMT_CLIENT_STATS, "MGMT_CLIENT_STATS"},
+    {RPC_OP_MGMT_POOL_HELLO, "MGMT_POOL_HELLO"},
+    {RPC_OP_MGMT_POOL_PROVE, "MGMT_POOL_PROVE"},
 };
 #define N_ALL (sizeof(all) / sizeof(all[0]))
 

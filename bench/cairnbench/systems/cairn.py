@@ -256,6 +256,40 @@ class CairnSystem(SecondMount, System):
                 f"/{rel}/{name}")
 
 
+    def nbd_start(self, target, name, size_mib):
+        """Serves target/name (a file of the volume, made sparse at
+        size_mib when missing) with nbdkit and the Cairn plugin on a unix
+        socket, no FUSE in the data path; returns (uri, stop)."""
+        plugin = os.path.join(self.build_dir, "lib", "nbdkit-cairn-plugin.so")
+        if not os.path.exists(plugin):
+            raise util.BenchFailure(f"{plugin} missing (nbdkit-plugin-dev at build time)")
+        d = os.path.join(self.root, "nbd")
+        os.makedirs(d, exist_ok=True)
+        sock, pidfile = os.path.join(d, "nbd.sock"), os.path.join(d, "nbdkit.pid")
+        for p in (sock, pidfile):
+            if os.path.exists(p):
+                os.unlink(p)
+        rel = "/" + os.path.relpath(os.path.join(target, name), self.mnt)
+        util.run(["nbdkit", "--pidfile", pidfile, "-U", sock, plugin,
+                  f"volume={HOSTS[0]}:{PORT}:/{VOLUME}", f"file={rel}", f"size={size_mib}M",
+                  f"log-file={os.path.join(d, 'plugin.log')}"] + self._nbd_ssl(),
+                 timeout=60, what="nbdkit")
+        util.wait_for(lambda: os.path.exists(sock) and os.path.exists(pidfile), 20,
+                      what="nbdkit to listen")
+
+        def stop():
+            try:
+                with open(pidfile) as f:
+                    util.kill_pids([int(f.read().strip())])
+            except (OSError, ValueError):
+                pass
+        return f"nbd+unix:///?socket={sock}", stop
+
+    def _nbd_ssl(self):
+        if self.certs:
+            raise util.BenchFailure("the NBD plugin takes no TLS parameters")
+        return []
+
     def client_pids(self):
         return util.pids_matching([f"cairn-fuse {HOSTS[0]}:{PORT}:/{VOLUME} "
                                    f"{self.mnt}"])

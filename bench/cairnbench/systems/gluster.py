@@ -45,12 +45,17 @@ def _in_netns(pid, ns_path):
 class GlusterSystem(SecondMount, System):
     packages = ("glusterfs-server", "glusterfs-client")
 
-    def __init__(self, ctx, arbiter=False, sets=1, down=False, tls=False):
+    def __init__(self, ctx, arbiter=False, sets=1, down=False, tls=False, disperse=False):
         self.arbiter = arbiter
+        self.disperse = disperse
         self.tls = tls
         self.kept_ssl = {}
         self.sets = sets
-        if sets > 1:
+        if disperse:
+            # seed 003's VM store: 2 x (2 + 1) dispersed, sharded
+            self.key, self.volume = "glusterfs-ec", "cbench_ec"
+            self.label = f"glusterfs {sets} x (2 + 1) disperse, shard"
+        elif sets > 1:
             self.key, self.volume = "glusterfs-dr", "cbench_dr"
             self.label = f"glusterfs {sets} x 3"
         else:
@@ -111,9 +116,13 @@ class GlusterSystem(SecondMount, System):
             util.rmtree(b, timeout=self.ctx.prepare_timeout)
             os.makedirs(b)
         spec = ["replica", "3"] + (["arbiter", "1"] if self.arbiter else [])
+        if self.disperse:
+            spec = ["disperse", "3", "redundancy", "1"]
         self.gluster("volume", "create", self.volume, *spec,
                      *[f"{self.host}:{b}" for b in self.bricks()], "force")
         self.created = True
+        if self.disperse:
+            self.gluster("volume", "set", self.volume, "features.shard", "on")
         if self.tls:
             for key, value in (("client.ssl", "on"), ("server.ssl", "on"),
                                ("auth.ssl-allow", "*")):
@@ -263,6 +272,8 @@ class GlusterSystem(SecondMount, System):
 
     def describe(self):
         info = {"label": self.label, "volume": self.volume,
+                "shape": ("disperse 3 redundancy 1" if self.disperse else
+                          "replica 3 arbiter 1" if self.arbiter else "replica 3"),
                 "bricks": [f"{self.host}:{b}" for b in self.bricks()],
                 "version": self.version,
                 "options": ("client.ssl on, server.ssl on, auth.ssl-allow *"
