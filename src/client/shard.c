@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 
 #include "../lib/log.h"
 #include "../rpc/opinfo.h"
@@ -90,6 +91,7 @@ int cl_shard_hidden(const char *path, size_t len)
 
 struct sshard {
     uint64_t n, fh, blocks; /* block number, the child's handle, its 512-byte blocks */
+    int dirty;              /* written since its last fsync */
 };
 
 /* A sharded file open through this layer, shared by its handles. */
@@ -97,8 +99,9 @@ struct sfile {
     gfid_t gfid;
     struct cl_shard_meta m;
     int refs;
-    int gone;    /* its last name was removed while open: shards go at the last close */
-    int touched; /* a shard changed since the base file's mtime was set (touch) */
+    int gone;          /* its last name was removed while open: shards go at the last close */
+    int touched;       /* a shard changed since settle() */
+    uint64_t mtime_ms; /* when this mount last set the base file's mtime (monotonic) */
     pthread_mutex_t lock;
     struct sshard open[OPEN_SHARDS];
     int n_open;
@@ -355,6 +358,11 @@ static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, 
     if (f->n_open == OPEN_SHARDS) {
         for (int i = 0; i < f->n_open; i++) {
             struct cl_op r;
+            if (f->open[i].dirty) { /* a later fsync of the file would miss it */
+                cl_op_init(&r, RPC_OP_FSYNC, NULL, NULL);
+                RPC_SET(&r.args, fh, RPC_T_FH, f->open[i].fh);
+                simple(s, &r);
+            }
             cl_op_init(&r, RPC_OP_RELEASE, NULL, NULL);
             RPC_SET(&r.args, fh, RPC_T_FH, f->open[i].fh);
             simple(s, &r);
@@ -398,6 +406,7 @@ static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, 
     x->n = n;
     x->fh = op.reply->msg.fh;
     x->blocks = rpc_has(&op.reply->msg, RPC_T_ATTR) ? op.reply->msg.attr.blocks : 0;
+    x->dirty = 0;
     cl_op_release(&op);
     *sh = x;
     return 0;
@@ -463,6 +472,34 @@ static void shards_remove_all(struct shard *s, const gfid_t *g, const struct cl_
     uint64_t n = cl_shard_blocks_of(m->size, m->block_size);
     for (uint64_t k = 1; k < n; k++)
         shard_remove(s, NULL, g, k);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static int set_mtime(struct shard *s, struct sfile *f, uint64_t base_fh)
+{
+    struct cl_op t;
+    cl_op_init(&t, RPC_OP_SETATTR, NULL, NULL);
+    RPC_SET(&t.args, fh, RPC_T_FH, base_fh);
+    RPC_SET(&t.args, valid, RPC_T_VALID, RPC_SET_MTIME_NOW);
+    int rc = simple(s, &t);
+    if (rc == 0)
+        f->mtime_ms = now_ms();
+    return rc;
+}
+
+/* A change to a shard: the base file's mtime is set now when this mount
+ * has not set it for a second (so it moves at once, and lags the last
+ * change by a second at most until settle). f->lock held. */
+static void shard_changed(struct shard *s, struct sfile *f, uint64_t base_fh)
+{
+    if (f->touched && now_ms() - f->mtime_ms >= 1000)
+        set_mtime(s, f, base_fh);
 }
 
 /* ---- the worker queue ---- */
@@ -671,6 +708,8 @@ static int write_range(struct shard *s, struct sfh *h, const struct cl_op *op, u
         if (rc == 0 && sh && rpc_has(&w.reply->msg, RPC_T_ATTR))
             account(f, sh, w.reply->msg.attr.blocks);
         f->touched |= n > 0;
+        if (sh)
+            sh->dirty = 1;
         if (rc == 0 && n == 0 && rpc_has(&w.reply->msg, RPC_T_FLAGS) && w.reply->msg.flags == 1)
             *killed = 1;
         cl_op_release(&w);
@@ -723,6 +762,7 @@ static void do_write(struct shard *s, struct job *j)
     }
     if (f->m.size != before.size || f->m.shard_blocks != before.shard_blocks)
         meta_put(s, path, &f->m, 0);
+    shard_changed(s, f, h->fh);
     pthread_mutex_unlock(&f->lock);
     if (total > 0)
         rc = 0; /* as write(2): what was written counts */
@@ -765,11 +805,7 @@ static void settle(struct shard *s, struct sfile *f, uint64_t base_fh, const cha
         account_now(s, f, &f->open[i]);
     if (f->m.shard_blocks != before)
         meta_put(s, path, &f->m, 0);
-    struct cl_op t;
-    cl_op_init(&t, RPC_OP_SETATTR, NULL, NULL);
-    RPC_SET(&t.args, fh, RPC_T_FH, base_fh);
-    RPC_SET(&t.args, valid, RPC_T_VALID, RPC_SET_MTIME_NOW);
-    if (simple(s, &t) == 0)
+    if (set_mtime(s, f, base_fh) == 0)
         f->touched = 0;
 }
 
@@ -822,11 +858,14 @@ static void do_fallocate(struct shard *s, struct job *j)
         if (rc == 0 && sh)
             account_now(s, f, sh);
         f->touched |= n > 0;
+        if (sh)
+            sh->dirty = 1;
     }
     if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > f->m.size)
         f->m.size = off + len;
     if (f->m.size != before.size || f->m.shard_blocks != before.shard_blocks)
         meta_put(s, path, &f->m, 0);
+    shard_changed(s, f, h->fh);
     pthread_mutex_unlock(&f->lock);
     complete(op, rc, NULL);
 }
@@ -912,6 +951,8 @@ static void do_fsync(struct shard *s, struct job *j)
     pthread_mutex_lock(&f->lock);
     int rc = 0;
     for (int i = 0; i < f->n_open; i++) {
+        if (!f->open[i].dirty)
+            continue;
         struct cl_op x;
         cl_op_init(&x, RPC_OP_FSYNC, NULL, NULL);
         x.args = op->args;
@@ -919,6 +960,8 @@ static void do_fsync(struct shard *s, struct job *j)
         int r = simple(s, &x);
         if (r < 0 && rc == 0)
             rc = r;
+        else if (r == 0)
+            f->open[i].dirty = 0;
     }
     settle(s, f, h->fh, path); /* the shards' blocks are stable now */
     pthread_mutex_unlock(&f->lock);
@@ -1088,13 +1131,10 @@ static void do_release(struct shard *s, struct job *j)
 /* The sharded file g open here, with a reference, or a new one with m. */
 static struct sfile *file_for(struct shard *s, const gfid_t *g, const struct cl_shard_meta *m)
 {
-    struct sfile *f = file_get(s, g, m);
-    if (f) {
-        pthread_mutex_lock(&f->lock);
-        f->m = *m; /* the recorded values are the newest */
-        pthread_mutex_unlock(&f->lock);
-    }
-    return f;
+    /* One open here already keeps the newest values: every change this
+     * mount makes is recorded under the file's lock, and m, read before
+     * taking it, may predate the last one. */
+    return file_get(s, g, m);
 }
 
 /* Whether path names a sharded file: 1 with its attributes and meta, 0
