@@ -34,6 +34,9 @@
 /* distribute: a directory's hash layout, a link-to file's target subvolume */
 #define BRICK_XATTR_LAYOUT "trusted.cairn.layout"
 #define BRICK_XATTR_LINKTO "trusted.cairn.linkto"
+/* shard: a sharded file's block size and whole size (docs/shard.md); the
+ * one name of ours a MAKE_FILE may set, as the file it describes is made */
+#define BRICK_XATTR_SHARD "trusted.cairn.shard"
 
 /* Handshake feature bits this brick offers (none yet). */
 #define BRICK_FEATURES 0ull

@@ -477,7 +477,7 @@ static int set_xattrs(struct brick_req *r, int fd)
     rpc_iter_init(&it, x->p, x->len);
     while ((rc = rpc_xattrs_next(&it, &n, &v)) > 0) {
         rpc_bytes_str(&n, name, sizeof(name));
-        if (!brick_xattr_name_ok(name))
+        if (!brick_xattr_name_ok(name) && strcmp(name, BRICK_XATTR_SHARD) != 0)
             return -EPERM;
         if ((rc = VFS->fsetxattr(fd, name, v.p, v.len, 0)) < 0)
             return rc;

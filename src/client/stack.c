@@ -10,6 +10,7 @@
 #include "disperse.h"
 #include "distribute.h"
 #include "replicate.h"
+#include "shard.h"
 
 /* How often a replicate layer looks for heals to do while a child has been
  * down (ms). */
@@ -105,6 +106,16 @@ static struct cl_layer *make_dht(const struct stack_build *b, int index, struct 
     return cl_dht_new(children, n, b->v->name);
 }
 
+/* Always there, so sharded files stay readable when features.shard is
+ * turned off, and turning it on reaches a running mount (reconfigure). */
+static struct cl_layer *make_shard(const struct stack_build *b, int index,
+                                   struct cl_layer **children, int n)
+{
+    (void)index;
+    (void)n;
+    return cl_shard_new(children[0], b->v->name);
+}
+
 /* The stack, bottom to top. A new kind of layer is a new row: disperse
  * beside replicate (chosen by used()), shard and the caches above
  * distribute. */
@@ -113,6 +124,7 @@ static const struct stack_level levels[] = {
     {"replicate", SPAN_SET, replicated, make_repl},
     {"disperse", SPAN_SET, dispersed, make_disp},
     {"distribute", SPAN_VOLUME, distributed, make_dht},
+    {"shard", SPAN_VOLUME, always, make_shard},
 };
 
 static void destroy_layers(struct cl_layer **l, int n)
@@ -253,6 +265,8 @@ int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv
  * distribute. */
 static struct cl_layer *set_layer(struct cl_layer *top, int sets, int s)
 {
+    while (!strcmp(top->name, "features/shard"))
+        top = top->children[0]; /* volume-wide layers above the sets' */
     return sets > 1 ? top->children[s] : top;
 }
 

@@ -207,12 +207,12 @@ const struct opt_def opt_table[] = {
      .refused = "a read-only volume is not available yet in Cairn: mount with -o ro instead"},
     NOEFFECT("features.selinux", OPT_BOOL, "on", 0, 0, NULL,
              "security.selinux labels are stored when a client mounts with -o selinux."),
-    {"features.shard", OPT_BOOL, "off", 0, 0, NULL, false,
-     "Sharding is not available yet; only off is accepted.", .no_effect = true, .only = "off",
-     .refused = "sharding is not available yet in Cairn: files would be stored whole on "
-                "one replica set, not in shards"},
-    NOEFFECT("features.shard-block-size", OPT_SIZE, "64MB", 4194304, 4398046511104LL, NULL,
-             "sharding is not available yet (features.shard)."),
+    OPT("features.shard", OPT_BOOL, "off", 0, 0, NULL, true,
+        "Store files created from now on in blocks of features.shard-block-size, spread over "
+        "the replica sets (docs/shard.md); existing files stay whole."),
+    OPT("features.shard-block-size", OPT_SIZE, "64MB", 4194304, 4398046511104LL, NULL, true,
+        "Block size of files sharded from now on (4MB at least); a file keeps the one it was "
+        "created with."),
     OPT("features.soft-timeout", OPT_TIME, "60", 1, 1800, NULL, true,
         "Seconds between two summations of a distributed volume's quota usage over its replica "
         "sets while every limited directory is below its soft limit (docs/quota.md)."),

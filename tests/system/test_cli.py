@@ -571,14 +571,14 @@ def test_bad_pairs_all_reported_none_set(c5):
 
 def test_refused_gluster_values(c5):
     seed_volume(c5, "refv")
-    r = cli(c5, "volume", "set", "refv", "features.shard", "on")
-    assert r.returncode == 1 and "sharding is not available yet" in out(r)
-    assert cli(c5, "volume", "set", "refv", "features.shard", "off").returncode == 0
+    r = cli(c5, "volume", "set", "refv", "features.read-only", "on")
+    assert r.returncode == 1 and "read-only volume is not available yet" in out(r)
+    assert cli(c5, "volume", "set", "refv", "features.read-only", "off").returncode == 0
     assert cli(c5, "volume", "set", "refv", "cluster.quorum-type", "auto").returncode == 0
     r = cli(c5, "volume", "set", "refv", "storage.owner-uid", "107")
     assert r.returncode == 1 and "chown" in out(r)
     rows = get_all(c5, "refv")
-    assert rows["features.shard"].startswith("off ")
+    assert rows["features.read-only"].startswith("off ")
     assert rows["cluster.quorum-type"] == "auto"
 
 

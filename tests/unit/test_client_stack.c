@@ -91,12 +91,14 @@ static void check_shape(int n_bricks, int replica, const char *want)
 
 static void test_shapes(void)
 {
-    check_shape(1, 1, "protocol/client");
-    check_shape(3, 3, "replicate(protocol/client,protocol/client,protocol/client)");
-    check_shape(2, 1, "distribute(protocol/client,protocol/client)");
+    /* shard is always on top: files sharded once stay readable when the
+     * option is turned off */
+    check_shape(1, 1, "features/shard(protocol/client)");
+    check_shape(3, 3, "features/shard(replicate(protocol/client,protocol/client,protocol/client))");
+    check_shape(2, 1, "features/shard(distribute(protocol/client,protocol/client))");
     check_shape(6, 3,
-                "distribute(replicate(protocol/client,protocol/client,protocol/client),"
-                "replicate(protocol/client,protocol/client,protocol/client))");
+                "features/shard(distribute(replicate(protocol/client,protocol/client,protocol/"
+                "client),replicate(protocol/client,protocol/client,protocol/client)))");
 }
 
 static void test_bad_layouts(void)

@@ -252,11 +252,16 @@ static void test_gluster_names(void)
              -EINVAL);
     CHECK_EQ(opt_validate("network.inode-lru-limit", "-5", norm, sizeof(norm), err, sizeof(err)),
              -EINVAL);
-    /* sharding would be silently absent: refused on, taken off */
-    CHECK_EQ(opt_validate("features.shard", "on", norm, sizeof(norm), err, sizeof(err)), -EINVAL);
-    CHECK(strstr(err, "sharding is not available") != NULL);
+    /* sharding (docs/shard.md): on and off; blocks of 4MB at least, as GlusterFS */
+    CHECK_EQ(opt_validate("features.shard", "on", norm, sizeof(norm), err, sizeof(err)), 0);
+    CHECK_STR(norm, "on");
     CHECK_EQ(opt_validate("features.shard", "disable", norm, sizeof(norm), err, sizeof(err)), 0);
     CHECK_STR(norm, "off");
+    CHECK(opt_find("features.shard")->live && !opt_find("features.shard")->no_effect);
+    CHECK_EQ(opt_validate("features.shard-block-size", "4MB", norm, sizeof(norm), err, sizeof(err)),
+             0);
+    CHECK_EQ(opt_validate("features.shard-block-size", "1MB", norm, sizeof(norm), err, sizeof(err)),
+             -EINVAL);
     /* quorum: GlusterFS's types and counts; the ratio is a percentage */
     CHECK_EQ(opt_validate("cluster.quorum-type", "auto", norm, sizeof(norm), err, sizeof(err)), 0);
     CHECK_EQ(opt_validate("cluster.quorum-type", "none", norm, sizeof(norm), err, sizeof(err)), 0);
