@@ -19,6 +19,7 @@ import time
 import pytest
 
 from cairn_cluster import Cluster, kill_pid, port_open
+from opcheck import check_file
 
 HOST = "127.0.0.103"
 CHUNK = 512
@@ -288,6 +289,22 @@ def test_random_writes_and_truncates(ec):
     fm = fresh(c, "ec1")
     assert read(os.path.join(fm.path, "random")) == bytes(model)
     check_fragments(c.vols["ec1"], 2, 1, "random", bytes(model))
+
+
+@pytest.mark.parametrize("vol", ["ec1", "ec2"])
+def test_random_operations_match_a_model(ec, vol):
+    """opcheck's random writes, truncates, punched holes, zeroed ranges,
+    fallocates, fsyncs, reopens and seeks, every read compared with a model
+    and the file read through the second mount at checkpoints; then every
+    fragment on every brick checked against a fresh encode."""
+    c = ec
+    name = f"opcheck-{vol}"
+    size = check_file(os.path.join(c.m[vol][0].path, name), seed=45, n_ops=600,
+                      max_size=1 << 20, max_io=64 << 10,
+                      also=os.path.join(c.m[vol][1].path, name))
+    data = read(os.path.join(fresh(c, vol).path, name))
+    assert len(data) == size
+    check_fragments(c.vols[vol], 2, 1, name, data)
 
 
 def test_two_mounts_overlapping_partial_stripes(ec):
