@@ -24,6 +24,7 @@ def registry():
         "glusterfs-dr": lambda ctx: GlusterSystem(ctx, sets=2),
         # seed 003's VM image store: 2 x (2 + 1) dispersed with sharding
         "glusterfs-ec": lambda ctx: GlusterSystem(ctx, sets=2, disperse=True),
+        "cairn-ec": lambda ctx: CairnSystem(ctx, sets=2, disperse=True),
         "moosefs": MooseFSSystem,
         # one server of three dead (bench/run --degraded adds these)
         "cairn-down": lambda ctx: CairnSystem(ctx, down=True),
@@ -39,9 +40,9 @@ DEFAULT_SYSTEMS = ["local", "local-x3", "cairn", "glusterfs",
 # Not run by default (ask with --systems): 2 x 3 distributed-replicate
 # volumes, compared with each other; Cairn with directory quota on its
 # target, compared with cairn; TLS between clients and bricks; seed 003's
-# dispersed, sharded VM image store (GlusterFS; Cairn's comes with disperse).
+# dispersed, sharded VM image store.
 EXTRA_SYSTEMS = ["cairn-dr", "glusterfs-dr", "cairn-quota", "cairn-tls", "glusterfs-tls",
-                 "glusterfs-ec"]
+                 "cairn-ec", "glusterfs-ec"]
 # The "-down" variant of each system that has servers: with --degraded,
 # each runs right after its system, in the same run, for side-by-side ratios.
 DOWN_VARIANTS = {s: s + "-down" for s in

@@ -35,12 +35,17 @@ class CairnSystem(SecondMount, System):
     label = "cairn"
     packages = ("fuse3",)
 
-    def __init__(self, ctx, sets=1, down=False, quota=False, tls=False):
+    def __init__(self, ctx, sets=1, down=False, quota=False, tls=False, disperse=False):
         self.sets = sets
+        self.disperse = disperse
         self.quota = quota
         self.tls = tls
         self.certs = None
-        if sets > 1:
+        if disperse:
+            # seed 003's VM store: 2 x (2 + 1) dispersed, sharded
+            self.key = "cairn-ec"
+            self.label = f"cairn {sets} x (2 + 1) disperse, shard"
+        elif sets > 1:
             self.key = "cairn-dr"
             self.label = f"cairn {sets} x 3"
         if down:
@@ -148,12 +153,16 @@ class CairnSystem(SecondMount, System):
             for i in range(1, n + 1):
                 os.makedirs(self._brick(i))
             # each set's three bricks on the three hosts
-            rc, out, err = self.cli("volume", "create", VOLUME, "replica", "3",
+            shape = ["disperse", "3", "redundancy", "1"] if self.disperse else ["replica", "3"]
+            rc, out, err = self.cli("volume", "create", VOLUME, *shape,
                                     *[f"{HOSTS[i % 3]}:{self._brick(i + 1)}"
                                       for i in range(n)], "force", check=False)
-            if rc == 0:
+            if rc == 0 and self.disperse:
+                self.layout = f"{self.sets} x (2 + 1)"
+                self.cli("volume", "set", VOLUME, "features.shard", "on")
+            elif rc == 0:
                 self.layout = "replica 3" if self.sets == 1 else f"{self.sets} x 3"
-            elif self.sets > 1:
+            elif self.sets > 1 or self.disperse:
                 raise Unavailable(f"volume create failed: {(err or out).strip()[:200]}")
         elif self.sets > 1:
             raise Unavailable("a distributed-replicate volume needs cairnd on "
@@ -170,6 +179,7 @@ class CairnSystem(SecondMount, System):
                 self.cli("volume", "set", VOLUME, key, "on")
         self.cli("volume", "start", VOLUME)
         self.label = ("cairn replica 3" if self.layout == "replica 3" else
+                      f"cairn {self.layout} disperse, shard" if self.disperse else
                       f"cairn {self.layout}" if self.sets > 1 else
                       "cairn (1 brick; replica not yet available)")
         if self.down:
