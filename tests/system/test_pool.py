@@ -23,6 +23,7 @@ import time
 import pytest
 
 from cairn_cluster import Cluster, alive, bin_dir, exe, kill_pid, pids_with_arg
+from wire import crc32c, parse_tlv, tlv
 
 HOSTS = ["127.0.0.41", "127.0.0.42", "127.0.0.43"]
 
@@ -35,48 +36,9 @@ def out(r):
     return r.stdout + r.stderr
 
 
-# ---- a minimal client of the wire protocol (docs/protocol.md) ----
-
-def _crc32c_table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-CRC_T = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = CRC_T[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
 T_NAME, T_DATA, T_TEXT, T_BRICK, T_HOST, T_PORT, T_PATH, T_OPTION, T_ID, T_GEN = \
     4, 15, 25, 32, 33, 34, 2, 35, 38, 39
 OP_GETVOL = 101
-
-
-def tlv(tag, val):
-    if isinstance(val, int):
-        val = struct.pack("<Q", val)
-    elif isinstance(val, str):
-        val = val.encode()
-    return struct.pack("<HI", tag, len(val)) + val
-
-
-def parse_tlv(body):
-    out, i = [], 0
-    while i < len(body):
-        tag, n = struct.unpack_from("<HI", body, i)
-        out.append((tag, body[i + 6:i + 6 + n]))
-        i += 6 + n
-    return out
 
 
 def layout(body):

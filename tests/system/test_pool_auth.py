@@ -23,6 +23,7 @@ import time
 import pytest
 
 from cairn_cluster import Cluster, kill_pid
+from wire import crc32c, fields, tlv
 
 HOSTS = ["127.0.0.121", "127.0.0.122"]
 FORGED = "127.0.0.123"
@@ -35,43 +36,6 @@ T_DATA, T_ARG, T_TEXT, T_STATUS = 15, 24, 25, 26
 
 def out(r):
     return r.stdout + r.stderr
-
-
-def _crc32c_table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-CRC_T = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = CRC_T[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def tlv(tag, val):
-    if isinstance(val, int):
-        val = struct.pack("<Q", val)
-    elif isinstance(val, str):
-        val = val.encode()
-    return struct.pack("<HI", tag, len(val)) + val
-
-
-def fields(body):
-    d, i = {}, 0
-    while i + 6 <= len(body):
-        tag, n = struct.unpack_from("<HI", body, i)
-        d[tag] = body[i + 6:i + 6 + n]
-        i += 6 + n
-    return d
 
 
 class Forged:
