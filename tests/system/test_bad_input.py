@@ -315,7 +315,7 @@ MALFORMED = {
     "body_len_over_8MiB": lambda: header(OP["PING"], b"", body_len=(8 << 20) + 1),
     "bad_crc": lambda: header(OP["LOOKUP"], body(("PATH", "/")), crc=0x12345678) +
     body(("PATH", "/")),
-    "unknown_tag": lambda: frame(OP["LOOKUP"], body(("PATH", "/")) + field(63, b"x")),
+    "unknown_tag": lambda: frame(OP["LOOKUP"], body(("PATH", "/")) + field(64, b"x")),
     "truncated_tlv": lambda: frame(OP["LOOKUP"], field("PATH", "/")[:-1] + b""),
     "tlv_len_past_body": lambda: frame(OP["LOOKUP"], struct.pack("<HI", T["PATH"], 1000) + b"/"),
     "wrong_len_fixed_field": lambda: frame(OP["LOOKUP"], body(("PATH", "/"), ("GFID", b"12345"))),
