@@ -19,7 +19,7 @@ import time
 import pytest
 
 from cairn_cluster import Cluster, kill_pid, port_open
-from opcheck import check_file
+from opcheck import FALLOC_FL_ZERO_RANGE, check_file, fallocate
 
 HOST = "127.0.0.103"
 CHUNK = 512
@@ -305,6 +305,44 @@ def test_random_operations_match_a_model(ec, vol):
     data = read(os.path.join(fresh(c, vol).path, name))
     assert len(data) == size
     check_fragments(c.vols[vol], 2, 1, name, data)
+
+
+def test_changes_recall_the_other_mounts_lease(ec):
+    """Each change of the disperse layer recalls the other mounts' leases:
+    a second mount that read an empty file (and cached its size under a
+    lease, taken once the cool-downs after the writer's open passed) sees
+    the file grown by a write, a truncate (by handle and by path), a plain
+    fallocate and a zeroed range. Its changes went to the bricks without
+    the file's path, the key of the recall, and that mount read 0 bytes."""
+    c = ec
+    a, b = c.m["ec1"]
+    names = ["rc-write", "rc-ftruncate", "rc-truncate", "rc-alloc", "rc-zero"]
+    fds = {n: os.open(os.path.join(a.path, n), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+           for n in names}
+    try:
+        for fd in fds.values():
+            os.fsync(fd)
+        time.sleep(1.2)  # past the cool-downs of the opens: b gets leases
+        for n in names:
+            assert read(os.path.join(b.path, n)) == b""
+        data = random.Random(5).randbytes(5000)
+        os.pwrite(fds["rc-write"], data, 0)
+        os.ftruncate(fds["rc-ftruncate"], 3000)
+        os.truncate(os.path.join(a.path, "rc-truncate"), 2500)
+        fallocate(fds["rc-alloc"], 0, 0, 7000)
+        fallocate(fds["rc-zero"], FALLOC_FL_ZERO_RANGE, 100, 4000)
+        for fd in fds.values():
+            os.fsync(fd)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    want = {"rc-write": data, "rc-ftruncate": bytes(3000), "rc-truncate": bytes(2500),
+            "rc-alloc": bytes(7000), "rc-zero": bytes(4100)}
+    stale = [n for n in names if read(os.path.join(b.path, n)) != want[n]]
+    assert stale == []
+    for n in names:
+        assert os.stat(os.path.join(b.path, n)).st_size == len(want[n]), n
+        check_fragments(c.vols["ec1"], 2, 1, n, want[n])
 
 
 def test_two_mounts_overlapping_partial_stripes(ec):
