@@ -436,6 +436,17 @@ static void cut_each(void *ctx, int j, struct rpc_msg *a)
 
 static void change_done_cb(struct cl_op *op);
 
+/* A change's own request carries the caller's PATH beside the handle: the
+ * bricks recall the other clients' leases on the file by it (a request
+ * without it changes the fragments while another mount keeps answering
+ * from the attributes it cached, docs/consistency.md, "Recall"). */
+static void keep_path(const struct dop *o, struct rpc_msg *a)
+{
+    const struct rpc_msg *p = &o->parent->args;
+    if (rpc_has(p, RPC_T_PATH))
+        rpc_set_bytes(a, RPC_T_PATH, &a->path, p->path.p, p->path.len);
+}
+
 /* Encodes the stripes [s0, s1) of o->stripes into the fragments. */
 static int encode(struct dop *o)
 {
@@ -458,6 +469,7 @@ static void send_writes(struct dop *o, int phase)
     if (o->kind == D_WRITE && rpc_has(&o->parent->args, RPC_T_FLAGS))
         RPC_SET(&o->sub.args, flags, RPC_T_FLAGS, o->parent->args.flags);
     RPC_SET(&o->sub.args, offset, RPC_T_OFFSET, 0);
+    keep_path(o, &o->sub.args);
     cl_repl_change_each(o->d->set, &o->sub, write_each, o);
 }
 
@@ -508,8 +520,7 @@ static void trunc_build(struct dop *o)
         /* growing: every fragment grows alike (zeros past its bytes) */
         o->phase = 3;
         cl_op_init(&o->sub, RPC_OP_SETATTR, change_done_cb, o);
-        o->sub.args = o->parent->args;
-        o->sub.args.present &= ~(1ull << RPC_T_PATH);
+        o->sub.args = o->parent->args; /* PATH kept: the recall's key */
         RPC_SET(&o->sub.args, fh, RPC_T_FH, o->fh);
         cl_submit(d->set, &o->sub);
         return;
@@ -533,8 +544,7 @@ static void trunc_build(struct dop *o)
     }
     o->phase = 1;
     cl_op_init(&o->sub, RPC_OP_SETATTR, change_done_cb, o);
-    o->sub.args = o->parent->args;
-    o->sub.args.present &= ~(1ull << RPC_T_PATH);
+    o->sub.args = o->parent->args; /* PATH kept: the recall's key */
     RPC_SET(&o->sub.args, fh, RPC_T_FH, o->fh);
     cl_repl_change_each(d->set, &o->sub, cut_each, o);
 }
@@ -881,6 +891,7 @@ static void do_fallocate(struct disp *d, struct cl_op *op)
         o->phase = 3;
         cl_op_init(&o->sub, RPC_OP_FALLOCATE, change_done_cb, o);
         RPC_SET(&o->sub.args, fh, RPC_T_FH, a->fh);
+        keep_path(o, &o->sub.args);
         cl_repl_change_each(d->set, &o->sub, extend_each, o);
         return;
     }

@@ -4,8 +4,10 @@ layer's data path through real mounts: files of sizes around the chunk and
 stripe, random pwrite/truncate against a model, every fragment on every
 brick checked against an encode of the file made here (GF(2^8) Reed-Solomon
 with ISA-L's Cauchy matrix, written out below), a brick killed in the
-middle of writing and brought back, and two mounts writing overlapping
-partial stripes in turn.
+middle of writing and brought back, two mounts writing overlapping
+partial stripes in turn, every change recalling the other mount's lease,
+and features.shard on a 2 x (2 + 1) volume (each block's file checked
+fragment by fragment).
 
 cairnd on 127.0.0.103. Run inside a private network namespace.
 """
@@ -15,11 +17,12 @@ import os
 import random
 import stat
 import time
+import uuid
 
 import pytest
 
 from cairn_cluster import Cluster, kill_pid, port_open
-from opcheck import check_file
+from opcheck import FALLOC_FL_ZERO_RANGE, check_file, fallocate
 
 HOST = "127.0.0.103"
 CHUNK = 512
@@ -307,6 +310,44 @@ def test_random_operations_match_a_model(ec, vol):
     check_fragments(c.vols[vol], 2, 1, name, data)
 
 
+def test_changes_recall_the_other_mounts_lease(ec):
+    """Each change of the disperse layer recalls the other mounts' leases:
+    a second mount that read an empty file (and cached its size under a
+    lease, taken once the cool-downs after the writer's open passed) sees
+    the file grown by a write, a truncate (by handle and by path), a plain
+    fallocate and a zeroed range. Its changes went to the bricks without
+    the file's path, the key of the recall, and that mount read 0 bytes."""
+    c = ec
+    a, b = c.m["ec1"]
+    names = ["rc-write", "rc-ftruncate", "rc-truncate", "rc-alloc", "rc-zero"]
+    fds = {n: os.open(os.path.join(a.path, n), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+           for n in names}
+    try:
+        for fd in fds.values():
+            os.fsync(fd)
+        time.sleep(1.2)  # past the cool-downs of the opens: b gets leases
+        for n in names:
+            assert read(os.path.join(b.path, n)) == b""
+        data = random.Random(5).randbytes(5000)
+        os.pwrite(fds["rc-write"], data, 0)
+        os.ftruncate(fds["rc-ftruncate"], 3000)
+        os.truncate(os.path.join(a.path, "rc-truncate"), 2500)
+        fallocate(fds["rc-alloc"], 0, 0, 7000)
+        fallocate(fds["rc-zero"], FALLOC_FL_ZERO_RANGE, 100, 4000)
+        for fd in fds.values():
+            os.fsync(fd)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    want = {"rc-write": data, "rc-ftruncate": bytes(3000), "rc-truncate": bytes(2500),
+            "rc-alloc": bytes(7000), "rc-zero": bytes(4100)}
+    stale = [n for n in names if read(os.path.join(b.path, n)) != want[n]]
+    assert stale == []
+    for n in names:
+        assert os.stat(os.path.join(b.path, n)).st_size == len(want[n]), n
+        check_fragments(c.vols["ec1"], 2, 1, n, want[n])
+
+
 def test_two_mounts_overlapping_partial_stripes(ec):
     """Writes through two mounts, in turn, over the same partial stripes:
     the file ends as the writes in their order define."""
@@ -416,3 +457,78 @@ def test_two_bricks_down_fails_at_once(ec):
     got = read_back(os.path.join(fm.path, "two-down"))
     assert got == data
     assert stat.S_ISREG(os.stat(os.path.join(fm.path, "two-down")).st_mode)
+
+
+def check_sharded(bricks, k, m, rel, data, bs):
+    """A sharded file on a dispersed volume: its base file (block 0) and
+    every shard /.shard/GFID.N, each a file of its own on the set
+    distribute placed it on, checked fragment by fragment against the
+    bytes of its block; a block with no shard, and a block's part past its
+    shard's end, must read as zeros."""
+    def holder(r):
+        for b in bricks:
+            p = os.path.join(b, r)
+            if os.path.exists(p):
+                try:
+                    os.getxattr(p, "trusted.cairn.linkto")
+                except OSError:
+                    return p
+        return None
+
+    base = holder(rel)
+    g = str(uuid.UUID(bytes=os.getxattr(base, "trusted.cairn.gfid")))
+    blocks = (len(data) + bs - 1) // bs
+    for n in range(max(blocks, 1)):
+        r = rel if n == 0 else f".shard/{g}.{n}"
+        p = holder(r)
+        lo, hi = n * bs, min((n + 1) * bs, len(data))
+        have = os.path.getsize(p) if p else 0
+        assert have <= hi - lo, f"{r}: {have} bytes, the block holds {hi - lo}"
+        if p:
+            check_fragments(bricks, k, m, r, data[lo:lo + have])
+        assert data[lo + have:hi].count(0) == hi - lo - have, f"{r}: data past its end"
+    extra = [e for b in bricks if os.path.isdir(os.path.join(b, ".shard"))
+             for e in os.listdir(os.path.join(b, ".shard"))
+             if e.startswith(g + ".") and int(e.rsplit(".", 1)[1]) >= blocks]
+    assert extra == [], f"shards past the end of {rel}: {extra}"
+
+
+def test_shard_on_a_dispersed_volume(ec):
+    """features.shard on a 2 x (2 + 1) volume (the VM image store's
+    shape): a file crossing two 4 MiB block boundaries, a sparse one,
+    opcheck's random operations over three blocks; every byte read through a fresh
+    mount, every block (base file and shards) checked fragment by fragment
+    on the set holding it."""
+    c = ec
+    bs = 4 << 20
+    bricks = [c.brick_path(f"s{i}") for i in range(6)]
+    for b in bricks:
+        os.makedirs(b)
+    c.cli("volume", "create", "ecs", "disperse-data", "2", "redundancy", "1",
+          *[f"{HOST}:{b}" for b in bricks], "force")
+    for key, value in (("network.ping-timeout", "2"), ("features.shard", "on"),
+                       ("features.shard-block-size", "4MB")):
+        c.cli("volume", "set", "ecs", key, value)
+    c.cli("volume", "start", "ecs")
+    m0, m1 = (c.mount("ecs", os.path.join(c.root, f"ecs-m{i}")) for i in range(2))
+    rng = random.Random(3)
+    want = {"s-three": rng.randbytes(2 * bs + 777)}
+    for name, data in want.items():
+        with open(os.path.join(m0.path, name), "wb") as f:
+            f.write(data)
+    tail = rng.randbytes(5000)
+    with open(os.path.join(m0.path, "s-sparse"), "wb") as f:
+        f.seek(3 * bs + 100)
+        f.write(tail)
+    want["s-sparse"] = bytes(3 * bs + 100) + tail
+    size = check_file(os.path.join(m0.path, "s-op"), seed=47, n_ops=150, max_size=9 << 20,
+                      max_io=256 << 10, also=os.path.join(m1.path, "s-op"))
+    fm = fresh(c, "ecs")
+    want["s-op"] = read(os.path.join(fm.path, "s-op"))
+    assert len(want["s-op"]) == size
+    assert read(os.path.join(m1.path, "s-op")) == want["s-op"]
+    for name, data in want.items():
+        assert os.stat(os.path.join(fm.path, name)).st_size == len(data), name
+        assert read(os.path.join(fm.path, name)) == data, name
+        check_sharded(bricks, 2, 1, name, data, bs)
+    assert ".shard" not in os.listdir(fm.path)
