@@ -111,13 +111,16 @@ static int parse_layout(const struct rpc_frame *r, struct cl_volinfo *v)
     const struct rpc_msg *m = &r->msg;
     if (!rpc_has(m, RPC_T_NAME) || m->n_brick == 0)
         return -EPROTO;
-    v->replica = rpc_has(m, RPC_T_REPLICA) ? (int)m->replica : 1;
+    /* Checked as sent (any u64) before anything is narrowed to int. */
+    uint64_t replica = rpc_has(m, RPC_T_REPLICA) ? m->replica : 1;
+    uint64_t redundancy = rpc_has(m, RPC_T_REDUNDANCY) ? m->redundancy : 0;
     v->arbiter = rpc_has(m, RPC_T_ARBITER) && m->arbiter ? 1 : 0;
-    v->redundancy = rpc_has(m, RPC_T_REDUNDANCY) ? (int)m->redundancy : 0;
-    if (v->replica < 1 || v->replica > 16 || m->n_brick % (uint32_t)v->replica ||
-        (v->arbiter && v->replica < 3) ||
-        (v->redundancy && (v->arbiter || v->redundancy < 0 || 2 * v->redundancy >= v->replica)))
-        return -EPROTO;
+    if (replica < 1 || replica > 16 || m->n_brick % (uint32_t)replica ||
+        (v->arbiter && replica < 3) ||
+        (redundancy && (v->arbiter || redundancy >= (replica + 1) / 2)))
+        return -EPROTO; /* redundancy below half the set: 2 r < n */
+    v->replica = (int)replica;
+    v->redundancy = (int)redundancy;
     v->name = dup_bytes(&m->name);
     v->id = rpc_has(m, RPC_T_ID) ? dup_bytes(&m->id) : strdup("");
     v->bricks = calloc(m->n_brick, sizeof(*v->bricks));
