@@ -50,7 +50,7 @@ void gfid_format(const gfid_t *g, char out[GFID_STRLEN])
     out[o] = 0;
 }
 
-static int hexval(char c)
+int hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -73,7 +73,7 @@ int gfid_parse(const char *s, gfid_t *g)
             i++;
             continue;
         }
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        int hi = hex_digit(s[i]), lo = hex_digit(s[i + 1]);
         if (hi < 0 || lo < 0)
             return -EINVAL;
         g->b[b++] = (uint8_t)(hi << 4 | lo);

@@ -25,4 +25,7 @@ int gfid_parse(const char *s, gfid_t *g);
 /* A 64-bit inode number for st_ino, derived from the id (never 0). */
 uint64_t gfid_ino(const gfid_t *g);
 
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(char c);
+
 #endif

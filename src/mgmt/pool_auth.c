@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "../lib/gfid.h"
 #include "pool_auth.h"
 
 #define MAGIC "CRNA"
@@ -137,17 +138,6 @@ static void secret_path(const char *workdir, char *out, size_t len)
     snprintf(out, len, "%s/raft/secret", workdir);
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Exactly 2 * POOL_SECRET_LEN hex digits, then optional white space. */
 static int parse_hex(const char *hex, size_t len, uint8_t out[POOL_SECRET_LEN])
 {
@@ -157,7 +147,7 @@ static int parse_hex(const char *hex, size_t len, uint8_t out[POOL_SECRET_LEN])
         if (hex[i] != '\n' && hex[i] != ' ' && hex[i] != '\r' && hex[i] != '\t')
             return -EINVAL;
     for (int i = 0; i < POOL_SECRET_LEN; i++) {
-        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return -EINVAL;
         out[i] = (uint8_t)(hi << 4 | lo);
