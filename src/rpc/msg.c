@@ -313,7 +313,7 @@ int rpc_msg_decode(const uint8_t *p, size_t len, struct rpc_msg *m, const char *
         unsigned kind = tag_kind[f.tag];
         if (kind != K_REP && rpc_has(m, f.tag))
             FAIL("duplicated field");
-        m->present |= 1ull << f.tag;
+        rpc_mark(m, f.tag);
         switch (kind) {
         case K_U64:
             if (rpc_field_u64(&f, u64_slot(m, f.tag)) < 0)

@@ -186,7 +186,7 @@ enum rpc_tag {
     RPC_T_WAITING = 61,  /* u: INDEX reply: entries left out, waiting for members named down */
     RPC_T_QUOTA = 62,    /* nested, rep: QUOTA, QUOTA_OTHERS: PATH, SIZE (bytes), CALLS (objects) */
     RPC_T_REDUNDANCY = 63, /* u: GETVOL: a dispersed volume's redundancy (REPLICA: its set) */
-    RPC_T_MAX = 64,
+    RPC_T_MAX = 128,       /* tags 64..127 are free; present_hi records them */
 };
 
 /* LEASE bits. A lease on a path covers the object's attributes and extended
@@ -335,7 +335,8 @@ struct rpc_bytes {
  * long as it is. Fields that may repeat are counted; iterate over them with
  * rpc_iter and the *_first bytes. */
 struct rpc_msg {
-    uint64_t present; /* bit (1 << tag) for each field seen */
+    uint64_t present;    /* bit (1 << tag) for each field seen, tags 0..63 */
+    uint64_t present_hi; /* bit (1 << (tag - 64)) for tags 64..127 */
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status, err,
         pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls, nsec,
         nsecmax, noxattrs, waiting, redundancy;
@@ -355,7 +356,27 @@ struct rpc_msg {
 
 static inline bool rpc_has(const struct rpc_msg *m, enum rpc_tag t)
 {
-    return (m->present >> t) & 1;
+    unsigned u = (unsigned)t;
+    return u < 64 ? (m->present >> u) & 1 : (m->present_hi >> (u - 64)) & 1;
+}
+
+/* Records (rpc_mark) or forgets (rpc_unmark) that field t is present. */
+static inline void rpc_mark(struct rpc_msg *m, enum rpc_tag t)
+{
+    unsigned u = (unsigned)t;
+    if (u < 64)
+        m->present |= 1ull << u;
+    else
+        m->present_hi |= 1ull << (u - 64);
+}
+
+static inline void rpc_unmark(struct rpc_msg *m, enum rpc_tag t)
+{
+    unsigned u = (unsigned)t;
+    if (u < 64)
+        m->present &= ~(1ull << u);
+    else
+        m->present_hi &= ~(1ull << (u - 64));
 }
 
 /* Whether a reply grants every lease its request asked for (the name's
@@ -418,21 +439,21 @@ void rpc_msg_encode(const struct rpc_msg *m, struct rpc_buf *b);
 #define RPC_SET(m, field, tag, value)                                                              \
     do {                                                                                           \
         (m)->field = (value);                                                                      \
-        (m)->present |= 1ull << (tag);                                                             \
+        rpc_mark((m), (tag));                                                                      \
     } while (0)
 static inline void rpc_set_str(struct rpc_msg *m, enum rpc_tag tag, struct rpc_bytes *slot,
                                const char *s)
 {
     slot->p = (const uint8_t *)s;
     slot->len = (uint32_t)__builtin_strlen(s);
-    m->present |= 1ull << tag;
+    rpc_mark(m, tag);
 }
 static inline void rpc_set_bytes(struct rpc_msg *m, enum rpc_tag tag, struct rpc_bytes *slot,
                                  const void *p, size_t len)
 {
     slot->p = (const uint8_t *)p;
     slot->len = (uint32_t)len;
-    m->present |= 1ull << tag;
+    rpc_mark(m, tag);
 }
 
 /* Copies a string field into a NUL-terminated buffer; -ENAMETOOLONG if it

@@ -66,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (b.err == 0) {
         if (rpc_msg_decode(b.data, b.len, &again, NULL) != 0)
             abort();
-        if (again.present != m.present || again.size != m.size || again.offset != m.offset ||
-            again.path.len != m.path.len ||
+        if (again.present != m.present || again.present_hi != m.present_hi ||
+            again.size != m.size || again.offset != m.offset || again.path.len != m.path.len ||
             (m.path.len && memcmp(again.path.p, m.path.p, m.path.len) != 0) ||
             again.attr.size != m.attr.size || again.n_group != m.n_group)
             abort();

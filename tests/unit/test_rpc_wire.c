@@ -148,6 +148,15 @@ static void test_msg_rejects(void)
     CHECK_EQ(rpc_msg_decode(b.data, b.len, &d, &why), -EPROTO);
     CHECK_STR(why, "unknown field tag");
 
+    /* Tags past the first mask word are unknown until they are given a
+     * kind, and stay so: 64 and 127 as much as 999. */
+    for (unsigned tag = 64; tag < RPC_T_MAX; tag += 63) {
+        rpc_buf_reset(&b);
+        rpc_put_u64(&b, (uint16_t)tag, 1);
+        CHECK_EQ(rpc_msg_decode(b.data, b.len, &d, &why), -EPROTO);
+        CHECK_STR(why, "unknown field tag");
+    }
+
     rpc_buf_reset(&b);
     rpc_put_bytes(&b, RPC_T_MODE, "abc", 3);
     CHECK_EQ(rpc_msg_decode(b.data, b.len, &d, &why), -EPROTO);
@@ -255,8 +264,32 @@ static void test_frame_parse(void)
     rpc_buf_free(&body);
 }
 
+/* The presence mask spans two words: marks of tags 64..127 land in the
+ * second and never touch the first. */
+static void test_presence_words(void)
+{
+    struct rpc_msg m;
+    memset(&m, 0, sizeof(m));
+    rpc_mark(&m, RPC_T_REDUNDANCY);
+    rpc_mark(&m, (enum rpc_tag)64);
+    rpc_mark(&m, (enum rpc_tag)127);
+    CHECK(rpc_has(&m, RPC_T_REDUNDANCY));
+    CHECK(rpc_has(&m, (enum rpc_tag)64));
+    CHECK(rpc_has(&m, (enum rpc_tag)127));
+    CHECK(!rpc_has(&m, (enum rpc_tag)0));
+    CHECK(!rpc_has(&m, (enum rpc_tag)65));
+    CHECK_EQ(m.present, 1ull << RPC_T_REDUNDANCY);
+    CHECK_EQ(m.present_hi, (1ull << 0) | (1ull << 63));
+    rpc_unmark(&m, (enum rpc_tag)64);
+    CHECK(!rpc_has(&m, (enum rpc_tag)64));
+    CHECK(rpc_has(&m, (enum rpc_tag)127));
+    rpc_unmark(&m, RPC_T_REDUNDANCY);
+    CHECK_EQ(m.present, 0);
+}
+
 int main(void)
 {
+    test_presence_words();
     test_crc();
     test_header();
     test_msg_roundtrip();
