@@ -23,6 +23,13 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MGMT_PORT = 24810
+# storage.spare-inodes for the volumes the tests make: an idle brick makes
+# that many empty files ahead (65,536 by default, docs/brick-format.md).
+# Hundreds of test bricks each making 65,536 files would load the machine
+# the tests time, and their removal took minutes of teardown; 256 still
+# has new files taken from spares. test_tree_removal.py tests the spares
+# themselves.
+TEST_SPARE_INODES = 256
 
 
 class ClusterError(Exception):
@@ -229,10 +236,13 @@ class Cluster:
     through it. Use as a context manager or call close()."""
 
     def __init__(self, host="127.0.0.10", port=MGMT_PORT, root=None, prefix="st-", uid=None,
-                 args=()):
+                 args=(), spare_inodes=TEST_SPARE_INODES):
         """uid: run cairnd as that user (and group), its workdir theirs;
-        args: more cairnd arguments (e.g. --metrics ADDR)."""
+        args: more cairnd arguments (e.g. --metrics ADDR); spare_inodes:
+        storage.spare-inodes for volumes made through cli() (None: the
+        product's default)."""
         self.host, self.port, self.uid = host, port, uid
+        self.spare_inodes = spare_inodes
         self.args = list(args)
         self.root = root or tempfile.mkdtemp(prefix=prefix, dir="/tmp")
         os.chmod(self.root, 0o755)  # unprivileged test users traverse it
@@ -293,11 +303,15 @@ class Cluster:
 
     def cli(self, *args, check=True, timeout=60):
         """Runs `cairn --remote-host HOST:PORT args...`; returns CompletedProcess
-        (text). With check, a non-zero exit raises ClusterError."""
+        (text). With check, a non-zero exit raises ClusterError. A volume
+        created here gets TEST_SPARE_INODES (see there) before it starts."""
         cmd = [exe("cairn"), "--remote-host", self.remote] + [str(a) for a in args]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
             raise ClusterError(f"{' '.join(cmd)} -> {r.returncode}: {r.stdout}{r.stderr}")
+        if (r.returncode == 0 and self.spare_inodes is not None and len(args) > 2
+                and tuple(args[:2]) == ("volume", "create")):
+            self.cli("volume", "set", args[2], "storage.spare-inodes", str(self.spare_inodes))
         return r
 
     # ---- volumes ----

@@ -17,7 +17,7 @@ import pytest
 
 import replica_pool
 from replica_pool import wait_until as wait_for
-from cairn_cluster import Cluster, exe, pids_with_arg
+from cairn_cluster import TEST_SPARE_INODES, Cluster, exe, pids_with_arg
 
 HOST = "127.0.0.12"
 
@@ -126,7 +126,8 @@ def test_info(c):
         assert v.findtext("optCount") == str(len(opts))
     opts = {o.findtext("name"): o.findtext("value")
             for o in xml(c, "--xml", "volume", "info", "xarb").findall(".//options/option")}
-    assert opts == {"network.ping-timeout": "2", "performance.read-ahead": "off"}
+    assert opts == {"network.ping-timeout": "2", "performance.read-ahead": "off",
+                    "storage.spare-inodes": str(TEST_SPARE_INODES)}
 
 
 def nodes(c, vol):
