@@ -160,6 +160,9 @@ def test_heal_rebuilds_fragments(ec, vol, victims, second):
                 break
             time.sleep(0.5)
         assert r.returncode == 0, r.stdout + r.stderr
+        # no fragment is a copy of another to choose
+        r = c.cli("volume", "heal", vol, "split-brain", "bigger-file", "/keep", check=False)
+        assert r.returncode != 0 and "does not apply" in r.stderr, r.stderr
     end = time.time() + 40
     while True:
         n = entries(c, vol)
