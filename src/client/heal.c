@@ -712,7 +712,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
                 continue;
             int arb = h->arbiter && i == h->n - 1;
             int r = heal_tree(h, src, i, path, arb);
-            if (r == -EAGAIN) {
+            if (r == -EAGAIN && h->ec) {
                 rc = rc ? rc : r; /* too few good fragments up (heal_ec.c): later */
             } else if (r < 0) {
                 log_warn("heal: copying %s from child %d to child %d failed", path, src, i);
