@@ -255,12 +255,12 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml,
         cl_volinfo_free(&v);
         return 1;
     }
-    if (v.redundancy && w != INFO && w != SUMMARY && w != INFO_SPLIT) {
-        /* replicate's heal would copy one fragment over another */
+    if (v.redundancy && (w == SB_BIGGER || w == SB_MTIME || w == SB_SOURCE)) {
+        /* no fragment is a copy of another to choose */
         fprintf(stderr,
-                "Volume %s is dispersed: its heal is not built yet (docs/disperse.md); "
-                "volume heal %s info lists the files whose fragments are stale\n",
-                name, name);
+                "Volume %s is dispersed: split-brain resolution does not apply (a file needs %d "
+                "good fragments of %d; docs/disperse.md)\n",
+                name, v.replica - v.redundancy, v.replica);
         cl_volinfo_free(&v);
         return 1;
     }
@@ -321,6 +321,7 @@ int cli_volume_heal(const struct net_addr *mgmt, int argc, char **argv, int xml,
             p.rate_bps = (uint64_t)opt_int(&v.opts, "cluster.heal-rate-limit") << 20;
             int pol = cl_heal_policy_parse(opt_value(&v.opts, "cluster.favorite-child-policy"));
             p.policy = pol < 0 ? CL_HEAL_POL_NONE : (enum cl_heal_policy)pol;
+            p.redundancy = v.redundancy; /* fragments rebuilt, not copied */
             struct cl_heal_stats st = {0};
             rc = cl_heal_run(s.ch, s.n, v.arbiter, &p, &st);
             if (rc < 0 || st.split || st.failed)

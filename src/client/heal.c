@@ -15,6 +15,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "ec_codec.h"
 #include "heal_int.h"
 
 /* Files at least this big, already present on the sink, get a range heal. */
@@ -416,10 +417,13 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
         if ((rc = heal_entries(h, src, dst, path, is_arbiter)) < 0)
             return rc;
     } else if (type == S_IFREG) {
-        /* A big file the sink already holds (a VM image) heals by ranges. */
-        int ranged = same && !is_arbiter && ls.a.size >= RANGE_HEAL_MIN;
-        uint64_t had = same ? ld.a.size : 0;
-        if (!is_arbiter && (rc = room_for(h, dst, ls.a.size > had ? ls.a.size - had : 0)) < 0)
+        /* A big file the sink already holds (a VM image) heals by ranges;
+         * a fragment is rebuilt whole (heal_ec.c), taking 1/k of the size. */
+        int ranged = same && !is_arbiter && !h->ec && ls.a.size >= RANGE_HEAL_MIN;
+        uint64_t had = same ? ld.a.size : 0, want = ls.a.size, room_had = had;
+        if (h->ec) /* a fragment's bytes are about a k-th of its file's size */
+            room_had = 0, want = want / (uint64_t)cl_ec_data(h->ec);
+        if (!is_arbiter && (rc = room_for(h, dst, want > room_had ? want - room_had : 0)) < 0)
             return rc;
         if (!same) {
             path_op(&op, RPC_OP_CREATE, path);
@@ -432,7 +436,8 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
             op.args.present |= 1ull << RPC_T_GFID;
         } else {
             path_op(&op, RPC_OP_OPEN, path);
-            RPC_SET(&op.args, flags, RPC_T_FLAGS, ranged ? O_RDWR : O_WRONLY | O_TRUNC);
+            /* a fragment is rewritten in place, never cut (heal_ec.c) */
+            RPC_SET(&op.args, flags, RPC_T_FLAGS, ranged || h->ec ? O_RDWR : O_WRONLY | O_TRUNC);
         }
         if ((rc = cl_op_run(D, &op)) < 0) {
             cl_op_release(&op);
@@ -440,7 +445,9 @@ static int heal_tree(struct hctx *h, int src, int dst, const char *path, int is_
         }
         uint64_t dfh = op.reply->msg.fh;
         cl_op_release(&op);
-        if (!is_arbiter)
+        if (h->ec)
+            rc = cl__heal_ec_data(h, dst, path, &ls.a.gfid, dfh, ls.a.size, had);
+        else if (!is_arbiter)
             rc = cl__heal_data(h, S, D, path, dfh, ls.a.size, ranged);
         cl_op_init(&op, RPC_OP_RELEASE, NULL, NULL);
         RPC_SET(&op.args, fh, RPC_T_FH, dfh);
@@ -655,7 +662,7 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
             /* A child holding no object, or another one, under this name is
              * a sink too (it missed the create). */
             sinks |= v.up & ~v.have;
-            if (v.dirty) {
+            if (v.dirty && !h->ec) {
                 /* A client died with changes in flight: the copies nobody
                  * accuses may still differ. The largest becomes the source
                  * of all others (any choice makes them equal; the largest
@@ -665,6 +672,14 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
                         src = i;
                 sinks |= v.have & v.up & ~(1u << src);
             }
+        } else if (h->ec) {
+            /* No fragment is a copy of another: no policy or chosen
+             * source can stand in for k good ones. */
+            log_error("heal: %s has no fragment that no brick accuses (0x%x): it cannot be "
+                      "rebuilt",
+                      path, v.accused);
+            count(&h->st->split);
+            return -EIO;
         } else {
             /* Only the owner resolves a split brain, even where other
              * daemons took its entries over: two resolving one at once
@@ -696,10 +711,17 @@ static int heal_one(struct hctx *h, const char *path, const gfid_t *g)
             if (!(sinks >> i & 1))
                 continue;
             int arb = h->arbiter && i == h->n - 1;
-            if (heal_tree(h, src, i, path, arb) < 0) {
+            int r = heal_tree(h, src, i, path, arb);
+            if (r == -EAGAIN && h->ec) {
+                rc = rc ? rc : r; /* too few good fragments up (heal_ec.c): later */
+            } else if (r < 0) {
                 log_warn("heal: copying %s from child %d to child %d failed", path, src, i);
                 rc = -EIO;
             }
+        }
+        if (rc == -EAGAIN) {
+            count(&h->st->pending);
+            return rc;
         }
         if (rc < 0) {
             count(&h->st->failed);
@@ -947,6 +969,10 @@ int cl_heal_run(struct cl_layer **children, int n, int arbiter, const struct cl_
         h.p.source = -1;
     pthread_mutex_init(&h.lock, NULL);
     int rc = 0;
+    if (h.p.redundancy > 0 && !(h.ec = cl_ec_new(n - h.p.redundancy, h.p.redundancy))) {
+        rc = -errno;
+        goto out;
+    }
     if (h.p.path) {
         rc = heal_one(&h, h.p.path, NULL);
         if (rc == -EAGAIN || (rc == -EIO && run.split))
@@ -976,6 +1002,7 @@ int cl_heal_run(struct cl_layer **children, int n, int arbiter, const struct cl_
             run.pending = 0, run.split = 0, run.failed = 0, run.skipped = 0;
     }
 out:
+    cl_ec_free(h.ec);
     pthread_mutex_destroy(&h.lock);
     st->entries += run.entries;
     st->healed += run.healed;

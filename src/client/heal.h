@@ -75,6 +75,11 @@ struct cl_heal_params {
     const char *path;           /* non-NULL: heal only this object (split-brain commands) */
     int takeover;               /* with index_mask: also heal entries another daemon owns */
     struct cl_heal_progress *progress; /* non-NULL: kept up to date during the run */
+    /* > 0: the set is a disperse set of n - redundancy data fragments and
+     * redundancy redundancy ones (docs/disperse.md, "Heal"): a stale
+     * file's fragment is rebuilt from k good ones (heal_ec.c), never copied
+     * from another brick, and split-brain policies do not apply. */
+    int redundancy;
 };
 
 /* One heal run over a replica set with params p (NULL: index heal, one

@@ -27,7 +27,7 @@ static uint64_t now_ns(void)
 
 /* Waits until bytes more may be copied: a shared schedule, so the limit
  * holds for all heal threads together. */
-static void throttle(struct hctx *h, uint64_t bytes)
+void cl__heal_throttle(struct hctx *h, uint64_t bytes)
 {
     if (!h->p.rate_bps)
         return;
@@ -70,7 +70,7 @@ static int copy_range(struct hctx *h, struct cl_layer *src, struct cl_layer *dst
     int rc = 0;
     for (uint64_t end = off + len; off < end && rc == 0;) {
         uint64_t want = end - off < COPY_CHUNK ? end - off : COPY_CHUNK;
-        throttle(h, want);
+        cl__heal_throttle(h, want);
         struct cl_op op;
         cl_op_init(&op, RPC_OP_READ, NULL, NULL);
         RPC_SET(&op.args, fh, RPC_T_FH, sfh);

@@ -17,6 +17,7 @@ struct hctx {
     /* Free space of each child as last read (STATFS) less what was copied
      * there since, and when it was read (0: never). */
     uint64_t room[CL_REPL_MAX], room_ms[CL_REPL_MAX];
+    struct cl_ec *ec; /* a disperse set's code (p.redundancy > 0), else NULL */
 };
 
 struct look {
@@ -50,5 +51,17 @@ int cl__heal_view(struct hctx *h, const char *path, const gfid_t *g, struct cl__
  * copied. 0 or -errno. */
 int cl__heal_data(struct hctx *h, struct cl_layer *src, struct cl_layer *dst, const char *path,
                   uint64_t dfh, uint64_t size, int ranged);
+
+/* The rate limiter (cluster.heal-rate-limit): waits until bytes more may be
+ * written, on a schedule shared by every heal thread of h. */
+void cl__heal_throttle(struct hctx *h, uint64_t bytes);
+
+/* Disperse heal (heal_ec.c): makes fragment dst of the file at path (id
+ * g, size bytes) on dst's open file dfh (open for reading and writing,
+ * had bytes long) what the code gives from k good fragments: the children
+ * holding the file that nobody accuses, dst left out. 0, -EAGAIN when
+ * fewer than k good fragments are up, or -errno. */
+int cl__heal_ec_data(struct hctx *h, int dst, const char *path, const gfid_t *g, uint64_t dfh,
+                     uint64_t size, uint64_t had);
 
 #endif

@@ -46,8 +46,8 @@ void mgmt_shd_stats_path(const struct mgmt *m, const char *volname, char *out, s
 
 static int wanted(const struct mgmt_vol *v)
 {
-    /* a dispersed volume's fragments are not copies: no replica heal */
-    if (v->status != MGMT_VOL_STARTED || v->replica < 2 || v->redundancy ||
+    /* replicated and dispersed volumes (whose daemon rebuilds fragments) */
+    if (v->status != MGMT_VOL_STARTED || v->replica < 2 ||
         !opt_bool(&v->opts, "cluster.self-heal-daemon"))
         return 0;
     for (int i = 0; i < v->n_bricks; i++)

@@ -1,6 +1,7 @@
 /* cairn-shd: the self-heal daemon of one volume on one server, started and
  * supervised by cairnd (src/mgmt/shd.c). It connects to every brick of each
- * replica set that has a brick on this server and heals from the heal
+ * replica or disperse set that has a brick on this server (a disperse set's
+ * stale fragments are rebuilt, docs/disperse.md) and heals from the heal
  * indexes of this server's bricks (the index of a set's healthy bricks
  * names what their peers missed, so each server's daemon covers its own
  * bricks' entries and together they cover the volume). It crawls when a
@@ -220,6 +221,7 @@ static void crawl(struct set *s, const struct cl_volinfo *v)
     p.rate_bps = (uint64_t)opt_int(&v->opts, "cluster.heal-rate-limit") << 20;
     int pol = cl_heal_policy_parse(opt_value(&v->opts, "cluster.favorite-child-policy"));
     p.policy = pol < 0 ? CL_HEAL_POL_NONE : (enum cl_heal_policy)pol;
+    p.redundancy = v->redundancy; /* a disperse set: fragments rebuilt, not copied */
     for (int i = 0; i < s->n; i++)
         s->gen[i] = cl_proto_generation(s->ch[i]);
     struct cl_heal_stats st = {0};
@@ -357,7 +359,7 @@ int main(int argc, char **argv)
             }
             next_fetch = now + FETCH_MS;
         }
-        if (have_v && v.replica >= 2 && !v.redundancy) {
+        if (have_v && v.replica >= 2) {
             int wrote = 0;
             uint64_t every = (uint64_t)opt_int(&v.opts, "cluster.heal-timeout") * 1000;
             for (int k = 0; k < n_sets; k++) {
