@@ -1,6 +1,7 @@
 /* Objects on the brick: their ids (trusted.cairn.gfid), attributes, and the
  * mode and owner a new object gets. */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/xattr.h>
 
@@ -170,6 +171,18 @@ void brick_create_owner(struct brick *b, const struct brick_loc *loc, const stru
 {
     *uid = rpc_has(in, RPC_T_UID) ? (uid_t)in->uid : 0;
     *gid = rpc_has(in, RPC_T_GID) ? (gid_t)in->gid : 0;
+    /* A create on behalf of a process carries its pid; the client's own
+     * (heal, layout repair) carry none or a negative one and keep the
+     * owner they copy. */
+    int squash = __atomic_load_n(&b->squash, __ATOMIC_RELAXED);
+    if (squash && rpc_has(in, RPC_T_PID) && in->pid <= INT32_MAX) {
+        uid_t anonuid = __atomic_load_n(&b->anonuid, __ATOMIC_RELAXED);
+        gid_t anongid = __atomic_load_n(&b->anongid, __ATOMIC_RELAXED);
+        if ((squash & BRICK_SQUASH_ALL) || *uid == 0)
+            *uid = anonuid;
+        if ((squash & BRICK_SQUASH_ALL) || *gid == 0)
+            *gid = anongid;
+    }
     struct brick_dir_shape s;
     brick_dir_shape(b, loc, &s);
     if (s.sgid)
