@@ -7,6 +7,7 @@
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../lib/squash.h"
 #include "brick.h"
 
 int brick_req_gfid(const struct rpc_msg *in, gfid_t *g)
@@ -174,14 +175,15 @@ void brick_create_owner(struct brick *b, const struct brick_loc *loc, const stru
     /* A create on behalf of a process carries its pid; the client's own
      * (heal, layout repair) carry none or a negative one and keep the
      * owner they copy. */
-    int squash = __atomic_load_n(&b->squash, __ATOMIC_RELAXED);
-    if (squash && rpc_has(in, RPC_T_PID) && in->pid <= INT32_MAX) {
-        uid_t anonuid = __atomic_load_n(&b->anonuid, __ATOMIC_RELAXED);
-        gid_t anongid = __atomic_load_n(&b->anongid, __ATOMIC_RELAXED);
-        if ((squash & BRICK_SQUASH_ALL) || *uid == 0)
-            *uid = anonuid;
-        if ((squash & BRICK_SQUASH_ALL) || *gid == 0)
-            *gid = anongid;
+    int on = __atomic_load_n(&b->squash, __ATOMIC_RELAXED);
+    if (on && rpc_has(in, RPC_T_PID) && in->pid <= INT32_MAX) {
+        struct squash s = {
+            .root = (on & BRICK_SQUASH_ROOT) != 0,
+            .all = (on & BRICK_SQUASH_ALL) != 0,
+            .anonuid = __atomic_load_n(&b->anonuid, __ATOMIC_RELAXED),
+            .anongid = __atomic_load_n(&b->anongid, __ATOMIC_RELAXED),
+        };
+        squash_ids(&s, uid, gid);
     }
     struct brick_dir_shape s;
     brick_dir_shape(b, loc, &s);
