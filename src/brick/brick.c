@@ -212,6 +212,8 @@ int brick_open(struct brick **out, const char *path, const char *volume, const c
     pthread_mutex_init(&b->conns_lock, NULL);
     struct opt_set defaults = {0};
     b->stall_ms = (int)opt_int(&defaults, "network.ping-timeout") * 1000;
+    b->anonuid = (uint32_t)opt_int(&defaults, "server.anonuid");
+    b->anongid = (uint32_t)opt_int(&defaults, "server.anongid");
     if (!(b->path = strdup(path)) || !(b->volume = strdup(volume)))
         goto fail;
     umask(0); /* modes come from the request, already masked by the client */
@@ -346,6 +348,19 @@ void brick_set_option(struct brick *b, const char *name, const char *value)
         free(b->ssl_allow);
         b->ssl_allow = v;
         pthread_mutex_unlock(&b->opt_lock);
+    } else if (!strcmp(name, "server.root-squash") || !strcmp(name, "server.all-squash")) {
+        int bit = name[7] == 'r' ? BRICK_SQUASH_ROOT : BRICK_SQUASH_ALL;
+        if (!strcmp(value, "on"))
+            __atomic_or_fetch(&b->squash, bit, __ATOMIC_RELAXED);
+        else
+            __atomic_and_fetch(&b->squash, ~bit, __ATOMIC_RELAXED);
+        log_info("option %s = %s", name, value);
+    } else if (!strcmp(name, "server.anonuid") || !strcmp(name, "server.anongid")) {
+        char *end;
+        unsigned long long v = strtoull(value, &end, 10);
+        if (*value && !*end && v < UINT32_MAX)
+            __atomic_store_n(name[11] == 'u' ? &b->anonuid : &b->anongid, (uint32_t)v,
+                             __ATOMIC_RELAXED);
     } else if (!strcmp(name, "network.ping-timeout")) {
         int64_t secs;
         if (opt_parse_time(value, &secs) == 0 && secs > 0 && secs <= INT_MAX / 1000)

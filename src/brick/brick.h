@@ -95,6 +95,8 @@ struct brick {
     char *statedump_path;       /* server.statedump-path; NULL: SD_DEFAULT_DIR */
     int stall_ms;               /* atomic; network.ping-timeout: a request running longer
                                  * means the disk stalls (server.c) */
+    int squash;                 /* atomic; server.root-squash, all-squash: BRICK_SQUASH_* */
+    uint32_t anonuid, anongid;  /* atomic; server.anonuid, server.anongid */
     pthread_mutex_t conns_lock; /* the list of connection states below */
     struct brick_conn *conns;   /* every one not yet freed (handles.c) */
 };
@@ -305,8 +307,12 @@ void brick_dir_shape(struct brick *b, const struct brick_loc *loc, struct brick_
 void brick_dir_shape_changed(struct brick *b);
 /* brick_fd_attr for an object whose gfid the caller just set. */
 int brick_fd_attr_gfid(struct brick *b, int fd, const gfid_t *g, struct rpc_attr *a);
-/* Owner of a new object: the request's UID/GID, with the parent's group when
- * the parent is setgid. */
+#define BRICK_SQUASH_ROOT 1
+#define BRICK_SQUASH_ALL 2
+/* Owner of a new object: the request's UID/GID, squashed when a process
+ * (PID, not one of the client's own: heal) asked and server.root-squash or
+ * server.all-squash says so, with the parent's group when the parent is
+ * setgid. */
 void brick_create_owner(struct brick *b, const struct brick_loc *loc, const struct rpc_msg *in,
                         uid_t *uid, gid_t *gid);
 /* The GFID a create request carries: -EINVAL when missing or null. */

@@ -1,11 +1,13 @@
 /* Objects on the brick: their ids (trusted.cairn.gfid), attributes, and the
  * mode and owner a new object gets. */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/xattr.h>
 
 #include "../lib/log.h"
 #include "../lib/net.h"
+#include "../lib/squash.h"
 #include "brick.h"
 
 int brick_req_gfid(const struct rpc_msg *in, gfid_t *g)
@@ -170,6 +172,19 @@ void brick_create_owner(struct brick *b, const struct brick_loc *loc, const stru
 {
     *uid = rpc_has(in, RPC_T_UID) ? (uid_t)in->uid : 0;
     *gid = rpc_has(in, RPC_T_GID) ? (gid_t)in->gid : 0;
+    /* A create on behalf of a process carries its pid; the client's own
+     * (heal, layout repair) carry none or a negative one and keep the
+     * owner they copy. */
+    int on = __atomic_load_n(&b->squash, __ATOMIC_RELAXED);
+    if (on && rpc_has(in, RPC_T_PID) && in->pid <= INT32_MAX) {
+        struct squash s = {
+            .root = (on & BRICK_SQUASH_ROOT) != 0,
+            .all = (on & BRICK_SQUASH_ALL) != 0,
+            .anonuid = __atomic_load_n(&b->anonuid, __ATOMIC_RELAXED),
+            .anongid = __atomic_load_n(&b->anongid, __ATOMIC_RELAXED),
+        };
+        squash_ids(&s, uid, gid);
+    }
     struct brick_dir_shape s;
     brick_dir_shape(b, loc, &s);
     if (s.sgid)

@@ -773,4 +773,32 @@ void cf_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct 
               int sleep);
 void cf_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op);
 
+/* ---- squash.c: server.root-squash and server.all-squash ----
+ * cf_squash_configure takes the four options (at mount and when they
+ * change live). cf_squash_ids gives the owner the bricks give what the
+ * caller of req creates (its uid and gid, squashed); 1 when squashed. The
+ * cf_sq_* handlers check a squashed caller's permission as the kernel checks
+ * an unprivileged user's, answer req when refused, and hand the others to
+ * the plain handler of the same name. */
+void cf_squash_configure(struct cf *cf, const struct opt_set *opts);
+int cf_squash_ids(fuse_req_t req, uid_t *uid, gid_t *gid);
+void cf_sq_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void cf_sq_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                   struct fuse_file_info *fi);
+void cf_sq_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void cf_sq_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void cf_sq_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void cf_sq_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                  struct fuse_file_info *fi);
+void cf_sq_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void cf_sq_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void cf_sq_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void cf_sq_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                  const char *newname, unsigned int flags);
+void cf_sq_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_sq_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void cf_sq_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                    size_t size, int flags);
+void cf_sq_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
 #endif

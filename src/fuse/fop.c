@@ -211,8 +211,11 @@ void fop_fail(struct fop *f, int status)
 void fop_set_creator(struct fop *f, int with_umask)
 {
     const struct fuse_ctx *c = fuse_req_ctx(f->req);
-    RPC_SET(&f->op.args, uid, RPC_T_UID, c->uid);
-    RPC_SET(&f->op.args, gid, RPC_T_GID, c->gid);
+    uid_t uid;
+    gid_t gid;
+    cf_squash_ids(f->req, &uid, &gid); /* the owner the bricks give it */
+    RPC_SET(&f->op.args, uid, RPC_T_UID, uid);
+    RPC_SET(&f->op.args, gid, RPC_T_GID, gid);
     RPC_SET(&f->op.args, pid, RPC_T_PID, (uint64_t)c->pid);
     if (with_umask)
         RPC_SET(&f->op.args, umask, RPC_T_UMASK, c->umask);

@@ -113,6 +113,9 @@ static void apply_client_options(struct cf_live *l, const struct opt_set *old,
                  (long long)opt_int(new, "performance.read-ahead-page-count"),
                  (long long)opt_int(new, "performance.cache-size"));
     }
+    if (opt_changed(old, new, "server.root-squash") || opt_changed(old, new, "server.all-squash") ||
+        opt_changed(old, new, "server.anonuid") || opt_changed(old, new, "server.anongid"))
+        cf_squash_configure(l->cf, new);
     const char *lvl = "diagnostics.client-log-level";
     if (opt_changed(old, new, lvl)) {
         int level = log_parse_level(opt_value(new, lvl));

@@ -51,37 +51,38 @@ void cf_init(void *userdata, struct fuse_conn_info *conn)
              conn->want, conn->capable);
 }
 
+/* The handlers that may meet a squashed caller check it first (squash.c). */
 static const struct fuse_lowlevel_ops cf_ops = {
     .init = cf_init,
-    .lookup = cf_lookup,
+    .lookup = cf_sq_lookup,
     .forget = cf_forget,
     .forget_multi = cf_forget_multi,
     .getattr = cf_getattr,
-    .setattr = cf_setattr,
+    .setattr = cf_sq_setattr,
     .readlink = cf_readlink,
-    .mknod = cf_mknod,
-    .mkdir = cf_mkdir,
-    .unlink = cf_unlink,
-    .rmdir = cf_rmdir,
-    .symlink = cf_symlink,
-    .rename = cf_rename,
-    .link = cf_link,
-    .open = cf_open,
+    .mknod = cf_sq_mknod,
+    .mkdir = cf_sq_mkdir,
+    .unlink = cf_sq_unlink,
+    .rmdir = cf_sq_rmdir,
+    .symlink = cf_sq_symlink,
+    .rename = cf_sq_rename,
+    .link = cf_sq_link,
+    .open = cf_sq_open,
     .read = cf_read,
     .write = cf_write,
     .flush = cf_flush,
     .release = cf_release,
     .fsync = cf_fsync,
-    .opendir = cf_opendir,
+    .opendir = cf_sq_opendir,
     .readdir = cf_readdir,
     .releasedir = cf_releasedir,
     .fsyncdir = cf_fsyncdir,
     .statfs = cf_statfs,
-    .setxattr = cf_setxattr,
+    .setxattr = cf_sq_setxattr,
     .getxattr = cf_getxattr,
     .listxattr = cf_listxattr,
-    .removexattr = cf_removexattr,
-    .create = cf_create,
+    .removexattr = cf_sq_removexattr,
+    .create = cf_sq_create,
     .getlk = cf_getlk,
     .setlk = cf_setlk,
     .flock = cf_flock,
@@ -254,6 +255,7 @@ int main(int argc, char **argv)
     cf_wb_configure(&cf, opt_bool(&vol.opts, "client.write-back"),
                     (size_t)opt_int(&vol.opts, "client.write-back-size"),
                     (size_t)opt_int(&vol.opts, "client.write-back-files"));
+    cf_squash_configure(&cf, &vol.opts);
     if (cf_wbh_init(&cf) < 0)
         log_error("out of memory: every write waits for the bricks");
     cf_wbh_configure(&cf, &vol.opts);

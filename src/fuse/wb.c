@@ -910,9 +910,12 @@ int cf_wb_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
     f->umask = c->umask;
     f->st.st_mode = S_IFREG | (mode & 07777 & ~c->umask);
     f->st.st_nlink = 1;
-    f->st.st_uid = c->uid;
+    uid_t uid;
+    gid_t gid;
+    cf_squash_ids(req, &uid, &gid); /* the owner the bricks would give it */
+    f->st.st_uid = uid;
     /* A setgid directory gives its group (the brick does the same). */
-    f->st.st_gid = (pst.st_mode & S_ISGID) ? pst.st_gid : c->gid;
+    f->st.st_gid = (pst.st_mode & S_ISGID) ? pst.st_gid : gid;
     f->st.st_blksize = 4096;
     f->st.st_ino = gfid_ino(&f->gfid);
     now_ts(&f->st.st_mtim);

@@ -288,8 +288,7 @@ static struct pmk *new_entry(struct cf *cf, fuse_req_t req, fuse_ino_t parent, c
     d->it.parent = parent;
     snprintf(d->name, sizeof(d->name), "%s", name);
     d->umask = c->umask;
-    d->uid = c->uid;
-    d->gid = c->gid;
+    cf_squash_ids(req, &d->uid, &d->gid); /* the owner the bricks give it */
     d->pid = c->pid;
     return d;
 }

@@ -377,9 +377,11 @@ static void absorb(struct cf_wbrm *q, struct rm *r, uint64_t dir)
 /* Queues r, on behalf of the caller of req, and answers req. */
 static void rm_push(struct cf_wbrm *q, struct rm *r, fuse_req_t req)
 {
-    const struct fuse_ctx *c = fuse_req_ctx(req);
-    RPC_SET(&r->op.args, uid, RPC_T_UID, c->uid);
-    RPC_SET(&r->op.args, gid, RPC_T_GID, c->gid);
+    uid_t uid;
+    gid_t gid;
+    cf_squash_ids(req, &uid, &gid);
+    RPC_SET(&r->op.args, uid, RPC_T_UID, uid);
+    RPC_SET(&r->op.args, gid, RPC_T_GID, gid);
     r->queued_ms = net_now_ms();
     pthread_mutex_lock(&q->lock);
     if (r->op.args.op == RPC_OP_RMDIR)

@@ -319,15 +319,25 @@ const struct opt_def opt_table[] = {
     OPT("performance.write-behind-window-size", OPT_SIZE, "1MB", 524288, 1073741824LL, NULL, true,
         "Bytes of one file a FUSE client may hold written behind; a write past it is answered "
         "once the file is back under it."),
+    OPT("server.all-squash", OPT_BOOL, "off", 0, 0, NULL, true,
+        "Every caller's requests are executed as server.anonuid:server.anongid, and checked "
+        "as that user's (docs/security.md)."),
     {"server.allow-insecure", OPT_BOOL, "on", 0, 0, NULL, false,
      "Bricks do not check the client's source port; only on is accepted.", .no_effect = true,
      .only = "on",
      .refused = "Cairn's bricks do not check client source ports: restrict clients with "
                 "auth.allow"},
+    OPT("server.anongid", OPT_INT, "65534", 0, 4294967294LL, NULL, true,
+        "The group squashed callers act as (server.root-squash, server.all-squash)."),
+    OPT("server.anonuid", OPT_INT, "65534", 0, 4294967294LL, NULL, true,
+        "The user squashed callers act as (server.root-squash, server.all-squash)."),
     NOEFFECT("server.event-threads", OPT_INT, "2", 1, 1024, NULL,
              "Cairn sizes the threads that serve its connections itself."),
     NOEFFECT("server.outstanding-rpc-limit", OPT_INT, "64", 0, 65536, NULL,
              "Cairn's bricks have no limit of requests in flight per client to set."),
+    OPT("server.root-squash", OPT_BOOL, "off", 0, 0, NULL, true,
+        "Requests of uid 0 are executed as server.anonuid, and of gid 0 as server.anongid: "
+        "root on a client is an unprivileged user on the volume (docs/security.md)."),
     OPT("server.ssl", OPT_BOOL, "off", 0, 0, NULL, false,
         "Bricks accept TLS connections only, from clients whose certificate the CA signed "
         "(and auth.ssl-allow names); applies when the bricks restart (volume stop and start)."),
