@@ -13,7 +13,8 @@
  * A sharded file's reads and writes run side by side (struct sfile's rw
  * lock, shared): each takes the handles of the blocks it touches from the
  * file's table of open shards, counted, and no lock is held across a round
- * trip but rw. What changes the file's shape (a truncate, a fallocate, an
+ * trip but rw (and open_mu, while a shard missing from the table is opened
+ * or made: one at a time per file). What changes the file's shape (a truncate, a fallocate, an
  * append, an fsync counting the blocks anew, a read past the recorded
  * size, which reads the record again) takes rw exclusive. The record of
  * the size and blocks is changed under f->mu and written in order by
@@ -121,6 +122,7 @@ struct sfile {
     uint64_t put_gen;  /* ... and the last of them recorded on the bricks */
     pthread_rwlock_t rw;
     pthread_mutex_t mu, meta_mu;
+    pthread_mutex_t open_mu; /* held across the open (or creation) of a shard */
     struct sshard *open[OPEN_SHARDS];
     int n_open;
     struct sfile *next;
@@ -223,6 +225,7 @@ static struct sfile *file_get(struct shard *s, const gfid_t *g, const struct cl_
         pthread_rwlockattr_destroy(&ra);
         pthread_mutex_init(&f->mu, NULL);
         pthread_mutex_init(&f->meta_mu, NULL);
+        pthread_mutex_init(&f->open_mu, NULL);
         f->next = s->files;
         s->files = f;
     }
@@ -237,6 +240,7 @@ static void file_free(struct sfile *f)
     pthread_rwlock_destroy(&f->rw);
     pthread_mutex_destroy(&f->mu);
     pthread_mutex_destroy(&f->meta_mu);
+    pthread_mutex_destroy(&f->open_mu);
     free(f);
 }
 
@@ -473,10 +477,24 @@ static int shard_get(struct shard *s, struct sfile *f, uint64_t n, int create, s
         *sh = x;
         return 0;
     }
+    /* One open at a time per file: two CREATEs of one shard at once (two
+     * gfids) can each win on some bricks of a set, a split no heal undoes. */
+    pthread_mutex_lock(&f->open_mu);
+    pthread_mutex_lock(&f->mu);
+    if ((x = table_find(f, n)) != NULL)
+        x->refs++;
+    pthread_mutex_unlock(&f->mu);
+    if (x) {
+        pthread_mutex_unlock(&f->open_mu);
+        *sh = x;
+        return 0;
+    }
     uint64_t fh, blocks;
     int rc = shard_open_child(s, f, n, create, &fh, &blocks);
-    if (rc < 0)
+    if (rc < 0) {
+        pthread_mutex_unlock(&f->open_mu);
         return rc;
+    }
     struct sshard *fresh = calloc(1, sizeof(*fresh)), *evict[OPEN_SHARDS];
     int n_evict = 0, used = 0;
     pthread_mutex_lock(&f->mu);
@@ -506,6 +524,7 @@ static int shard_get(struct shard *s, struct sfile *f, uint64_t n, int create, s
         used = 1;
     }
     pthread_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->open_mu);
     for (int i = 0; i < n_evict; i++)
         sshard_close(s, evict[i], 1);
     if (!used) { /* ours was not needed (or there is no memory for it) */

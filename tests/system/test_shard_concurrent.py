@@ -5,7 +5,8 @@ each its own interleaved 4 KiB slots (O_DIRECT, so each write reaches the
 layer as it is made) or unaligned 3000-byte slots (two threads sharing a
 stripe of the dispersed volume), on both sides of a block boundary, into
 a block no one made yet. Every byte is then compared through a second,
-fresh mount: a write lost or misplaced by the layer shows there.
+fresh mount (a write lost or misplaced by the layer shows there), and
+the new block's shard must carry one gfid on every brick.
 
 Run on a 2 x (2 + 1) dispersed volume and on replica 3, both with
 features.shard on and 4 MB blocks. cairnd on 127.0.0.135. Run inside a
@@ -49,6 +50,7 @@ def cc():
                 c.cli("volume", "set", v, key, value)
             c.cli("volume", "start", v)
         c.m = {v: c.mount(v, os.path.join(c.root, f"{v}-m")) for v in ("ccec", "ccr3")}
+        c.bricks = {"ccec": ec, "ccr3": r3}
         yield c
     finally:
         c.close()
@@ -101,6 +103,17 @@ def hammer(path, slots, direct, rounds=2):
     return bytes(want), errors
 
 
+def shard_ids(bricks):
+    """{shard file name: the set of gfids its copies (fragments) carry}."""
+    out = {}
+    for b in bricks:
+        d = os.path.join(b, ".shard")
+        for n in os.listdir(d) if os.path.isdir(d) else []:
+            g = os.getxattr(os.path.join(d, n), "trusted.cairn.gfid")
+            out.setdefault(n, set()).add(g)
+    return out
+
+
 def first_difference(got, want):
     for i in range(0, max(len(got), len(want)), 4096):
         if got[i:i + 4096] != want[i:i + 4096]:
@@ -119,14 +132,14 @@ def test_concurrent_random_io_on_one_sharded_file(cc, vol, direct):
     # an empty sharded file, grown by the threads themselves: block 1's
     # shard is made by whichever writer comes first, the size recorded by
     # writers racing to extend it
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+    # kept open throughout: no last close, no fsync before the check, so
+    # the record each write left is what the second mount reads (not one
+    # counted anew at the close)
+    keep = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
     step = 4096 if direct else 3000
     slots = [(off, min(step, SIZE - off)) for off in range(START, SIZE, step)]
     want, errors = hammer(path, slots, direct)
     assert not errors, errors[:5]
-    fd = os.open(path, os.O_RDONLY)
-    os.fsync(fd)
-    os.close(fd)
     fm = c.mount(vol, os.path.join(c.root, f"{vol}-{name}-fresh"))
     try:
         p2 = os.path.join(fm.path, name)
@@ -135,5 +148,10 @@ def test_concurrent_random_io_on_one_sharded_file(cc, vol, direct):
             got = f.read()
         at = first_difference(got, want)
         assert at is None, f"{vol}: byte {at} differs (got {len(got)} bytes)"
+        # block 1's shard, made by racing writers, is one file on every
+        # brick (two CREATEs at once could each win on some bricks)
+        ids = shard_ids(c.bricks[vol])
+        assert ids and all(len(g) == 1 for g in ids.values()), ids
     finally:
         fm.stop()
+        os.close(keep)
