@@ -25,11 +25,14 @@
 
 struct dop;
 
-/* A file with data changes of this client in flight: they run in turn. */
+/* A file with data operations of this client in flight, in the order
+ * they came: its changes run in turn, its reads side by side, and a read
+ * and a change that touch a common stripe in the order they came (a read
+ * decoding fragments a change is rewriting would mix old and new ones). */
 struct dfile {
     struct dfile *next;
     gfid_t gfid;
-    struct dop *head, *tail; /* head runs; the others wait */
+    struct dop *head, *tail; /* linked by qnext; ->running: started */
 };
 
 struct disp {
@@ -54,7 +57,11 @@ struct dop {
     uint32_t have; /* children holding it */
     uint32_t bad;  /* children that failed a read of this op */
     gfid_t gfid;
-    int queued;
+    int queued, running;
+    /* the stripes [q0, q1) it reads or changes; whole: every one (a
+     * truncate, an allocation, a write of several extents) */
+    uint64_t q0, q1;
+    int whole;
     int opened; /* fh is our own (a truncate by path): released at the end */
     int clip;   /* a zero range keeping the size: clipped to it first */
     /* a WRITE of several EXTENTS: written one after the other */
@@ -79,7 +86,7 @@ struct dop {
     struct cl_op attr;
     struct cl_op rd[2][CL_EC_MAX];
     struct cl_op sub;
-    struct dop *qnext;
+    struct dop *qnext, *srun;
     uint32_t rounds;
 };
 
@@ -151,16 +158,43 @@ static void next_extent(struct dop *o)
     o->ext_pos += len;
 }
 
-/* ---- one data change per file at a time ---- */
+/* ---- the order of a file's data operations ---- */
 
-/* 1: o runs now; 0: it waits for the change before it (dop_run later). */
+static int is_read(const struct dop *o)
+{
+    return o->kind == D_READ;
+}
+
+/* Whether b, come after a, waits for it: two changes always (one at a
+ * time per file), a read and a change when they share a stripe, two reads
+ * never. */
+static int conflicts(const struct dop *a, const struct dop *b)
+{
+    if (is_read(a) && is_read(b))
+        return 0;
+    if (!is_read(a) && !is_read(b))
+        return 1;
+    return a->whole || b->whole || (a->q0 < b->q1 && b->q0 < a->q1);
+}
+
+/* Whether o may start: no operation before it in f waits for... or runs
+ * against it. d->lock held. */
+static int may_run(const struct dfile *f, const struct dop *o)
+{
+    for (const struct dop *p = f->head; p && p != o; p = p->qnext)
+        if (conflicts(p, o))
+            return 0;
+    return 1;
+}
+
+/* 1: o runs now; 0: it waits for an operation before it (dop_run
+ * later). */
 static int file_enter(struct disp *d, struct dop *o)
 {
     pthread_mutex_lock(&d->lock);
     struct dfile *f;
     for (f = d->files; f && !gfid_equal(&f->gfid, &o->gfid); f = f->next)
         ;
-    int first = 0;
     if (!f) {
         f = calloc(1, sizeof(*f));
         if (!f) {
@@ -171,39 +205,60 @@ static int file_enter(struct disp *d, struct dop *o)
         f->next = d->files;
         d->files = f;
         f->head = f->tail = o;
-        first = 1;
     } else {
         f->tail->qnext = o;
         f->tail = o;
     }
     o->queued = 1;
+    o->running = may_run(f, o);
+    int run = o->running;
     pthread_mutex_unlock(&d->lock);
-    return first;
+    return run;
 }
 
-/* o is done: the next change of its file starts. */
+/* o is done: the operations of its file that waited for it start, when
+ * nothing else before them holds them back. */
 static void file_leave(struct disp *d, struct dop *o)
 {
     if (!o->queued)
         return;
-    struct dop *next = NULL;
+    struct dop *start = NULL, **last = &start;
     pthread_mutex_lock(&d->lock);
     struct dfile **pp = &d->files;
     while (*pp && !gfid_equal(&(*pp)->gfid, &o->gfid))
         pp = &(*pp)->next;
     struct dfile *f = *pp;
     if (f) {
-        f->head = o->qnext;
+        struct dop *prev = NULL;
+        for (struct dop *p = f->head; p; prev = p, p = p->qnext)
+            if (p == o) {
+                if (prev)
+                    prev->qnext = o->qnext;
+                else
+                    f->head = o->qnext;
+                if (f->tail == o)
+                    f->tail = prev;
+                break;
+            }
         if (!f->head) {
             *pp = f->next;
             free(f);
         } else {
-            next = f->head;
+            for (struct dop *p = f->head; p; p = p->qnext)
+                if (!p->running && may_run(f, p)) {
+                    p->running = 1;
+                    *last = p; /* chained through srun: qnext stays the file's */
+                    last = &p->srun;
+                }
         }
     }
+    *last = NULL;
     pthread_mutex_unlock(&d->lock);
-    if (next)
-        dop_run(next);
+    while (start) {
+        struct dop *next = start->srun;
+        dop_run(start);
+        start = next;
+    }
 }
 
 static void release_cb(struct cl_op *op)
@@ -705,8 +760,20 @@ static struct dop *dop_new(struct disp *d, struct cl_op *op, enum dkind kind)
     return o;
 }
 
-/* Binds o to its handle and starts it (in turn with its file's other
- * changes unless it is a read). */
+/* The stripes o reads or changes (an upper bound: a zero range keeping
+ * the size is clipped later). */
+static void dop_range(struct dop *o)
+{
+    struct disp *d = o->d;
+    o->whole = !(o->kind == D_READ || (o->kind == D_WRITE && !o->ext_n));
+    if (!o->whole) {
+        struct cl_disp_span sp = cl_disp_span(d->k, d->chunk, o->off, o->len);
+        o->q0 = sp.s0;
+        o->q1 = sp.s1;
+    }
+}
+
+/* Binds o to its handle and starts it, in its file's order (above). */
 static void dop_start(struct dop *o, uint64_t fh)
 {
     struct disp *d = o->d;
@@ -717,7 +784,8 @@ static void dop_start(struct dop *o, uint64_t fh)
         dop_finish(o, -EBADF, NULL);
         return;
     }
-    if (o->kind == D_READ || o->kind == D_LSEEK || !has_gfid || file_enter(d, o))
+    dop_range(o);
+    if (o->kind == D_LSEEK || !has_gfid || file_enter(d, o))
         dop_run(o);
 }
 

@@ -10,10 +10,17 @@
  * file run on the layer's worker threads as straight-line code that waits
  * for the child (which never calls back into this layer).
  *
- * One data operation at a time per sharded file (struct sfile's lock): it
- * keeps the recorded size and block count in step with the writes of this
- * mount. Two mounts extending the same file at the same moment may record
- * the smaller size (docs/shard.md). */
+ * A sharded file's reads and writes run side by side (struct sfile's rw
+ * lock, shared): each takes the handles of the blocks it touches from the
+ * file's table of open shards, counted, and no lock is held across a round
+ * trip but rw (and open_mu, while a shard missing from the table is opened
+ * or made: one at a time per file). What changes the file's shape (a truncate, a fallocate, an
+ * append, an fsync counting the blocks anew, a read past the recorded
+ * size, which reads the record again) takes rw exclusive. The record of
+ * the size and blocks is changed under f->mu and written in order by
+ * meta_sync, so the last record written is never older than a change it
+ * follows. Two mounts extending the same file at the same moment may
+ * record the smaller size (docs/shard.md). */
 #include "shard.h"
 
 #include <errno.h>
@@ -31,10 +38,12 @@
 #include "../lib/log.h"
 #include "../rpc/opinfo.h"
 
-#define N_WORKERS 4
+/* Enough for the FUSE bridge's 16 request threads to all wait on bricks
+ * at once (random I/O on one VM image). */
+#define N_WORKERS 16
 #define FH_BUCKETS 256
-/* Shard handles a file keeps open; past that they are all closed (a
- * file's operations are sequential, so none is in use then). */
+/* Shard handles a file keeps open; past that the ones not in use are
+ * closed. */
 #define OPEN_SHARDS 64
 #define SHARD_MODE 0600
 
@@ -89,12 +98,19 @@ int cl_shard_hidden(const char *path, size_t len)
 
 /* ---- state ---- */
 
+/* An open shard. refs: the file's table holds one, each operation using
+ * it one more (f->mu); the last put closes it (synced first when dirty). */
 struct sshard {
     uint64_t n, fh, blocks; /* block number, the child's handle, its 512-byte blocks */
     int dirty;              /* written since its last fsync */
+    int refs;
 };
 
-/* A sharded file open through this layer, shared by its handles. */
+/* A sharded file open through this layer, shared by its handles.
+ * rw: shared for reads and writes of blocks, exclusive for the rest (the
+ * comment at the top). mu guards m, open, touched, mtime_ms, gen and the
+ * shards' blocks and dirty; it is never held across a round trip.
+ * meta_mu keeps the record's writes in order (meta_sync). */
 struct sfile {
     gfid_t gfid;
     struct cl_shard_meta m;
@@ -102,8 +118,12 @@ struct sfile {
     int gone;          /* its last name was removed while open: shards go at the last close */
     int touched;       /* a shard changed since settle() */
     uint64_t mtime_ms; /* when this mount last set the base file's mtime (monotonic) */
-    pthread_mutex_t lock;
-    struct sshard open[OPEN_SHARDS];
+    uint64_t gen;      /* changes of m by shared writers ... */
+    uint64_t put_gen;  /* ... and the last of them recorded on the bricks */
+    pthread_rwlock_t rw;
+    pthread_mutex_t mu, meta_mu;
+    pthread_mutex_t open_mu; /* held across the open (or creation) of a shard */
+    struct sshard *open[OPEN_SHARDS];
     int n_open;
     struct sfile *next;
 };
@@ -197,7 +217,15 @@ static struct sfile *file_get(struct shard *s, const gfid_t *g, const struct cl_
     if (!f && (f = calloc(1, sizeof(*f)))) {
         f->gfid = *g;
         f->m = *m;
-        pthread_mutex_init(&f->lock, NULL);
+        pthread_rwlockattr_t ra;
+        pthread_rwlockattr_init(&ra);
+        /* an fsync or a truncate must not wait for a pause in random I/O */
+        pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&f->rw, &ra);
+        pthread_rwlockattr_destroy(&ra);
+        pthread_mutex_init(&f->mu, NULL);
+        pthread_mutex_init(&f->meta_mu, NULL);
+        pthread_mutex_init(&f->open_mu, NULL);
         f->next = s->files;
         s->files = f;
     }
@@ -205,6 +233,15 @@ static struct sfile *file_get(struct shard *s, const gfid_t *g, const struct cl_
         f->refs++;
     pthread_mutex_unlock(&s->lock);
     return f;
+}
+
+static void file_free(struct sfile *f)
+{
+    pthread_rwlock_destroy(&f->rw);
+    pthread_mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->meta_mu);
+    pthread_mutex_destroy(&f->open_mu);
+    free(f);
 }
 
 /* Drops a reference; 1 when it was the last (f is then unlinked from the
@@ -346,29 +383,46 @@ static void shard_dir(struct shard *s)
         log_warn("volume %s: cannot make %s: %s", s->volume, CL_SHARD_DIR, strerror(-rc));
 }
 
-/* The open handle of block n >= 1 of f: 0 and *sh, -ENOENT when it has
- * no shard and create is 0, or -errno. f->lock held. */
-static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, struct sshard **sh)
+/* Closes an open shard no one uses any more: synced first when written
+ * since its last fsync (a later fsync of the file would miss it). */
+static void sshard_close(struct shard *s, struct sshard *sh, int sync)
+{
+    struct cl_op r;
+    if (sync && sh->dirty) {
+        cl_op_init(&r, RPC_OP_FSYNC, NULL, NULL);
+        RPC_SET(&r.args, fh, RPC_T_FH, sh->fh);
+        simple(s, &r);
+    }
+    cl_op_init(&r, RPC_OP_RELEASE, NULL, NULL);
+    RPC_SET(&r.args, fh, RPC_T_FH, sh->fh);
+    simple(s, &r);
+    free(sh);
+}
+
+static void shard_put(struct shard *s, struct sfile *f, struct sshard *sh)
+{
+    if (!sh)
+        return;
+    pthread_mutex_lock(&f->mu);
+    int last = --sh->refs == 0;
+    pthread_mutex_unlock(&f->mu);
+    if (last)
+        sshard_close(s, sh, 1);
+}
+
+static struct sshard *table_find(struct sfile *f, uint64_t n)
 {
     for (int i = 0; i < f->n_open; i++)
-        if (f->open[i].n == n) {
-            *sh = &f->open[i];
-            return 0;
-        }
-    if (f->n_open == OPEN_SHARDS) {
-        for (int i = 0; i < f->n_open; i++) {
-            struct cl_op r;
-            if (f->open[i].dirty) { /* a later fsync of the file would miss it */
-                cl_op_init(&r, RPC_OP_FSYNC, NULL, NULL);
-                RPC_SET(&r.args, fh, RPC_T_FH, f->open[i].fh);
-                simple(s, &r);
-            }
-            cl_op_init(&r, RPC_OP_RELEASE, NULL, NULL);
-            RPC_SET(&r.args, fh, RPC_T_FH, f->open[i].fh);
-            simple(s, &r);
-        }
-        f->n_open = 0;
-    }
+        if (f->open[i]->n == n)
+            return f->open[i];
+    return NULL;
+}
+
+/* Opens (or makes, with create) the shard file of block n of f: its
+ * handle and blocks, -ENOENT when it has none and create is 0. */
+static int shard_open_child(struct shard *s, struct sfile *f, uint64_t n, int create, uint64_t *fh,
+                            uint64_t *blocks)
+{
     char path[128];
     cl_shard_path(&f->gfid, n, path, sizeof(path));
     struct cl_op op;
@@ -378,6 +432,7 @@ static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, 
         RPC_SET(&op.args, flags, RPC_T_FLAGS, O_RDWR);
         rc = run(s, &op);
         if (rc == -ENOENT && create) {
+            /* two writers may make it at once: the loser opens it */
             cl_op_release(&op);
             path_op(&op, RPC_OP_CREATE, path);
             gfid_generate(&op.args.gfid);
@@ -402,17 +457,90 @@ static int shard_open(struct shard *s, struct sfile *f, uint64_t n, int create, 
     }
     if (rc < 0)
         return rc;
-    struct sshard *x = &f->open[f->n_open++];
-    x->n = n;
-    x->fh = op.reply->msg.fh;
-    x->blocks = rpc_has(&op.reply->msg, RPC_T_ATTR) ? op.reply->msg.attr.blocks : 0;
-    x->dirty = 0;
+    *fh = op.reply->msg.fh;
+    *blocks = rpc_has(&op.reply->msg, RPC_T_ATTR) ? op.reply->msg.attr.blocks : 0;
     cl_op_release(&op);
+    return 0;
+}
+
+/* The open shard of block n >= 1 of f, with a reference for the caller
+ * (shard_put): 0 and *sh, -ENOENT when it has no shard and create is 0,
+ * or -errno. A full table first loses the shards no one uses. */
+static int shard_get(struct shard *s, struct sfile *f, uint64_t n, int create, struct sshard **sh)
+{
+    pthread_mutex_lock(&f->mu);
+    struct sshard *x = table_find(f, n);
+    if (x)
+        x->refs++;
+    pthread_mutex_unlock(&f->mu);
+    if (x) {
+        *sh = x;
+        return 0;
+    }
+    /* One open at a time per file: two CREATEs of one shard at once (two
+     * gfids) can each win on some bricks of a set, a split no heal undoes. */
+    pthread_mutex_lock(&f->open_mu);
+    pthread_mutex_lock(&f->mu);
+    if ((x = table_find(f, n)) != NULL)
+        x->refs++;
+    pthread_mutex_unlock(&f->mu);
+    if (x) {
+        pthread_mutex_unlock(&f->open_mu);
+        *sh = x;
+        return 0;
+    }
+    uint64_t fh, blocks;
+    int rc = shard_open_child(s, f, n, create, &fh, &blocks);
+    if (rc < 0) {
+        pthread_mutex_unlock(&f->open_mu);
+        return rc;
+    }
+    struct sshard *fresh = calloc(1, sizeof(*fresh)), *evict[OPEN_SHARDS];
+    int n_evict = 0, used = 0;
+    pthread_mutex_lock(&f->mu);
+    if ((x = table_find(f, n)) != NULL) { /* opened meanwhile by another user */
+        x->refs++;
+    } else if (fresh) {
+        fresh->n = n;
+        fresh->fh = fh;
+        fresh->blocks = blocks;
+        fresh->refs = 1;
+        if (f->n_open == OPEN_SHARDS) {
+            /* full: every shard no one uses goes */
+            for (int i = 0; i < f->n_open;) {
+                if (f->open[i]->refs == 1) {
+                    evict[n_evict++] = f->open[i];
+                    f->open[i] = f->open[--f->n_open];
+                } else {
+                    i++;
+                }
+            }
+        }
+        if (f->n_open < OPEN_SHARDS) { /* else in use by the caller alone */
+            f->open[f->n_open++] = fresh;
+            fresh->refs++;
+        }
+        x = fresh;
+        used = 1;
+    }
+    pthread_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->open_mu);
+    for (int i = 0; i < n_evict; i++)
+        sshard_close(s, evict[i], 1);
+    if (!used) { /* ours was not needed (or there is no memory for it) */
+        struct cl_op r;
+        cl_op_init(&r, RPC_OP_RELEASE, NULL, NULL);
+        RPC_SET(&r.args, fh, RPC_T_FH, fh);
+        simple(s, &r);
+        free(fresh);
+    }
+    if (!x)
+        return -ENOMEM;
     *sh = x;
     return 0;
 }
 
-/* Records what a shard takes now. */
+/* Records what a shard takes now. f->mu held, or rw exclusive. */
 static void account(struct sfile *f, struct sshard *sh, uint64_t blocks)
 {
     int64_t total = (int64_t)f->m.shard_blocks + (int64_t)blocks - (int64_t)sh->blocks;
@@ -420,26 +548,23 @@ static void account(struct sfile *f, struct sshard *sh, uint64_t blocks)
     sh->blocks = blocks;
 }
 
+/* Closes every open shard of f, unused then (rw exclusive, or f's last
+ * reference). */
 static void shards_close(struct shard *s, struct sfile *f)
 {
-    for (int i = 0; i < f->n_open; i++) {
-        struct cl_op r;
-        cl_op_init(&r, RPC_OP_RELEASE, NULL, NULL);
-        RPC_SET(&r.args, fh, RPC_T_FH, f->open[i].fh);
-        simple(s, &r);
-    }
+    for (int i = 0; i < f->n_open; i++)
+        sshard_close(s, f->open[i], 0);
     f->n_open = 0;
 }
 
+/* Forgets block n's open shard (rw exclusive: no one uses it). */
 static void shard_forget(struct shard *s, struct sfile *f, uint64_t n)
 {
     for (int i = 0; f && i < f->n_open; i++)
-        if (f->open[i].n == n) {
-            struct cl_op r;
-            cl_op_init(&r, RPC_OP_RELEASE, NULL, NULL);
-            RPC_SET(&r.args, fh, RPC_T_FH, f->open[i].fh);
-            simple(s, &r);
+        if (f->open[i]->n == n) {
+            struct sshard *sh = f->open[i];
             f->open[i] = f->open[--f->n_open];
+            sshard_close(s, sh, 0);
             return;
         }
 }
@@ -488,17 +613,27 @@ static int set_mtime(struct shard *s, struct sfile *f, uint64_t base_fh)
     RPC_SET(&t.args, fh, RPC_T_FH, base_fh);
     RPC_SET(&t.args, valid, RPC_T_VALID, RPC_SET_MTIME_NOW);
     int rc = simple(s, &t);
-    if (rc == 0)
+    if (rc == 0) {
+        pthread_mutex_lock(&f->mu);
         f->mtime_ms = now_ms();
+        pthread_mutex_unlock(&f->mu);
+    }
     return rc;
 }
 
 /* A change to a shard: the base file's mtime is set now when this mount
  * has not set it for a second (so it moves at once, and lags the last
- * change by a second at most until settle). f->lock held. */
+ * change by a second at most until settle). The first to see it due
+ * claims it: concurrent writers send one SETATTR, not one each. */
 static void shard_changed(struct shard *s, struct sfile *f, uint64_t base_fh)
 {
-    if (f->touched && now_ms() - f->mtime_ms >= 1000)
+    pthread_mutex_lock(&f->mu);
+    uint64_t now = now_ms();
+    int due = f->touched && now - f->mtime_ms >= 1000;
+    if (due)
+        f->mtime_ms = now;
+    pthread_mutex_unlock(&f->mu);
+    if (due)
         set_mtime(s, f, base_fh);
 }
 
@@ -589,7 +724,8 @@ static const char *base_path(const struct sfh *h, const struct cl_op *op, char *
     return h->path;
 }
 
-/* The child's handle for block n of h's file: the base's for block 0. */
+/* The child's handle for block n of h's file: the base's for block 0
+ * (*sh NULL), else its open shard's, with a reference (shard_put). */
 static int block_fh(struct shard *s, struct sfh *h, uint64_t n, int create, uint64_t *fh,
                     struct sshard **sh)
 {
@@ -598,7 +734,7 @@ static int block_fh(struct shard *s, struct sfh *h, uint64_t n, int create, uint
         *fh = h->fh;
         return 0;
     }
-    int rc = shard_open(s, h->f, n, create, sh);
+    int rc = shard_get(s, h->f, n, create, sh);
     if (rc == 0)
         *fh = (*sh)->fh;
     return rc;
@@ -633,12 +769,35 @@ static int read_block(struct shard *s, uint64_t fh, uint64_t off, uint64_t len, 
 }
 
 /* Takes the recorded size and blocks anew (another mount may have
- * changed them). f->lock held. */
+ * changed them). rw exclusive. */
 static void refresh(struct shard *s, struct sfile *f, const char *path)
 {
     struct cl_shard_meta m;
-    if (meta_get(s, path, &m) == 0 && m.block_size == f->m.block_size)
+    if (meta_get(s, path, &m) == 0 && m.block_size == f->m.block_size) {
+        pthread_mutex_lock(&f->mu);
         f->m = m;
+        f->put_gen = f->gen;
+        pthread_mutex_unlock(&f->mu);
+    }
+}
+
+/* Writes the record when shared writers changed it since it was last
+ * written. In order: the record written last is the newest (meta_mu),
+ * and a writer returns only once its change is recorded (or the put
+ * failed). */
+static void meta_sync(struct shard *s, struct sfile *f, const char *path)
+{
+    pthread_mutex_lock(&f->meta_mu);
+    pthread_mutex_lock(&f->mu);
+    uint64_t gen = f->gen;
+    struct cl_shard_meta m = f->m;
+    pthread_mutex_unlock(&f->mu);
+    if (gen != f->put_gen && meta_put(s, path, &m, 0) == 0) {
+        pthread_mutex_lock(&f->mu);
+        f->put_gen = gen;
+        pthread_mutex_unlock(&f->mu);
+    }
+    pthread_mutex_unlock(&f->meta_mu);
 }
 
 static void do_read(struct shard *s, struct job *j)
@@ -649,10 +808,18 @@ static void do_read(struct shard *s, struct job *j)
     char pb[RPC_PATH_MAX];
     const char *path = base_path(h, op, pb, sizeof(pb));
     uint64_t off = op->args.offset, len = op->args.size;
-    pthread_mutex_lock(&f->lock);
-    if (off + len > f->m.size)
+    pthread_rwlock_rdlock(&f->rw);
+    pthread_mutex_lock(&f->mu);
+    int past = off + len > f->m.size;
+    pthread_mutex_unlock(&f->mu);
+    if (past) { /* another mount may have made it longer: the record again */
+        pthread_rwlock_unlock(&f->rw);
+        pthread_rwlock_wrlock(&f->rw);
         refresh(s, f, path);
+    }
+    pthread_mutex_lock(&f->mu);
     uint64_t size = f->m.size, bs = f->m.block_size;
+    pthread_mutex_unlock(&f->mu);
     uint64_t want = off >= size ? 0 : (len < size - off ? len : size - off);
     struct rpc_buf b;
     rpc_buf_init(&b);
@@ -670,9 +837,10 @@ static void do_read(struct shard *s, struct job *j)
             rc = read_block(s, fh, in, piece, p + done);
         else if (r != -ENOENT) /* no shard: a hole */
             rc = r;
+        shard_put(s, f, sh);
         done += piece;
     }
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     rpc_put_end(&b, mark);
     struct rpc_frame *fr = NULL;
     if (rc == 0)
@@ -683,14 +851,15 @@ static void do_read(struct shard *s, struct job *j)
 }
 
 /* Writes len bytes of p at off, block by block; *done: how many made it.
- * f->lock held. */
+ * rw held (shared or exclusive). */
 static int write_range(struct shard *s, struct sfh *h, const struct cl_op *op, uint64_t off,
                        const uint8_t *p, uint64_t len, uint64_t *done, int *killed)
 {
     struct sfile *f = h->f;
+    uint64_t bs = f->m.block_size; /* never changes */
     *done = 0;
     while (*done < len) {
-        uint64_t n, in, piece = cl_shard_piece(off + *done, len - *done, f->m.block_size, &n, &in);
+        uint64_t n, in, piece = cl_shard_piece(off + *done, len - *done, bs, &n, &in);
         uint64_t fh = 0;
         struct sshard *sh;
         int rc = block_fh(s, h, n, 1, &fh, &sh);
@@ -705,21 +874,31 @@ static int write_range(struct shard *s, struct sfh *h, const struct cl_op *op, u
             RPC_SET(&w.args, flags, RPC_T_FLAGS, op->args.flags);
         rc = run(s, &w);
         uint64_t put = rc == 0 && rpc_has(&w.reply->msg, RPC_T_SIZE) ? w.reply->msg.size : 0;
-        if (rc == 0 && sh && rpc_has(&w.reply->msg, RPC_T_ATTR))
+        if (put > piece)
+            put = piece;
+        pthread_mutex_lock(&f->mu);
+        if (rc == 0 && sh && rpc_has(&w.reply->msg, RPC_T_ATTR) &&
+            w.reply->msg.attr.blocks != sh->blocks) {
             account(f, sh, w.reply->msg.attr.blocks);
+            f->gen++;
+        }
         f->touched |= n > 0;
         if (sh)
             sh->dirty = 1;
+        if (off + *done + put > f->m.size) {
+            f->m.size = off + *done + put;
+            f->gen++;
+        }
+        pthread_mutex_unlock(&f->mu);
         if (rc == 0 && n == 0 && rpc_has(&w.reply->msg, RPC_T_FLAGS) && w.reply->msg.flags == 1)
             *killed = 1;
         cl_op_release(&w);
+        shard_put(s, f, sh);
         if (rc < 0)
             return rc;
-        *done += put > piece ? piece : put;
+        *done += put;
         if (put < piece)
             return -ENOSPC;
-        if (off + *done > f->m.size)
-            f->m.size = off + *done;
     }
     return 0;
 }
@@ -735,8 +914,12 @@ static void do_write(struct shard *s, struct job *j)
     const uint8_t *p = rpc_has(a, RPC_T_DATA) ? a->data.p : (const uint8_t *)"";
     uint64_t total = 0, done;
     int rc = 0, killed = 0;
-    pthread_mutex_lock(&f->lock);
-    struct cl_shard_meta before = f->m;
+    /* an append writes at the size it reads: alone */
+    int alone = h->append && !rpc_has(a, RPC_T_EXTENTS);
+    if (alone)
+        pthread_rwlock_wrlock(&f->rw);
+    else
+        pthread_rwlock_rdlock(&f->rw);
     if (rpc_has(a, RPC_T_EXTENTS)) {
         int n = rpc_extents_check(a, NULL);
         rc = n < 0 ? n : 0;
@@ -750,7 +933,7 @@ static void do_write(struct shard *s, struct job *j)
         }
     } else {
         uint64_t off = a->offset;
-        if (h->append) {
+        if (alone) {
             refresh(s, f, path);
             off = f->m.size;
         }
@@ -760,10 +943,9 @@ static void do_write(struct shard *s, struct job *j)
         else
             rc = write_range(s, h, op, off, p, len, &total, &killed);
     }
-    if (f->m.size != before.size || f->m.shard_blocks != before.shard_blocks)
-        meta_put(s, path, &f->m, 0);
+    meta_sync(s, f, path);
     shard_changed(s, f, h->fh);
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     if (total > 0)
         rc = 0; /* as write(2): what was written counts */
     struct rpc_frame *fr = NULL;
@@ -795,14 +977,14 @@ static void account_now(struct shard *s, struct sfile *f, struct sshard *sh)
  * file's mtime set, which a change to a shard leaves alone. Done when the
  * file is flushed (close), synced, closed for the last time or asked for
  * its attributes by its handle, not at each write (a round trip each).
- * f->lock held. */
+ * rw exclusive. */
 static void settle(struct shard *s, struct sfile *f, uint64_t base_fh, const char *path)
 {
     if (!f->touched)
         return;
     uint64_t before = f->m.shard_blocks;
     for (int i = 0; i < f->n_open; i++)
-        account_now(s, f, &f->open[i]);
+        account_now(s, f, f->open[i]);
     if (f->m.shard_blocks != before)
         meta_put(s, path, &f->m, 0);
     if (set_mtime(s, f, base_fh) == 0)
@@ -827,7 +1009,7 @@ static void do_fallocate(struct shard *s, struct job *j)
         return;
     }
     int rc = 0;
-    pthread_mutex_lock(&f->lock);
+    pthread_rwlock_wrlock(&f->rw);
     refresh(s, f, path);
     struct cl_shard_meta before = f->m;
     uint64_t bs = f->m.block_size;
@@ -860,13 +1042,14 @@ static void do_fallocate(struct shard *s, struct job *j)
         f->touched |= n > 0;
         if (sh)
             sh->dirty = 1;
+        shard_put(s, f, sh);
     }
     if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > f->m.size)
         f->m.size = off + len;
     if (f->m.size != before.size || f->m.shard_blocks != before.shard_blocks)
         meta_put(s, path, &f->m, 0);
     shard_changed(s, f, h->fh);
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     complete(op, rc, NULL);
 }
 
@@ -882,7 +1065,7 @@ static void do_lseek(struct shard *s, struct job *j)
         complete(op, -EINVAL, NULL);
         return;
     }
-    pthread_mutex_lock(&f->lock);
+    pthread_rwlock_wrlock(&f->rw);
     refresh(s, f, path);
     uint64_t size = f->m.size, bs = f->m.block_size, found = UINT64_MAX;
     int rc = 0;
@@ -909,6 +1092,7 @@ static void do_lseek(struct shard *s, struct job *j)
         r = run(s, &x);
         uint64_t at = r == 0 && rpc_has(&x.reply->msg, RPC_T_OFFSET) ? x.reply->msg.offset : 0;
         cl_op_release(&x);
+        shard_put(s, f, sh);
         if (r == -ENXIO) {
             /* past the block's own end: a hole within the file */
             if (whence == SEEK_HOLE) {
@@ -924,7 +1108,7 @@ static void do_lseek(struct shard *s, struct job *j)
             break;
         }
     }
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     if (rc == 0 && found == UINT64_MAX) {
         if (whence == SEEK_HOLE && off < size)
             found = size;
@@ -948,23 +1132,23 @@ static void do_fsync(struct shard *s, struct job *j)
     struct sfile *f = h->f;
     char pb[RPC_PATH_MAX];
     const char *path = base_path(h, op, pb, sizeof(pb));
-    pthread_mutex_lock(&f->lock);
+    pthread_rwlock_wrlock(&f->rw);
     int rc = 0;
     for (int i = 0; i < f->n_open; i++) {
-        if (!f->open[i].dirty)
+        if (!f->open[i]->dirty)
             continue;
         struct cl_op x;
         cl_op_init(&x, RPC_OP_FSYNC, NULL, NULL);
         x.args = op->args;
-        x.args.fh = f->open[i].fh;
+        x.args.fh = f->open[i]->fh;
         int r = simple(s, &x);
         if (r < 0 && rc == 0)
             rc = r;
         else if (r == 0)
-            f->open[i].dirty = 0;
+            f->open[i]->dirty = 0;
     }
     settle(s, f, h->fh, path); /* the shards' blocks are stable now */
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_FSYNC, NULL, NULL);
     x.args = op->args;
@@ -982,9 +1166,9 @@ static void do_flush(struct shard *s, struct job *j)
     struct sfh *h = j->h;
     char pb[RPC_PATH_MAX];
     const char *path = base_path(h, j->op, pb, sizeof(pb));
-    pthread_mutex_lock(&h->f->lock);
+    pthread_rwlock_wrlock(&h->f->rw);
     settle(s, h->f, h->fh, path);
-    pthread_mutex_unlock(&h->f->lock);
+    pthread_rwlock_unlock(&h->f->rw);
     forward_sync(s, j->op, NULL);
 }
 
@@ -1065,18 +1249,18 @@ static void do_getattr_fh(struct shard *s, struct job *j)
     struct sfile *f = h->f;
     char pb[RPC_PATH_MAX];
     const char *path = base_path(h, op, pb, sizeof(pb));
-    pthread_mutex_lock(&f->lock);
+    pthread_rwlock_wrlock(&f->rw);
     settle(s, f, h->fh, path);
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_GETATTR, NULL, NULL);
     x.args = op->args;
     x.args.present &= ~(1ull << RPC_T_LEASE);
     int rc = run(s, &x);
-    pthread_mutex_lock(&f->lock);
+    pthread_rwlock_wrlock(&f->rw);
     refresh(s, f, path);
     struct cl_shard_meta m = f->m;
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     struct rpc_frame *fr = x.reply;
     x.reply = NULL;
     if (rc == 0)
@@ -1089,10 +1273,10 @@ static void do_setattr_fh(struct shard *s, struct job *j)
     struct sfh *h = j->h;
     char pb[RPC_PATH_MAX];
     const char *path = base_path(h, j->op, pb, sizeof(pb));
-    pthread_mutex_lock(&h->f->lock);
+    pthread_rwlock_wrlock(&h->f->rw);
     refresh(s, h->f, path);
     setattr_sharded(s, j->op, h->f, path);
-    pthread_mutex_unlock(&h->f->lock);
+    pthread_rwlock_unlock(&h->f->rw);
 }
 
 /* The last close of a file closes its shards, and removes them when its
@@ -1104,17 +1288,16 @@ static void file_drop(struct shard *s, struct sfile *f)
     shards_close(s, f);
     if (f->gone)
         shards_remove_all(s, &f->gfid, &f->m);
-    pthread_mutex_destroy(&f->lock);
-    free(f);
+    file_free(f);
 }
 
 static void do_release(struct shard *s, struct job *j)
 {
     struct sfh *h = j->h;
     fh_remove(s, h);
-    pthread_mutex_lock(&h->f->lock);
+    pthread_rwlock_wrlock(&h->f->rw);
     settle(s, h->f, h->fh, h->path);
-    pthread_mutex_unlock(&h->f->lock);
+    pthread_rwlock_unlock(&h->f->rw);
     struct cl_op x;
     cl_op_init(&x, RPC_OP_RELEASE, NULL, NULL);
     x.args = j->op->args;
@@ -1193,9 +1376,9 @@ static void do_setattr_path(struct shard *s, struct job *j)
         complete(j->op, -ENOMEM, NULL);
         return;
     }
-    pthread_mutex_lock(&f->lock);
+    pthread_rwlock_wrlock(&f->rw);
     setattr_sharded(s, j->op, f, j->path);
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     file_drop(s, f);
 }
 
@@ -1320,11 +1503,11 @@ static void do_create(struct shard *s, struct job *j)
             free(h->path);
             free(h);
         } else if (existing && (flags & O_TRUNC)) {
-            pthread_mutex_lock(&h->f->lock);
+            pthread_rwlock_wrlock(&h->f->rw);
             cut_shards(s, h->f, &h->f->gfid, &h->f->m, 0);
             meta_put(s, j->path, &h->f->m, 0);
             m = h->f->m;
-            pthread_mutex_unlock(&h->f->lock);
+            pthread_rwlock_unlock(&h->f->rw);
         }
     }
     if (known == 0)
@@ -1390,13 +1573,13 @@ static void do_open_fix(struct shard *s, struct job *j)
     }
     h->f = f;
     h->append = (flags & O_APPEND) != 0;
-    pthread_mutex_lock(&f->lock);
+    pthread_rwlock_wrlock(&f->rw);
     if (flags & O_TRUNC) { /* the open emptied the base file */
         cut_shards(s, f, &f->gfid, &f->m, 0);
         meta_put(s, j->path, &f->m, 0);
     }
     m = f->m;
-    pthread_mutex_unlock(&f->lock);
+    pthread_rwlock_unlock(&f->rw);
     reply_whole(fr, &m);
     complete_sub(j);
 }
@@ -1750,8 +1933,9 @@ static void shard_destroy(struct cl_layer *self)
     while (s->files) {
         struct sfile *f = s->files;
         s->files = f->next;
-        pthread_mutex_destroy(&f->lock);
-        free(f);
+        for (int i = 0; i < f->n_open; i++)
+            free(f->open[i]);
+        file_free(f);
     }
     free(s->volume);
     free(self->children);
