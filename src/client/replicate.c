@@ -554,7 +554,12 @@ static void fan_finish(struct fan *f)
      * clients making one name at once then agree on the winner's copy
      * instead of each blaming the other). Children that failed only by
      * being unreachable cannot record anything: then the ones that took
-     * it record against them, as when it stood. */
+     * it record against them, as when it stood; except for fragments
+     * (quorum pinned by disperse.c): a fragment of a version fewer than k
+     * bricks hold decodes to nothing, while the unreachable ones may
+     * still hold the old version whole, so the ones that took it record
+     * against THEMSELVES, and heal rebuilds their fragments from the
+     * others (docs/disperse.md, "Quorum and a brick down"). */
     if (failed && ok && change) {
         uint32_t definite = 0;
         for (int i = 0; i < f->n; i++)
@@ -563,6 +568,8 @@ static void fan_finish(struct fan *f)
         uint32_t on = ok, against = failed;
         if (status < 0 && definite && !sync_op) {
             on = definite;
+            against = ok;
+        } else if (status < 0 && !definite && r->pinned) {
             against = ok;
         }
         f->result = status;
