@@ -330,9 +330,9 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
             goto fail;
         }
     int cur = v->replica > 1 ? v->replica : 1;
-    /* Without a higher replica count: whole new sets (a volume with a
-     * placement; elastic.c refuses the others). */
-    int grow = replica < 0 || (replica == cur && !arbiter);
+    /* Without a replica count (or, on a volume with a placement, with the
+     * current one): whole new sets (elastic.c refuses volumes of ranges). */
+    int grow = replica < 0 || (replica == cur && !arbiter && v->place);
     struct cl_place *place = NULL;
     if ((grow ? mgmt_elastic_grow(m->vols, v, nb, n, &list, &n_list, &place, err, sizeof(err))
               : mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err,
