@@ -399,6 +399,22 @@ static int child_down(struct dht *d, int i)
     return !strcmp(c->name, "protocol/client") && !cl_proto_connected(c);
 }
 
+/* Whether no brick of set i is connected (a set whose bricks were just
+ * added, before this client reached them). */
+static int set_unreachable(struct dht *d, int i)
+{
+    struct cl_layer *c = d->layer.children[i];
+    if (!strcmp(c->name, "protocol/client"))
+        return !cl_proto_connected(c);
+    int n = __atomic_load_n(&c->n_children, __ATOMIC_ACQUIRE);
+    for (int j = 0; j < n; j++) {
+        struct cl_layer *m = __atomic_load_n(&c->children[j], __ATOMIC_ACQUIRE);
+        if (!m || strcmp(m->name, "protocol/client") || cl_proto_connected(m))
+            return 0;
+    }
+    return n > 0;
+}
+
 uint64_t dht__down_mask(struct dht *d)
 {
     uint64_t m = 0;
@@ -1053,6 +1069,13 @@ static void slow(struct dht *d, struct cl_op *op)
             return;
         }
         if (d->placed) {
+            /* A set just added whose bricks this client has not reached
+             * yet: the file goes where the previous placement puts it,
+             * where lookups also look, rather than failing. */
+            int hp;
+            if (dht__place_of(d, path, &h, &hp) == 0 && hp >= 0 && set_unreachable(d, h) &&
+                !set_unreachable(d, hp))
+                h = hp;
             char dir[PATH_MAX];
             split(path, dir, sizeof(dir));
             if ((rc = dht__dir_ensure(d, dir, h)) < 0) {

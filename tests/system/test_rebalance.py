@@ -118,7 +118,10 @@ def test_grow_by_whole_sets(pool):
     deadline = time.time() + 20
     while True:
         probe = os.path.join(m1.path, "probe-%d" % int(time.time() * 1000))
-        open(probe, "w").close()
+        try:
+            open(probe, "w").close()
+        except OSError as e:
+            raise AssertionError(f"{e}: {m1.tail()}")
         name = os.path.basename(probe)
         # on both bricks: the new set's replicate layer reaches both
         on1 = all(os.path.exists(os.path.join(b, name)) for b in set1)
