@@ -126,10 +126,12 @@ $(BUILD)/bin/cairn-brickd: $(BUILD)/obj/src/brick/main.o $(BRICK_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
-# cairnd takes the distribute layer's pure name hash for volume import, and
+# cairnd takes the distribute layer's pure name hash for volume import and its
+# placement code for volumes' placements (GETVOL), and
 # libsystemd for its readiness report (sd_notify; only main.c calls it), and
 # the client side's TLS settings for its connections to TLS bricks.
 $(BUILD)/bin/cairnd: $(BUILD)/obj/src/mgmt/main.o $(MGMT_OBJ) $(LIB_OBJ) $(BUILD)/obj/src/client/dht_layout.o \
+	$(BUILD)/obj/src/client/dht_place.o \
 	$(BUILD)/obj/src/client/tls.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lraft -luv -lsystemd $(LDLIBS_ALL)

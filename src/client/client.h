@@ -33,14 +33,20 @@ struct cl_volinfo {
     int redundancy;
     struct opt_set opts; /* options set on the volume */
     uint64_t gen;        /* generation (GEN); 0 when the server sent none */
+    /* The volume-wide placement (PLACE, distribute.h; NULL: per-directory
+     * hash ranges) and the one before it while a rebalance is due
+     * (PLACE_PREV; NULL: none). Owned (malloc'd). */
+    struct cl_place *place, *place_prev;
 };
 
 void cl_volinfo_free(struct cl_volinfo *v);
 /* 1 when a and b name the same bricks (address, path, id, in order) in the
- * same sets: a stack built from one serves the other. */
+ * same sets, with placements of the same generations: a stack built from
+ * one serves the other. */
 int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *b);
-/* Replaces dst's bricks, replica count and arbiter with copies of src's
- * (a stack adopted src's bricks). 0, or -ENOMEM with dst unchanged. */
+/* Replaces dst's bricks, replica count, arbiter and placements with copies
+ * of src's (a stack adopted src's bricks). 0, or -ENOMEM with dst
+ * unchanged. */
 int cl_volinfo_take_bricks(struct cl_volinfo *dst, const struct cl_volinfo *src);
 /* Fills out from a GETVOL reply or notification body (NAME, ID, GEN, BRICK*,
  * OPTION*). Returns 0, -EPROTO (malformed; out is freed) or -ENOMEM. */

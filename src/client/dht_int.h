@@ -33,6 +33,11 @@ struct centry {
     struct centry *next;
     int subvol, is_dir, has_layout;
     struct cl_dht_layout *layout;
+    /* placement volumes, directories: the gfid (the key of the names in
+     * it) and the subvolumes known to hold a copy */
+    int has_gfid;
+    gfid_t gfid;
+    uint64_t present;
     char path[];
 };
 
@@ -55,6 +60,11 @@ struct job {
 struct dht {
     struct cl_layer layer;
     int n, bits;
+    /* 1: a volume-wide placement decides where names go (distribute.h;
+     * fixed at creation); place and prev (NULL: none) are its current and
+     * previous generations, swapped under lock. Set i is child i. */
+    int placed;
+    struct cl_place *place, *prev;
     char *volume;
     struct cl_dht_cookie_map *cookies; /* mapped readdir cookies */
     pthread_mutex_t lock;              /* caches and handles */
@@ -106,6 +116,20 @@ struct dfh *dht__fh_take(struct dht *d, uint64_t id);
 int dht__get_xattr(struct dht *d, int i, const char *path, const char *name, uint8_t *buf,
                    size_t cap, size_t *len);
 int dht__hashed(struct dht *d, const char *path, int *h);
+/* Placement volumes: where path's name goes (*h) and where the previous
+ * placement put it (*hp; -1 when there is none or it is *h). 0 or -errno
+ * (waits: the parent's gfid may have to be looked up). */
+int dht__place_of(struct dht *d, const char *path, int *h, int *hp);
+/* Placement volumes: makes sure directory dir (and its ancestors) exists on
+ * subvolume h, as a copy of the one elsewhere (a set added after it was
+ * made). 0 or -errno. */
+int dht__dir_ensure(struct dht *d, const char *dir, int h);
+void dht__cache_set_gfid(struct dht *d, const char *path, const gfid_t *g);
+/* 1 and the gfid when cached (the root's is known). */
+int dht__cache_gfid(struct dht *d, const char *path, gfid_t *g);
+/* The present mask of directory path (bit h), cached. */
+int dht__cache_present(struct dht *d, const char *path, int h);
+void dht__cache_set_present(struct dht *d, const char *path, int h);
 int dht__is_root(const char *path);
 int dht__linkto_candidate(const struct rpc_attr *a);
 int dht__locate(struct dht *d, const struct rpc_msg *args, const char *path, int *where,
@@ -118,6 +142,9 @@ void dht__ask_lease(struct rpc_msg *sub, const struct rpc_msg *args);
 void dht__dir_lease(struct dht *d, const struct cl_op *subs, uint64_t mask, struct rpc_frame *r);
 
 /* ---- dht_ns.c ---- */
+/* (Re)creates directory path on the subvolumes in mask as a copy of the
+ * one on subvolume from (dht_ns.c). */
+void dht__remake_dirs(struct dht *d, const char *path, uint64_t mask, int from, int replace);
 /* A link-to file at path on subvolume at, pointing to target; 0 or -errno. */
 int dht__make_linkto(struct dht *d, int at, const char *path, int target);
 int dht__remove_name(struct dht *d, int at, const char *path);

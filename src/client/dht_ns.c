@@ -8,7 +8,7 @@
  * one on subvolume from: same gfid, mode and owner, default layout. With
  * replace, the copies there now (empty ones of our own making) are removed
  * first; a copy that is not empty is in use and stays. */
-static void remake_dirs(struct dht *d, const char *path, uint64_t mask, int from, int replace)
+void dht__remake_dirs(struct dht *d, const char *path, uint64_t mask, int from, int replace)
 {
     struct cl_op lk;
     cl_op_init(&lk, RPC_OP_LOOKUP, NULL, NULL);
@@ -89,17 +89,35 @@ static void converge(struct dht *d, const char *path, int h)
         if (!ok || (!foreign && !missing))
             return;
         if (foreign)
-            remake_dirs(d, path, foreign, h, 1);
+            dht__remake_dirs(d, path, foreign, h, 1);
         if (missing)
-            remake_dirs(d, path, missing, h, 0);
+            dht__remake_dirs(d, path, missing, h, 0);
     }
     log_warn("volume %s: copies of directory %s still differ after a racing mkdir", d->volume,
              path);
 }
 
+/* Placement volumes: the parent of path on subvolume i, made there when a
+ * set added after it lacks it (dht__dir_ensure). 0 or -errno. */
+static int ensure_parent(struct dht *d, const char *path, int i)
+{
+    if (!d->placed)
+        return 0;
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    size_t dl = !slash || slash == path ? 1 : (size_t)(slash - path);
+    if (dl >= sizeof(dir))
+        return -ENAMETOOLONG;
+    memcpy(dir, path, dl);
+    dir[dl] = 0;
+    return dht__dir_ensure(d, dir, i);
+}
+
 void dht__do_mkdir(struct dht *d, struct cl_op *op, const char *path)
 {
     int h, rc = dht__down_mask(d) ? -ENOTCONN : dht__hashed(d, path, &h);
+    for (int i = 0; rc == 0 && d->placed && i < d->n; i++)
+        rc = ensure_parent(d, path, i); /* every set gets a copy */
     if (rc < 0) {
         dht__complete_op(op, rc, NULL);
         return;
@@ -171,6 +189,11 @@ void dht__do_rmdir(struct dht *d, struct cl_op *op, const char *path)
     for (int i = 0; i < d->n; i++)
         dht__sub_from(&subs[i], &op->args);
     dht__fan_run(d, subs, dht__all_mask(d));
+    /* a set added after the directory was made lacks it: the first copy
+     * that was there decides */
+    for (int i = 0; d->placed && subs[h].status == -ENOENT && i < d->n; i++)
+        if (subs[i].status != -ENOENT)
+            h = i;
     int st = subs[h].status, failed = -1;
     uint64_t removed = 0;
     for (int i = 0; i < d->n; i++) {
@@ -187,7 +210,7 @@ void dht__do_rmdir(struct dht *d, struct cl_op *op, const char *path)
     if (st < 0 && removed && failed >= 0) {
         /* Not empty somewhere (or a subvolume failed): put the directory
          * back where it went, with the surviving copy's id and owner. */
-        remake_dirs(d, path, removed, failed, 0);
+        dht__remake_dirs(d, path, removed, failed, 0);
     }
     dht__complete_op(op, st, NULL);
     dht__release_all(d, subs, dht__all_mask(d));
@@ -258,7 +281,8 @@ void dht__do_link(struct dht *d, struct cl_op *op, const char *src, const char *
         dht__complete_op(op, rc, NULL);
         return;
     }
-    if (h2 != c && (rc = dht__make_linkto(d, h2, dst, c)) < 0) {
+    if (h2 != c &&
+        ((rc = ensure_parent(d, dst, h2)) < 0 || (rc = dht__make_linkto(d, h2, dst, c)) < 0)) {
         dht__complete_op(op, rc, NULL);
         return;
     }
@@ -437,7 +461,9 @@ void dht__do_rename(struct dht *d, struct cl_op *op, const char *src, const char
     if (hd != c) {
         if (cd >= 0 && cd != hd)
             dht__remove_name(d, hd, dst); /* the replaced file's link-to */
-        int r3 = dht__make_linkto(d, hd, dst, c);
+        int r3 = ensure_parent(d, dst, hd);
+        if (r3 == 0)
+            r3 = dht__make_linkto(d, hd, dst, c);
         if (r3 < 0)
             log_warn("volume %s: rename: link-to %s on subvolume %d -> %d: %s", d->volume, dst, hd,
                      c, strerror(-r3));

@@ -113,6 +113,51 @@ void dht__cache_drop_all(struct dht *d)
     pthread_mutex_unlock(&d->lock);
 }
 
+void dht__cache_set_gfid(struct dht *d, const char *path, const gfid_t *g)
+{
+    pthread_mutex_lock(&d->lock);
+    struct centry *e = cache_get(d, path);
+    if (e && (!e->has_gfid || !gfid_equal(&e->gfid, g))) {
+        e->gfid = *g;
+        e->has_gfid = 1;
+        e->present = 0; /* another directory now has the name */
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+int dht__cache_gfid(struct dht *d, const char *path, gfid_t *g)
+{
+    if (dht__is_root(path)) {
+        gfid_root(g);
+        return 1;
+    }
+    pthread_mutex_lock(&d->lock);
+    struct centry *e = cache_find(d, path);
+    int hit = e && e->has_gfid;
+    if (hit)
+        *g = e->gfid;
+    pthread_mutex_unlock(&d->lock);
+    return hit;
+}
+
+int dht__cache_present(struct dht *d, const char *path, int h)
+{
+    pthread_mutex_lock(&d->lock);
+    struct centry *e = cache_find(d, path);
+    int hit = e && (e->present >> h & 1);
+    pthread_mutex_unlock(&d->lock);
+    return hit;
+}
+
+void dht__cache_set_present(struct dht *d, const char *path, int h)
+{
+    pthread_mutex_lock(&d->lock);
+    struct centry *e = cache_get(d, path);
+    if (e)
+        e->present |= 1ull << h;
+    pthread_mutex_unlock(&d->lock);
+}
+
 /* 1 and the location when cached. */
 static int cache_loc(struct dht *d, const char *path, int *subvol, int *is_dir)
 {
@@ -354,6 +399,22 @@ static int child_down(struct dht *d, int i)
     return !strcmp(c->name, "protocol/client") && !cl_proto_connected(c);
 }
 
+/* Whether no brick of set i is connected (a set whose bricks were just
+ * added, before this client reached them). */
+static int set_unreachable(struct dht *d, int i)
+{
+    struct cl_layer *c = d->layer.children[i];
+    if (!strcmp(c->name, "protocol/client"))
+        return !cl_proto_connected(c);
+    int n = __atomic_load_n(&c->n_children, __ATOMIC_ACQUIRE);
+    for (int j = 0; j < n; j++) {
+        struct cl_layer *m = __atomic_load_n(&c->children[j], __ATOMIC_ACQUIRE);
+        if (!m || strcmp(m->name, "protocol/client") || cl_proto_connected(m))
+            return 0;
+    }
+    return n > 0;
+}
+
 uint64_t dht__down_mask(struct dht *d)
 {
     uint64_t m = 0;
@@ -530,12 +591,93 @@ static int get_layout(struct dht *d, const char *dir, struct cl_dht_layout *l)
     return rc;
 }
 
+static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, int *where,
+                  int *is_dir, struct rpc_frame **reply);
+
+/* The places of the name with key in the current and previous placements
+ * (dht__place_of). */
+static int place_pick(struct dht *d, uint64_t key, int *h, int *hp)
+{
+    pthread_mutex_lock(&d->lock);
+    *h = d->place ? cl_place_pick(d->place, key) : -1;
+    *hp = d->prev ? cl_place_pick(d->prev, key) : -1;
+    int n = d->n;
+    pthread_mutex_unlock(&d->lock);
+    if (*hp == *h || *hp >= n)
+        *hp = -1;
+    return *h >= 0 && *h < n ? 0 : -EIO;
+}
+
+int dht__place_of(struct dht *d, const char *path, int *h, int *hp)
+{
+    if (dht__is_root(path)) {
+        *h = 0;
+        *hp = -1;
+        return 0;
+    }
+    char dir[PATH_MAX];
+    const char *name = split(path, dir, sizeof(dir));
+    gfid_t g;
+    if (!dht__cache_gfid(d, dir, &g)) {
+        int where, is_dir, rc = lookup(d, NULL, dir, &where, &is_dir, NULL);
+        if (rc == 0 && !is_dir)
+            rc = -ENOTDIR;
+        if (rc < 0)
+            return rc;
+        if (!dht__cache_gfid(d, dir, &g))
+            return -EIO; /* the cache was cleared meanwhile: try again */
+    }
+    return place_pick(d, cl_place_key(g.b, name, strlen(name)), h, hp);
+}
+
+int dht__dir_ensure(struct dht *d, const char *dir, int h)
+{
+    if (dht__is_root(dir) || dht__cache_present(d, dir, h))
+        return 0;
+    struct cl_op s;
+    cl_op_init(&s, RPC_OP_LOOKUP, NULL, NULL);
+    rpc_set_str(&s.args, RPC_T_PATH, &s.args.path, dir);
+    int rc = dht__run(d, h, &s);
+    cl_op_release(&s);
+    if (rc == -ENOENT) {
+        /* A set added after the directory was made: copy it there, parents
+         * first, from where it is. */
+        char parent[PATH_MAX];
+        split(dir, parent, sizeof(parent));
+        int where, is_dir;
+        if ((rc = dht__dir_ensure(d, parent, h)) == 0 &&
+            (rc = lookup(d, NULL, dir, &where, &is_dir, NULL)) == 0) {
+            if (where == h) /* made meanwhile */
+                rc = 0;
+            else if (!is_dir)
+                rc = -ENOTDIR;
+            else {
+                dht__remake_dirs(d, dir, 1ull << h, where, 0);
+                struct cl_op c;
+                cl_op_init(&c, RPC_OP_LOOKUP, NULL, NULL);
+                rpc_set_str(&c.args, RPC_T_PATH, &c.args.path, dir);
+                rc = dht__run(d, h, &c);
+                cl_op_release(&c);
+                if (rc == 0)
+                    log_info("volume %s: directory %s copied to subvolume %d", d->volume, dir, h);
+            }
+        }
+    }
+    if (rc == 0)
+        dht__cache_set_present(d, dir, h);
+    return rc;
+}
+
 /* The subvolume path's name hashes to in its parent's layout. */
 int dht__hashed(struct dht *d, const char *path, int *h)
 {
     if (dht__is_root(path)) {
         *h = 0;
         return 0;
+    }
+    if (d->placed) {
+        int hp;
+        return dht__place_of(d, path, h, &hp);
     }
     char dir[PATH_MAX];
     const char *name = split(path, dir, sizeof(dir));
@@ -554,17 +696,28 @@ int dht__hashed(struct dht *d, const char *path, int *h)
 static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, int *where,
                   int *is_dir, struct rpc_frame **reply)
 {
-    int h, rc;
-    if ((rc = dht__hashed(d, path, &h)) < 0)
+    int h, hp = -1, rc;
+    if ((rc = d->placed ? dht__place_of(d, path, &h, &hp) : dht__hashed(d, path, &h)) < 0)
         return rc;
+    /* A placement volume whose files may still be where the previous
+     * placement put them: the new place, then the old, then the new again
+     * (the file moved between the two asks). */
+    int order[3] = {h, hp, h}, tries = hp >= 0 ? 3 : 1;
     struct cl_op s;
-    cl_op_init(&s, RPC_OP_LOOKUP, NULL, NULL);
-    rpc_set_str(&s.args, RPC_T_PATH, &s.args.path, path);
-    if (reply)
-        dht__ask_lease(&s.args, args);
-    rc = dht__run(d, h, &s);
-    if (rc == 0 && !rpc_has(&s.reply->msg, RPC_T_ATTR))
-        rc = -EPROTO;
+    for (int k = 0; k < tries; k++) {
+        if (k)
+            cl_op_release(&s);
+        cl_op_init(&s, RPC_OP_LOOKUP, NULL, NULL);
+        rpc_set_str(&s.args, RPC_T_PATH, &s.args.path, path);
+        if (reply && args)
+            dht__ask_lease(&s.args, args);
+        h = order[k];
+        rc = dht__run(d, h, &s);
+        if (rc == 0 && !rpc_has(&s.reply->msg, RPC_T_ATTR))
+            rc = -EPROTO;
+        if (rc != -ENOENT)
+            break;
+    }
     if (rc < 0) {
         cl_op_release(&s);
         if (rc == -ENOENT)
@@ -601,6 +754,10 @@ static int lookup(struct dht *d, const struct rpc_msg *args, const char *path, i
     *where = at;
     *is_dir = S_ISDIR(s.reply->msg.attr.mode);
     dht__cache_set_loc(d, path, at, *is_dir);
+    if (d->placed && *is_dir) {
+        dht__cache_set_gfid(d, path, &s.reply->msg.attr.gfid);
+        dht__cache_set_present(d, path, at);
+    }
     if (reply) {
         object_lease(s.reply); /* a link-to's target was asked for none */
         *reply = s.reply;
@@ -708,7 +865,9 @@ void dht__every(struct dht *d, struct cl_op *op, int primary, const struct dfh *
     dht__fan_run(d, subs, mask);
     int st = 0;
     for (int i = 0; i < d->n; i++)
-        if ((mask >> i & 1) && subs[i].status < 0 && st == 0)
+        if ((mask >> i & 1) && subs[i].status < 0 && st == 0 &&
+            /* a set added after the directory was made lacks it */
+            !(d->placed && subs[i].status == -ENOENT && i != primary))
             st = subs[i].status;
     if (!(mask >> primary & 1))
         primary = __builtin_ctzll(mask);
@@ -862,7 +1021,8 @@ static void slow(struct dht *d, struct cl_op *op)
         struct rpc_frame *r = NULL;
         if (dht__is_root(path)) {
             struct cl_dht_layout l;
-            get_layout(d, "/", &l); /* first use gives the root its layout */
+            if (!d->placed)
+                get_layout(d, "/", &l); /* first use gives the root its layout */
             dht__dir_attr(d, op, 0, NULL);
             return;
         }
@@ -907,6 +1067,21 @@ static void slow(struct dht *d, struct cl_op *op)
         if ((rc = dht__hashed(d, path, &h)) < 0) {
             dht__complete_op(op, rc, NULL);
             return;
+        }
+        if (d->placed) {
+            /* A set just added whose bricks this client has not reached
+             * yet: the file goes where the previous placement puts it,
+             * where lookups also look, rather than failing. */
+            int hp;
+            if (dht__place_of(d, path, &h, &hp) == 0 && hp >= 0 && set_unreachable(d, h) &&
+                !set_unreachable(d, hp))
+                h = hp;
+            char dir[PATH_MAX];
+            split(path, dir, sizeof(dir));
+            if ((rc = dht__dir_ensure(d, dir, h)) < 0) {
+                dht__complete_op(op, rc, NULL);
+                return;
+            }
         }
         dht__cache_drop(d, path);
         if (code == RPC_OP_CREATE || code == RPC_OP_MAKE_FILE) {
@@ -1117,6 +1292,15 @@ static int hashed_cached(struct dht *d, const char *path)
         return -1;
     char dir[PATH_MAX];
     const char *name = split(path, dir, sizeof(dir));
+    if (d->placed) {
+        /* while files may be at their previous places: a worker looks */
+        gfid_t g;
+        int h, hp;
+        if (!dht__cache_gfid(d, dir, &g) ||
+            place_pick(d, cl_place_key(g.b, name, strlen(name)), &h, &hp) < 0 || hp >= 0)
+            return -1;
+        return h;
+    }
     struct cl_dht_layout l;
     if (!cache_layout(d, dir, &l))
         return -1;
@@ -1181,7 +1365,7 @@ static void dht_submit(struct cl_layer *self, struct cl_op *op)
     case RPC_OP_MAKE_FILE:
         /* A file whose place may move for want of room, or when the room
          * is to be read again, goes to a worker. */
-        if ((i = hashed_cached(d, path)) >= 0 &&
+        if (!d->placed && (i = hashed_cached(d, path)) >= 0 &&
             ((code != RPC_OP_CREATE && code != RPC_OP_MAKE_FILE) ||
              (!room_due(d) && elsewhere(d, i) < 0))) {
             forward(d, op, i, FWD_CREATED, path, NOFH, NULL);
@@ -1246,6 +1430,8 @@ static void dht_destroy(struct cl_layer *self)
     free(d->fhs);
     free(d->volume);
     free(self->children);
+    free(d->place);
+    free(d->prev);
     cl_dht_cookie_map_free(d->cookies);
     pthread_mutex_destroy(&d->lock);
     pthread_mutex_destroy(&d->qlock);
@@ -1256,18 +1442,34 @@ static void dht_destroy(struct cl_layer *self)
 /* Mapped readdir cookies kept (dht_cookies.c): about 24 bytes each. */
 #define COOKIE_SLOTS (1u << 20)
 
-struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volume)
+static struct cl_layer *dht_new(struct cl_layer **children, int n, const char *volume,
+                                const struct cl_place *place, const struct cl_place *prev)
 {
-    if (n < 2 || n > CL_DHT_MAX)
+    if (n < (place ? 1 : 2) || n > CL_DHT_MAX)
         return NULL;
     struct dht *d = calloc(1, sizeof(*d));
     if (!d)
         return NULL;
-    d->layer.children = calloc((size_t)n, sizeof(*children));
+    if (place &&
+        (!(d->place = malloc(sizeof(*place))) || (prev && !(d->prev = malloc(sizeof(*prev)))))) {
+        free(d->place);
+        free(d);
+        return NULL;
+    }
+    if (place) {
+        d->placed = 1;
+        *d->place = *place;
+        if (prev)
+            *d->prev = *prev;
+    }
+    /* a placement volume gains sets live (cl_dht_add_child) */
+    d->layer.children = calloc(place ? CL_DHT_MAX : (size_t)n, sizeof(*children));
     d->volume = strdup(volume ? volume : "");
     d->cookies = cl_dht_cookie_map_new(COOKIE_SLOTS);
     if (!d->layer.children || !d->volume || !d->cookies) {
         free(d->layer.children);
+        free(d->place);
+        free(d->prev);
         free(d->volume);
         cl_dht_cookie_map_free(d->cookies);
         free(d);
@@ -1282,7 +1484,8 @@ struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volum
     d->layer.destroy = dht_destroy;
     d->layer.priv = d;
     d->n = n;
-    d->bits = cl_dht_cookie_bits(n);
+    /* cookies of a volume that may grow keep their meaning as it does */
+    d->bits = cl_dht_cookie_bits(place ? CL_DHT_MAX : n);
     pthread_mutex_init(&d->lock, NULL);
     pthread_mutex_init(&d->qlock, NULL);
     pthread_cond_init(&d->qcond, NULL);
@@ -1294,4 +1497,74 @@ struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volum
         return NULL;
     }
     return &d->layer;
+}
+
+struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volume)
+{
+    return dht_new(children, n, volume, NULL, NULL);
+}
+
+struct cl_layer *cl_dht_new_placed(struct cl_layer **children, int n, const char *volume,
+                                   const struct cl_place *place, const struct cl_place *prev)
+{
+    if (!place || place->n != n || (prev && prev->n > n))
+        return NULL;
+    return dht_new(children, n, volume, place, prev);
+}
+
+int cl_dht_add_child(struct cl_layer *l, struct cl_layer *child)
+{
+    struct dht *d = l->priv;
+    if (!d->placed)
+        return -ENOTSUP;
+    pthread_mutex_lock(&d->lock);
+    int n = d->n;
+    if (n >= CL_DHT_MAX) {
+        pthread_mutex_unlock(&d->lock);
+        return -ENOSPC;
+    }
+    /* The slot first, then the count: an operation that sees the new count
+     * finds the child. No name goes there before the placement says so
+     * (cl_dht_set_place, after). */
+    __atomic_store_n(&l->children[n], child, __ATOMIC_RELEASE);
+    __atomic_store_n(&l->n_children, n + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->n, n + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&d->lock);
+    log_info("volume %s: distribute gains set %d", d->volume, n);
+    return 0;
+}
+
+int cl_dht_set_place(struct cl_layer *l, const struct cl_place *place, const struct cl_place *prev)
+{
+    struct dht *d = l->priv;
+    if (!d->placed || !place)
+        return -ENOTSUP;
+    struct cl_place *np = malloc(sizeof(*np)), *pp = prev ? malloc(sizeof(*pp)) : NULL;
+    if (!np || (prev && !pp)) {
+        free(np);
+        free(pp);
+        return -ENOMEM;
+    }
+    *np = *place;
+    if (prev)
+        *pp = *prev;
+    pthread_mutex_lock(&d->lock);
+    if (place->n > d->n || (prev && prev->n > d->n)) {
+        pthread_mutex_unlock(&d->lock);
+        free(np);
+        free(pp);
+        return -EINVAL;
+    }
+    struct cl_place *op = d->place, *opp = d->prev;
+    uint64_t was = op->gen;
+    d->place = np;
+    d->prev = pp;
+    pthread_mutex_unlock(&d->lock);
+    free(op);
+    free(opp);
+    if (was != place->gen)
+        log_info("volume %s: placement generation %llu (%d sets)%s", d->volume,
+                 (unsigned long long)place->gen, place->n,
+                 prev ? ": files may still be where the previous one put them" : "");
+    return 0;
 }

@@ -95,8 +95,8 @@ int cl_dht_cookie_map_get(struct cl_dht_cookie_map *m, uint64_t cookie, int *sub
  * Adding a set moves only the files the new set wins (1/(N+1) of them with
  * equal weights), and none between the sets already there; draining a set
  * moves only its files, each to the set that would have won without it.
- * Not yet the placement of distribute's files: the rebalance work
- * (docs/notes/2026-12-07-placement.md) switches volumes to it. */
+ * The placement of the files of volumes created with cluster.placement
+ * rendezvous (cl_dht_new_placed); volumes of ranges keep their layouts. */
 #define CL_PLACE_VERSION 1
 #define CL_PLACE_MAX 1024           /* sets */
 #define CL_PLACE_WEIGHT_MAX 1000000 /* a set's weight: 1..this (say, GiB of its bricks) */
@@ -134,5 +134,20 @@ int cl_place_decode(const uint8_t *in, size_t len, struct cl_place *p);
 /* Creates the layer over children[0..n) (2 <= n <= CL_DHT_MAX). NULL on
  * ENOMEM / bad n. */
 struct cl_layer *cl_dht_new(struct cl_layer **children, int n, const char *volume);
+/* The layer of a volume with a placement (docs/elastic.md, "Growing by
+ * whole sets"): place names one set per child, in order (1 <= n); prev
+ * (may be NULL) is the placement before it, while files may still be where
+ * it put them. Names go where place puts them, and are looked up there,
+ * then where prev put them. Both are copied. NULL on ENOMEM / a placement
+ * that does not match n. */
+struct cl_layer *cl_dht_new_placed(struct cl_layer **children, int n, const char *volume,
+                                   const struct cl_place *place, const struct cl_place *prev);
+/* A new set, the layer's child n (add-brick of whole sets), while in use:
+ * 0, -ENOTSUP (a volume of ranges) or -ENOSPC (CL_DHT_MAX). The layer owns
+ * it from then on. */
+int cl_dht_add_child(struct cl_layer *l, struct cl_layer *child);
+/* The new placement (and previous one, may be NULL), copied: 0, -ENOTSUP
+ * (a volume of ranges), -EINVAL (more sets than children) or -ENOMEM. */
+int cl_dht_set_place(struct cl_layer *l, const struct cl_place *place, const struct cl_place *prev);
 
 #endif

@@ -94,15 +94,19 @@ static struct cl_layer *make_repl(const struct stack_build *b, int index,
     return cl_repl_new(children, n, b->v->arbiter, b->v->name, REPL_HEAL_INTERVAL_MS);
 }
 
+/* A volume with a placement has the layer even with one set: it gains
+ * sets live (cl_stack_adopt). */
 static int distributed(const struct stack_build *b)
 {
-    return b->n_sets > 1;
+    return b->n_sets > 1 || b->v->place;
 }
 
 static struct cl_layer *make_dht(const struct stack_build *b, int index, struct cl_layer **children,
                                  int n)
 {
     (void)index;
+    if (b->v->place)
+        return cl_dht_new_placed(children, n, b->v->name, b->v->place, b->v->place_prev);
     return cl_dht_new(children, n, b->v->name);
 }
 
@@ -233,7 +237,15 @@ int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv
         snprintf(why, len, "a dispersed volume's sets change shape only by a rebuild");
         return 0;
     }
-    if (nv->n_bricks / sn != sets || nv->n_bricks % sn) {
+    if (!old->place != !nv->place) {
+        snprintf(why, len, "the volume's placement changed kind");
+        return 0;
+    }
+    /* A volume with a placement gains whole sets of its shape (add-brick;
+     * the sets it had keep their bricks, as below). */
+    int grows = nv->place && sn == so && nv->n_bricks % sn == 0 && nv->n_bricks / sn > sets &&
+                nv->n_bricks / sn <= CL_DHT_MAX;
+    if ((nv->n_bricks / sn != sets || nv->n_bricks % sn) && !grows) {
         snprintf(why, len, "%d distribute sets now, %d before: that takes a rebalance",
                  nv->n_bricks / sn, sets);
         return 0;
@@ -261,13 +273,25 @@ int cl_stack_adoptable(const struct cl_volinfo *old, const struct cl_volinfo *nv
     return 1;
 }
 
+/* The distribute layer of the stack, or NULL. */
+static struct cl_layer *dht_layer(struct cl_layer *top)
+{
+    while (!strcmp(top->name, "features/shard"))
+        top = top->children[0]; /* volume-wide layers above the sets' */
+    return strcmp(top->name, "distribute") == 0 ? top : NULL;
+}
+
 /* The layer serving set s: the top itself for one set, else a child of
  * distribute. */
 static struct cl_layer *set_layer(struct cl_layer *top, int sets, int s)
 {
+    struct cl_layer *d = dht_layer(top);
+    (void)sets;
+    if (d)
+        return d->children[s];
     while (!strcmp(top->name, "features/shard"))
-        top = top->children[0]; /* volume-wide layers above the sets' */
-    return sets > 1 ? top->children[s] : top;
+        top = top->children[0];
+    return top;
 }
 
 int cl_stack_adopt(struct cl_layer *top, const struct cl_volinfo *old, const struct cl_volinfo *nv,
@@ -317,6 +341,33 @@ int cl_stack_adopt(struct cl_layer *top, const struct cl_volinfo *old, const str
         if (rc == 0 && sn > so && set->reconfigure)
             set->reconfigure(set, &opts); /* the quorum counts the new members */
     }
+    /* New sets (add-brick on a volume with a placement): each made as at
+     * build, handed to distribute, and only then the placement that sends
+     * names there. */
+    struct cl_layer *dht = nv->place ? dht_layer(top) : NULL;
+    for (int s = sets; rc == 0 && dht && s < nv->n_bricks / sn; s++) {
+        struct cl_layer *members[CL_REPL_MAX], *set = NULL;
+        int made = 0;
+        for (; made < sn; made++) {
+            if (!(members[made] = make_proto(&b, s * sn + made, NULL, 0)))
+                break;
+            if (members[made]->reconfigure)
+                members[made]->reconfigure(members[made], &opts);
+        }
+        if (made == sn)
+            set = sn > 1 ? make_repl(&b, s, members, sn) : members[0];
+        if (!set) {
+            destroy_layers(members, made);
+            rc = -ENOMEM;
+            break;
+        }
+        if (set != members[0] && set->reconfigure)
+            set->reconfigure(set, &opts);
+        if ((rc = cl_dht_add_child(dht, set)) < 0)
+            cl_layer_destroy_tree(set);
+    }
+    if (rc == 0 && dht)
+        rc = cl_dht_set_place(dht, nv->place, nv->place_prev);
     opt_set_free(&opts);
     if (rc < 0)
         snprintf(err, errlen, "%s", strerror(-rc));

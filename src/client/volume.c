@@ -6,6 +6,7 @@
 
 #include "../lib/log.h"
 #include "client.h"
+#include "distribute.h"
 
 void cl_volinfo_free(struct cl_volinfo *v)
 {
@@ -18,12 +19,28 @@ void cl_volinfo_free(struct cl_volinfo *v)
     free(v->bricks);
     free(v->name);
     free(v->id);
+    free(v->place);
+    free(v->place_prev);
     opt_set_free(&v->opts);
     memset(v, 0, sizeof(*v));
 }
 
+static struct cl_place *place_dup(const struct cl_place *p)
+{
+    struct cl_place *c = p ? malloc(sizeof(*c)) : NULL;
+    if (c)
+        *c = *p;
+    return c;
+}
+
 int cl_volinfo_take_bricks(struct cl_volinfo *dst, const struct cl_volinfo *src)
 {
+    struct cl_place *place = place_dup(src->place), *prev = place_dup(src->place_prev);
+    if ((src->place && !place) || (src->place_prev && !prev)) {
+        free(place);
+        free(prev);
+        return -ENOMEM;
+    }
     struct cl_brickinfo *b = calloc((size_t)src->n_bricks + 1, sizeof(*b));
     int n = 0;
     for (; b && n < src->n_bricks; n++) {
@@ -42,8 +59,14 @@ int cl_volinfo_take_bricks(struct cl_volinfo *dst, const struct cl_volinfo *src)
             free(b[i].id);
         }
         free(b);
+        free(place);
+        free(prev);
         return -ENOMEM;
     }
+    free(dst->place);
+    free(dst->place_prev);
+    dst->place = place;
+    dst->place_prev = prev;
     for (int i = 0; i < dst->n_bricks; i++) {
         free(dst->bricks[i].path);
         free(dst->bricks[i].id);
@@ -61,6 +84,10 @@ int cl_volinfo_same_bricks(const struct cl_volinfo *a, const struct cl_volinfo *
 {
     if (a->n_bricks != b->n_bricks || a->replica != b->replica || a->arbiter != b->arbiter ||
         a->redundancy != b->redundancy)
+        return 0;
+    if (!a->place != !b->place || !a->place_prev != !b->place_prev ||
+        (a->place && a->place->gen != b->place->gen) ||
+        (a->place_prev && a->place_prev->gen != b->place_prev->gen))
         return 0;
     for (int i = 0; i < a->n_bricks; i++) {
         const struct cl_brickinfo *x = &a->bricks[i], *y = &b->bricks[i];
@@ -139,13 +166,25 @@ static int parse_layout(const struct rpc_frame *r, struct cl_volinfo *v)
             v->n_bricks++;
         } else if (f.tag == RPC_T_OPTION) {
             rc = parse_option(&f, &v->opts);
+        } else if (f.tag == RPC_T_PLACE || f.tag == RPC_T_PLACE_PREV) {
+            struct cl_place **slot = f.tag == RPC_T_PLACE ? &v->place : &v->place_prev;
+            if (*slot || !(*slot = malloc(sizeof(**slot))))
+                return *slot ? -EPROTO : -ENOMEM;
+            rc = cl_place_decode(f.val, f.len, *slot);
         } else {
             rc = 0;
         }
         if (rc < 0)
             return rc;
     }
-    return rc < 0 ? -EPROTO : 0;
+    if (rc < 0)
+        return -EPROTO;
+    /* A placement names one set per distribute set, in brick order. */
+    int sets = v->n_bricks / v->replica;
+    if ((v->place_prev && !v->place) || (v->place && (v->place->n != sets || v->redundancy)) ||
+        (v->place_prev && v->place_prev->n > sets))
+        return -EPROTO;
+    return 0;
 }
 
 int cl_volinfo_parse(const struct rpc_frame *r, struct cl_volinfo *out)

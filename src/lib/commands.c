@@ -35,8 +35,10 @@ static const struct cmd_usage cmds[] = {
      "[<FILE>]}]",
      "self-heal: enable/disable the self-heal daemon, crawl statistics (info, full and "
      "split-brain run in the CLI)"},
-    {"add-brick", "volume add-brick <VOLNAME> replica <COUNT> [arbiter 1] <NEW-BRICK> ... [force]",
-     "raise the replica count: a new copy in every replica set, filled by heal "
+    {"add-brick",
+     "volume add-brick <VOLNAME> [replica <COUNT> [arbiter 1]] <NEW-BRICK> ... [force]",
+     "raise the replica count (a new copy in every replica set, filled by heal), or, without "
+     "a higher count, add whole distribute sets to a volume with a placement "
      "(docs/elastic.md)"},
     {"remove-brick", "volume remove-brick <VOLNAME> replica <COUNT> <BRICK> ... force",
      "lower the replica count: one brick of every replica set leaves (stopped, its files left "

@@ -126,6 +126,14 @@ const struct opt_def opt_table[] = {
         "leaving a link-to file under the name's own (docs/replication.md, Distribute)."),
     NOEFFECT("cluster.min-free-inodes", OPT_SPACE, "5%", 0, 1125899906842624LL, NULL,
              "Cairn places new files by free space only (cluster.min-free-disk)."),
+    /* Placement of new volumes (docs/elastic.md, "Growing by whole sets"):
+     * read by cairnd at `volume create`. */
+    {"cluster.placement", OPT_ENUM, "ranges", 0, 0, "ranges|rendezvous", true,
+     "Pool-wide (`volume set all`): how the volumes created from now on place files. ranges: "
+     "a hash range per set in each directory's layout (a volume's sets are fixed). rendezvous: "
+     "one volume-wide placement, so `volume add-brick` can add whole sets and `volume "
+     "rebalance` moves only the files the new sets win. Volumes made before keep theirs.",
+     .pool = true},
     /* Client quorum (docs/replication.md, "Quorum"): read by the replicate
      * layer of every client, live. */
     OPT("cluster.quorum-count", OPT_INT, "0", 0, 16, NULL, true,

@@ -85,6 +85,12 @@ static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *
     return 0;
 }
 
+int mgmt_brick_prepare_set(const struct mgmt_vol *v, const struct mgmt_brick *b)
+{
+    int rc = dirs_make(b->path);
+    return rc < 0 ? rc : mgmt_brickinfo_write(v, b);
+}
+
 int mgmt_brick_prepare_fill(const struct mgmt_vol *v, const struct mgmt_brick *b, int member,
                             int reset)
 {

@@ -119,6 +119,30 @@ static int commit_shape(struct mgmt *m, const struct mgmt_vol *v, struct mgmt_br
     return rc;
 }
 
+/* Commits v with *list (n bricks; taken) as its bricks and *place (taken)
+ * as its placement, the one before kept as the previous placement until a
+ * rebalance moved the files; starts the new bricks. 0 or -errno with err. */
+static int commit_sets(struct mgmt *m, const struct mgmt_vol *v, struct mgmt_brick **list, int n,
+                       struct cl_place **place, char *err, size_t errlen)
+{
+    struct mgmt_vol *nv = mgmt_vol_dup(v);
+    if (!nv) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    free(nv->bricks);
+    nv->bricks = *list;
+    nv->n_bricks = n;
+    free(nv->place_prev);
+    nv->place_prev = nv->place;
+    nv->place = *place;
+    *list = NULL;
+    *place = NULL;
+    int rc = commit_list(m, nv, 1, err, errlen);
+    mgmt_vol_free(nv);
+    return rc;
+}
+
 /* volume replace-brick VOL OLD NEW commit force */
 static int replace_brick(struct mgmt *m, int argc, char **argv, FILE *out)
 {
@@ -305,11 +329,19 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
                      argv[first + i]);
             goto fail;
         }
-    if (mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err, sizeof(err)) <
-        0)
+    int cur = v->replica > 1 ? v->replica : 1;
+    /* Without a replica count (or, on a volume with a placement, with the
+     * current one): whole new sets (elastic.c refuses volumes of ranges). */
+    int grow = replica < 0 || (replica == cur && !arbiter && v->place);
+    struct cl_place *place = NULL;
+    if ((grow ? mgmt_elastic_grow(m->vols, v, nb, n, &list, &n_list, &place, err, sizeof(err))
+              : mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err,
+                                   sizeof(err))) < 0)
         goto fail;
     free(list);
+    free(place);
     list = NULL;
+    place = NULL;
     for (int i = 0; i < n; i++)
         if (check_new(m, argv[2], argv[first + i], MGMT_CHECK_FILL, &nb[i], err, sizeof(err)) < 0)
             goto fail;
@@ -323,6 +355,16 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
         snprintf(err, sizeof(err), "Volume %s does not exist", argv[2]);
         goto fail;
     }
+    if (grow) {
+        if (mgmt_elastic_grow(m->vols, v, nb, n, &list, &n_list, &place, err, sizeof(err)) < 0 ||
+            (rc = commit_sets(m, v, &list, n_list, &place, err, sizeof(err))) < 0)
+            goto fail;
+        free(nb);
+        log_info("volume %s: %d new distribute sets; rebalance to move files onto them", argv[2],
+                 n / cur);
+        fprintf(out, "volume add-brick: success\n");
+        return 0;
+    }
     if (mgmt_elastic_raise(m->vols, v, replica, arbiter, nb, n, &list, &n_list, err, sizeof(err)) <
         0)
         goto fail;
@@ -335,6 +377,7 @@ static int add_brick(struct mgmt *m, int argc, char **argv, FILE *out)
     return 0;
 fail:
     free(list);
+    free(place);
     free(nb);
     return failed(out, verb, "%s", err);
 }

@@ -372,6 +372,12 @@ static int create_or_import(struct mgmt *m, int argc, char **argv, FILE *out, in
             FAIL("Volume %s already exists", name);
     }
     v->status = MGMT_VOL_CREATED;
+    /* Imported volumes keep their ranges: their link-to files point by
+     * range (docs/elastic.md). */
+    const char *placement = opt_set_get(&m->pool_opts, "cluster.placement");
+    if (!import && placement && strcmp(placement, "rendezvous") == 0 && !redundancy &&
+        !(v->place = mgmt_place_new(nb / (replica > 1 ? replica : 1))))
+        FAIL("out of memory");
     gfid_t g;
     gfid_generate(&g);
     gfid_format(&g, v->id);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../client/distribute.h"
 #include "elastic.h"
 
 struct mgmt_vol *mgmt_vol_dup(const struct mgmt_vol *v)
@@ -134,6 +135,56 @@ int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, in
     }
     *out = b;
     *n_out = sets * replica;
+    return 0;
+}
+
+int mgmt_elastic_grow(const struct mgmt_vol *vols, const struct mgmt_vol *v,
+                      const struct mgmt_brick *nb, int n, struct mgmt_brick **out, int *n_out,
+                      struct cl_place **place, char *err, size_t errlen)
+{
+    int set = v->replica > 1 ? v->replica : 1;
+    if (!v->place)
+        FAIL(-EINVAL,
+             "Volume %s places files by hash ranges (it was made with cluster.placement "
+             "ranges): adding distribute sets to it needs a rebalance of every directory's "
+             "layout, which Cairn does not do. Add copies with add-brick %s replica %d "
+             "BRICK..., or make a volume with cluster.placement rendezvous",
+             v->name, v->name, set + 1);
+    if (v->place_prev)
+        FAIL(-EBUSY,
+             "Volume %s: files may still be where the placement before the last add-brick put "
+             "them, until a rebalance has moved them (not built yet): one growth at a time",
+             v->name);
+    if (n <= 0 || n % set)
+        FAIL(-EINVAL,
+             "Incorrect number of bricks supplied %d for volume %s: a multiple of its replica "
+             "count %d (whole sets)",
+             n, v->name, set);
+    for (int k = 0; k < n; k++) {
+        if (taken_by(vols, nb[k].host, nb[k].path))
+            FAIL(-EEXIST,
+                 "Brick: %s:%s not available. Brick may be containing or be contained by an "
+                 "existing brick.",
+                 nb[k].host, nb[k].path);
+        for (int j = 0; j < k; j++)
+            if (strcmp(nb[j].host, nb[k].host) == 0 && strcmp(nb[j].path, nb[k].path) == 0)
+                FAIL(-EEXIST, "Found duplicate exports %s:%s", nb[k].host, nb[k].path);
+    }
+    int rc = mgmt_place_grow(v->place, n / set, place);
+    if (rc == -E2BIG)
+        FAIL(rc, "Volume %s would have more than %d distribute sets", v->name, CL_DHT_MAX);
+    if (rc < 0)
+        FAIL(rc, "out of memory");
+    struct mgmt_brick *b = calloc((size_t)(v->n_bricks + n), sizeof(*b));
+    if (!b) {
+        free(*place);
+        *place = NULL;
+        FAIL(-ENOMEM, "out of memory");
+    }
+    memcpy(b, v->bricks, (size_t)v->n_bricks * sizeof(*b));
+    memcpy(b + v->n_bricks, nb, (size_t)n * sizeof(*b));
+    *out = b;
+    *n_out = v->n_bricks + n;
     return 0;
 }
 

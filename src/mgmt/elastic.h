@@ -30,6 +30,14 @@ int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v,
 int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, int replica,
                        int arbiter, const struct mgmt_brick *nb, int n, struct mgmt_brick **out,
                        int *n_out, char *err, size_t errlen);
+/* add-brick BRICK... of whole sets, on a volume with a placement
+ * (docs/elastic.md, "Growing by whole sets"): n a multiple of the set
+ * size, no brick taken, no rebalance of an earlier growth pending. 0 with
+ * *out (malloc'd: v's bricks, then nb's, n_out) and *place (malloc'd: v's
+ * placement with the new sets, generation + 1), or -errno. */
+int mgmt_elastic_grow(const struct mgmt_vol *vols, const struct mgmt_vol *v,
+                      const struct mgmt_brick *nb, int n, struct mgmt_brick **out, int *n_out,
+                      struct cl_place **place, char *err, size_t errlen);
 /* remove-brick replica N BRICK...: the new list of v's bricks when every
  * set loses exactly one member, rb[0..n) (replica < 0: no replica given,
  * refused: removing whole sets needs a rebalance). The bricks that stay

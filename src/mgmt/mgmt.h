@@ -40,6 +40,8 @@ struct mgmt_brick {
     int local; /* 1 when this server serves the brick (pool.h) */
 };
 
+struct cl_place; /* client/distribute.h */
+
 struct mgmt_vol {
     struct mgmt_vol *next;
     char name[MGMT_VOLNAME_MAX + 1];
@@ -60,6 +62,12 @@ struct mgmt_vol {
     /* this server stopped its bricks of the volume for want of server
      * quorum (quorum.c); runtime only */
     int quorum_down;
+    /* Where files go (placement.c, docs/elastic.md): NULL for a volume of
+     * per-directory hash ranges (made before placements, or with
+     * cluster.placement ranges); else the volume-wide placement, one set
+     * per distribute set in brick order, and the one before it while files
+     * may still be where it put them (until a rebalance finishes). Owned. */
+    struct cl_place *place, *place_prev;
 };
 
 /* A server of the trusted pool (replicated state; pool.h). */
@@ -131,6 +139,20 @@ void mgmt_vol_insert(struct mgmt *m, struct mgmt_vol *v);
 /* Unlinks v from the list (the caller frees it). */
 void mgmt_vol_unlink(struct mgmt *m, struct mgmt_vol *v);
 void mgmt_vol_free(struct mgmt_vol *v);
+
+/* ---- placement.c: a volume's placement in its record ---- */
+
+/* The line KEY=GEN ID:WEIGHT:STATE... (STATE active or draining). */
+void mgmt_place_format(FILE *f, const char *key, const struct cl_place *p);
+/* Parses the value of such a line: 0 with *out (malloc'd), -EINVAL or
+ * -ENOMEM. */
+int mgmt_place_parse(const char *val, struct cl_place **out);
+/* The placement of a new volume: sets ids 1..sets, weight 1, generation 1.
+ * NULL on ENOMEM. */
+struct cl_place *mgmt_place_new(int sets);
+/* cur with add new sets (ids above every id of cur), generation + 1: 0 with
+ * *out (malloc'd), -E2BIG (more sets than distribute takes) or -ENOMEM. */
+int mgmt_place_grow(const struct cl_place *cur, int add, struct cl_place **out);
 
 /* ---- volstore.c: DIR/vols/NAME/info ---- */
 
@@ -224,6 +246,9 @@ void mgmt_brickinfo_remove(const char *brick_path, const char *volid);
 #define MGMT_FILL_NAME "fill"
 /* Makes the directory of a new copy b of v (reset: the old copy's .cairn
  * is removed first), writes its marker and the fill file. 0 or -errno. */
+/* A brick of a new distribute set (add-brick of whole sets): its directory
+ * and marker, no fill file (nothing to heal it from). 0 or -errno. */
+int mgmt_brick_prepare_set(const struct mgmt_vol *v, const struct mgmt_brick *b);
 int mgmt_brick_prepare_fill(const struct mgmt_vol *v, const struct mgmt_brick *b, int member,
                             int reset);
 

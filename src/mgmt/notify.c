@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../lib/log.h"
+#include "../client/distribute.h"
 #include "../rpc/conn.h"
 #include "pool.h"
 
@@ -58,6 +59,11 @@ void mgmt_layout_body(const struct mgmt_vol *v, struct rpc_buf *b)
         rpc_put_str(b, RPC_T_ID, br->id);
         rpc_put_end(b, mark);
     }
+    uint8_t place[16 + 16 * CL_DHT_MAX];
+    if (v->place && cl_place_encoded_len(v->place) <= sizeof(place))
+        rpc_put_bytes(b, RPC_T_PLACE, place, cl_place_encode(v->place, place));
+    if (v->place_prev && cl_place_encoded_len(v->place_prev) <= sizeof(place))
+        rpc_put_bytes(b, RPC_T_PLACE_PREV, place, cl_place_encode(v->place_prev, place));
     for (size_t i = 0; i < v->opts.n; i++) {
         size_t mark = rpc_put_begin(b, RPC_T_OPTION);
         rpc_put_str(b, RPC_T_NAME, v->opts.kv[i].name);

@@ -290,13 +290,30 @@ static int apply_bricks(struct mgmt *m, const struct rpc_msg *e, uint64_t gen, c
     v->arbiter = nv->arbiter;
     v->redundancy = nv->redundancy;
     snprintf(v->reset_id, sizeof(v->reset_id), "%s", nv->reset_id);
+    v->place = nv->place;
+    v->place_prev = nv->place_prev;
+    nv->place = old.place;
+    nv->place_prev = old.place_prev;
     nv->bricks = old.bricks;
     nv->n_bricks = old.n_bricks;
     mgmt_mark_local(m);
+    /* sets the volume had: a new brick beyond them starts a new set (add-brick of whole sets),
+     * empty, with nothing to heal it from */
+    int set = v->replica > 1 ? v->replica : 1, had = nv->n_bricks / set;
     for (int i = 0; i < v->n_bricks; i++) {
         struct mgmt_brick *b = &v->bricks[i];
         if (!b->local || !mgmt_elastic_is_new(nv, b))
             continue;
+        if (v->place && nv->place && i / set >= had) {
+            int rc = mgmt_brick_prepare_set(v, b);
+            if (rc < 0)
+                log_error("volume %s: cannot prepare new brick %s:%s: %s", v->name, b->host,
+                          b->path, strerror(-rc));
+            else
+                log_info("volume %s: new brick %s:%s of new set %d", v->name, b->host, b->path,
+                         i / set);
+            continue;
+        }
         int reset = mgmt_elastic_find(nv, b->host, b->path) >= 0;
         int rc = mgmt_brick_prepare_fill(v, b, mgmt_elastic_member(v, i), reset);
         if (rc < 0)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../client/distribute.h"
 #include "../lib/log.h"
 #include "../rpc/wire.h"
 #include "pool.h"
@@ -92,6 +93,8 @@ void mgmt_vol_free(struct mgmt_vol *v)
         return;
     free(v->bricks);
     opt_set_free(&v->opts);
+    free(v->place);
+    free(v->place_prev);
     free(v);
 }
 
@@ -121,6 +124,10 @@ char *mgmt_vol_format(const struct mgmt_vol *v)
         const struct mgmt_brick *b = &v->bricks[i];
         fprintf(f, "brick=%s %u %s:%s\n", b->id, b->port, b->host, b->path);
     }
+    if (v->place)
+        mgmt_place_format(f, "placement", v->place);
+    if (v->place_prev)
+        mgmt_place_format(f, "placement-prev", v->place_prev);
     for (size_t i = 0; i < v->opts.n; i++)
         fprintf(f, "option.%s=%s\n", v->opts.kv[i].name, v->opts.kv[i].value);
     if (fclose(f) != 0) {
@@ -231,6 +238,10 @@ static int parse_line(struct mgmt_vol *v, char *line, int lineno, char *err, siz
         if (gfid_parse(val, &g) < 0)
             BAD("line %d: bad brick id \"%.40s\"", lineno, val);
         snprintf(v->reset_id, sizeof(v->reset_id), "%s", val);
+    } else if (strcmp(key, "placement") == 0 || strcmp(key, "placement-prev") == 0) {
+        struct cl_place **slot = key[9] ? &v->place_prev : &v->place;
+        if (*slot || mgmt_place_parse(val, slot) < 0)
+            BAD("line %d: bad placement \"%.80s\"", lineno, val);
     } else if (strcmp(key, "brick") == 0) {
         void *nb = realloc(v->bricks, (size_t)(v->n_bricks + 1) * sizeof(*v->bricks));
         if (!nb) {
@@ -329,6 +340,11 @@ int mgmt_vol_parse(const char *text, size_t len, struct mgmt_vol **out, char *er
     if (v->replica > 1 && v->n_bricks % v->replica)
         BAD("volume %s: %d bricks are not a multiple of replica %d", v->name, v->n_bricks,
             v->replica);
+    if (v->place_prev && !v->place)
+        BAD("volume %s: a previous placement without a placement", v->name);
+    if (v->place && v->place->n != v->n_bricks / (v->replica > 1 ? v->replica : 1))
+        BAD("volume %s: its placement has %d sets, its bricks make %d", v->name, v->place->n,
+            v->n_bricks / (v->replica > 1 ? v->replica : 1));
     free(copy);
     *out = v;
     return 0;

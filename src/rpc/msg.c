@@ -9,27 +9,28 @@ enum field_kind { K_NONE, K_U64, K_STR, K_BYTES, K_GFID, K_ATTR, K_TIME, K_LOCK,
 
 /* Each tag's kind; K_REP fields may repeat and are counted. */
 static const unsigned char tag_kind[RPC_T_MAX] = {
-    [RPC_T_OP] = K_U64,       [RPC_T_PATH] = K_STR,      [RPC_T_PATH2] = K_STR,
-    [RPC_T_NAME] = K_BYTES,   [RPC_T_GFID] = K_GFID,     [RPC_T_FH] = K_U64,
-    [RPC_T_MODE] = K_U64,     [RPC_T_UID] = K_U64,       [RPC_T_GID] = K_U64,
-    [RPC_T_UMASK] = K_U64,    [RPC_T_FLAGS] = K_U64,     [RPC_T_RDEV] = K_U64,
-    [RPC_T_OFFSET] = K_U64,   [RPC_T_SIZE] = K_U64,      [RPC_T_DATA] = K_BYTES,
-    [RPC_T_ATTR] = K_ATTR,    [RPC_T_VALID] = K_U64,     [RPC_T_ATIME] = K_TIME,
-    [RPC_T_MTIME] = K_TIME,   [RPC_T_LOCK] = K_LOCK,     [RPC_T_OWNER] = K_U64,
-    [RPC_T_DIRENT] = K_REP,   [RPC_T_STATFS] = K_STATFS, [RPC_T_ARG] = K_REP,
-    [RPC_T_TEXT] = K_BYTES,   [RPC_T_STATUS] = K_U64,    [RPC_T_SUB] = K_REP,
-    [RPC_T_ERRNO] = K_U64,    [RPC_T_GROUP] = K_REP,     [RPC_T_PID] = K_U64,
-    [RPC_T_FEATURES] = K_U64, [RPC_T_BRICK] = K_REP,     [RPC_T_HOST] = K_STR,
-    [RPC_T_PORT] = K_U64,     [RPC_T_OPTION] = K_REP,    [RPC_T_EOF] = K_U64,
-    [RPC_T_WHENCE] = K_U64,   [RPC_T_ID] = K_STR,        [RPC_T_GEN] = K_U64,
-    [RPC_T_REPLICA] = K_U64,  [RPC_T_ARBITER] = K_U64,   [RPC_T_PENDING] = K_U64,
-    [RPC_T_LEASE] = K_U64,    [RPC_T_PATTR] = K_ATTR,    [RPC_T_NOXATTRS] = K_U64,
-    [RPC_T_XATTRS] = K_BYTES, [RPC_T_EXTENTS] = K_BYTES, [RPC_T_LAYOUT] = K_BYTES,
-    [RPC_T_LINKTO] = K_BYTES, [RPC_T_OPSTAT] = K_REP,    [RPC_T_CALLS] = K_U64,
-    [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,   [RPC_T_SUBDIR] = K_STR,
-    [RPC_T_WAITING] = K_U64,  [RPC_T_BUCKET] = K_REP,    [RPC_T_ERRSTAT] = K_REP,
-    [RPC_T_COUNTER] = K_REP,  [RPC_T_TOPENTRY] = K_REP,  [RPC_T_TOPPERF] = K_BYTES,
-    [RPC_T_CLIENT] = K_REP,   [RPC_T_QUOTA] = K_REP,     [RPC_T_REDUNDANCY] = K_U64,
+    [RPC_T_OP] = K_U64,       [RPC_T_PATH] = K_STR,         [RPC_T_PATH2] = K_STR,
+    [RPC_T_NAME] = K_BYTES,   [RPC_T_GFID] = K_GFID,        [RPC_T_FH] = K_U64,
+    [RPC_T_MODE] = K_U64,     [RPC_T_UID] = K_U64,          [RPC_T_GID] = K_U64,
+    [RPC_T_UMASK] = K_U64,    [RPC_T_FLAGS] = K_U64,        [RPC_T_RDEV] = K_U64,
+    [RPC_T_OFFSET] = K_U64,   [RPC_T_SIZE] = K_U64,         [RPC_T_DATA] = K_BYTES,
+    [RPC_T_ATTR] = K_ATTR,    [RPC_T_VALID] = K_U64,        [RPC_T_ATIME] = K_TIME,
+    [RPC_T_MTIME] = K_TIME,   [RPC_T_LOCK] = K_LOCK,        [RPC_T_OWNER] = K_U64,
+    [RPC_T_DIRENT] = K_REP,   [RPC_T_STATFS] = K_STATFS,    [RPC_T_ARG] = K_REP,
+    [RPC_T_TEXT] = K_BYTES,   [RPC_T_STATUS] = K_U64,       [RPC_T_SUB] = K_REP,
+    [RPC_T_ERRNO] = K_U64,    [RPC_T_GROUP] = K_REP,        [RPC_T_PID] = K_U64,
+    [RPC_T_FEATURES] = K_U64, [RPC_T_BRICK] = K_REP,        [RPC_T_HOST] = K_STR,
+    [RPC_T_PORT] = K_U64,     [RPC_T_OPTION] = K_REP,       [RPC_T_EOF] = K_U64,
+    [RPC_T_WHENCE] = K_U64,   [RPC_T_ID] = K_STR,           [RPC_T_GEN] = K_U64,
+    [RPC_T_REPLICA] = K_U64,  [RPC_T_ARBITER] = K_U64,      [RPC_T_PENDING] = K_U64,
+    [RPC_T_LEASE] = K_U64,    [RPC_T_PATTR] = K_ATTR,       [RPC_T_NOXATTRS] = K_U64,
+    [RPC_T_XATTRS] = K_BYTES, [RPC_T_EXTENTS] = K_BYTES,    [RPC_T_LAYOUT] = K_BYTES,
+    [RPC_T_LINKTO] = K_BYTES, [RPC_T_OPSTAT] = K_REP,       [RPC_T_CALLS] = K_U64,
+    [RPC_T_NSEC] = K_U64,     [RPC_T_NSECMAX] = K_U64,      [RPC_T_SUBDIR] = K_STR,
+    [RPC_T_WAITING] = K_U64,  [RPC_T_BUCKET] = K_REP,       [RPC_T_ERRSTAT] = K_REP,
+    [RPC_T_COUNTER] = K_REP,  [RPC_T_TOPENTRY] = K_REP,     [RPC_T_TOPPERF] = K_BYTES,
+    [RPC_T_CLIENT] = K_REP,   [RPC_T_QUOTA] = K_REP,        [RPC_T_REDUNDANCY] = K_U64,
+    [RPC_T_PLACE] = K_BYTES,  [RPC_T_PLACE_PREV] = K_BYTES,
 };
 
 static uint64_t *u64_slot(struct rpc_msg *m, uint16_t tag)
@@ -129,6 +130,10 @@ static struct rpc_bytes *bytes_slot(struct rpc_msg *m, uint16_t tag)
         return &m->subdir;
     case RPC_T_TOPPERF:
         return &m->topperf;
+    case RPC_T_PLACE:
+        return &m->place;
+    case RPC_T_PLACE_PREV:
+        return &m->place_prev;
     default:
         return NULL;
     }

@@ -186,7 +186,11 @@ enum rpc_tag {
     RPC_T_WAITING = 61,  /* u: INDEX reply: entries left out, waiting for members named down */
     RPC_T_QUOTA = 62,    /* nested, rep: QUOTA, QUOTA_OTHERS: PATH, SIZE (bytes), CALLS (objects) */
     RPC_T_REDUNDANCY = 63, /* u: GETVOL: a dispersed volume's redundancy (REPLICA: its set) */
-    RPC_T_MAX = 128,       /* tags 64..127 are free; present_hi records them */
+    /* tags 64..127: present_hi records them */
+    RPC_T_PLACE = 66, /* bytes: GETVOL: the volume's placement (distribute.h cl_place wire form) */
+    RPC_T_PLACE_PREV =
+        67, /* bytes: GETVOL: the placement before it, while files may still be there */
+    RPC_T_MAX = 128,
 };
 
 /* LEASE bits. A lease on a path covers the object's attributes and extended
@@ -340,6 +344,7 @@ struct rpc_msg {
     uint64_t op, fh, mode, uid, gid, umask, flags, rdev, offset, size, valid, owner, status, err,
         pid, features, port, eof, whence, gen, replica, arbiter, pending, lease, calls, nsec,
         nsecmax, noxattrs, waiting, redundancy;
+    struct rpc_bytes place, place_prev;
     struct rpc_bytes path, path2, name, data, text, host, id, xattrs, layout, linkto, extents,
         subdir, topperf;
     gfid_t gfid;

@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include "../../src/client/client.h"
+#include "../../src/client/distribute.h"
 #include "../../src/mgmt/elastic.h"
+#include "../../src/mgmt/pool.h"
+#include "../../src/rpc/conn.h"
 #include "check.h"
 
 /* A volume of n bricks h<i>:/b/<name><i>, replica r. */
@@ -253,8 +256,90 @@ static void test_lower(void)
     mgmt_vol_free(v);
 }
 
+/* Growing by whole sets: the placement in the volume record, the new
+ * brick list and placement of add-brick, GETVOL's placement as a client
+ * reads it, and the stack's adoption of new sets. */
+static void test_grow(void)
+{
+    struct mgmt_vol *v = make_vol("g", 2, 2, 0), *nb = make_vol("n", 4, 2, 0),
+                    *rv = make_vol("r", 2, 2, 0);
+    struct mgmt_brick *list = NULL;
+    struct cl_place *place = NULL;
+    int n = 0;
+    char err[512];
+    /* a volume of ranges: refused */
+    CHECK_EQ(mgmt_elastic_grow(NULL, rv, nb->bricks, 2, &list, &n, &place, err, sizeof(err)),
+             -EINVAL);
+    CHECK(strstr(err, "hash ranges") != NULL);
+    v->place = mgmt_place_new(1);
+    CHECK(v->place != NULL);
+    CHECK_EQ(mgmt_elastic_grow(NULL, v, nb->bricks, 3, &list, &n, &place, err, sizeof(err)),
+             -EINVAL);
+    CHECK_EQ(mgmt_elastic_grow(NULL, v, nb->bricks, 4, &list, &n, &place, err, sizeof(err)), 0);
+    CHECK_EQ(n, 6);
+    CHECK_EQ(place->n, 3);
+    CHECK_EQ(place->gen, 2);
+    CHECK_EQ(place->set[1].id, 2);
+    CHECK_EQ(place->set[2].id, 3);
+    CHECK(strcmp(list[2].path, nb->bricks[0].path) == 0);
+    /* the record keeps both placements */
+    struct mgmt_vol *g = mgmt_vol_dup(v);
+    free(g->bricks);
+    g->bricks = list;
+    g->n_bricks = n;
+    g->place_prev = g->place;
+    g->place = place;
+    char *text = mgmt_vol_format(g);
+    CHECK(strstr(text, "placement=2 1:1:active 2:1:active 3:1:active\n") != NULL);
+    CHECK(strstr(text, "placement-prev=1 1:1:active\n") != NULL);
+    struct mgmt_vol *back = NULL;
+    CHECK_EQ(mgmt_vol_parse(text, strlen(text), &back, err, sizeof(err)), 0);
+    CHECK(back && back->place && back->place_prev && back->place->n == 3 && back->place->gen == 2 &&
+          back->place_prev->n == 1 && back->place_prev->gen == 1);
+    free(text);
+    /* a pending rebalance: no second growth */
+    CHECK_EQ(mgmt_elastic_grow(NULL, back, nb->bricks, 2, &list, &n, &place, err, sizeof(err)),
+             -EBUSY);
+    /* GETVOL as a client reads it */
+    for (int i = 0; i < back->n_bricks; i++)
+        back->bricks[i].port = (uint16_t)(1000 + i);
+    struct rpc_buf b;
+    rpc_buf_init(&b);
+    mgmt_layout_body(back, &b);
+    struct rpc_frame f = {0};
+    f.body = b.data;
+    f.hdr.body_len = (uint32_t)b.len;
+    CHECK_EQ(rpc_msg_decode(b.data, b.len, &f.msg, NULL), 0);
+    struct cl_volinfo ci, old;
+    CHECK_EQ(cl_volinfo_parse(&f, &ci), 0);
+    CHECK(ci.place && ci.place_prev && ci.place->n == 3 && ci.place->gen == 2 &&
+          ci.place_prev->n == 1);
+    /* a stack of one set adopts two more */
+    memset(&old, 0, sizeof(old));
+    CHECK_EQ(cl_volinfo_take_bricks(&old, &ci), 0);
+    old.n_bricks = 2;
+    free(old.place);
+    old.place = old.place_prev;
+    old.place_prev = NULL;
+    char why[256] = "";
+    CHECK(cl_stack_adoptable(&old, &ci, why, sizeof(why)));
+    if (why[0])
+        fprintf(stderr, "why: %s\n", why);
+    CHECK(!cl_volinfo_same_bricks(&old, &ci));
+    old.n_bricks = 6;
+    cl_volinfo_free(&old);
+    cl_volinfo_free(&ci);
+    rpc_buf_free(&b);
+    mgmt_vol_free(back);
+    mgmt_vol_free(g);
+    mgmt_vol_free(v);
+    mgmt_vol_free(nb);
+    mgmt_vol_free(rv);
+}
+
 int main(void)
 {
+    test_grow();
     test_replace();
     test_raise();
     test_members_and_record();
