@@ -122,20 +122,21 @@ def restart(c, vol):
     c.cli("volume", "start", vol, "force")
     end = time.time() + 20
     while time.time() < end:
-        if all(pid and port_open(HOST, port) for _, _, port, pid in c.brick_status(vol)):
+        if all(pid and port_open(c.host, port) for _, _, port, pid in c.brick_status(vol)):
             return
         time.sleep(0.1)
     raise AssertionError(f"bricks of {vol} not back")
 
 
-def read_back(path, timeout=10):
-    """read(), once the mount has reconnected to bricks just restarted."""
+def read_back(path, timeout=10, retry=(errno.ENOTCONN,)):
+    """read(), once the mount has reconnected to bricks just restarted
+    (retrying the errors in retry until timeout)."""
     end = time.time() + timeout
     while True:
         try:
             return read(path)
         except OSError as e:
-            if e.errno != errno.ENOTCONN or time.time() > end:
+            if e.errno not in retry or time.time() > end:
                 raise
             time.sleep(0.2)
 

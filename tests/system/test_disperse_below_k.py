@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster, alive, kill_pid, port_open
-from test_disperse import CHUNK, check_fragments, read_back
+from cairn_cluster import Cluster, alive, kill_pid
+from test_disperse import CHUNK, check_fragments, read_back, restart
 from test_disperse_heal import brick_pid, entries
 
 HOST = "127.0.0.132"
@@ -44,17 +44,6 @@ def ec():
         yield c
     finally:
         c.close()
-
-
-def restart(c, vol):
-    """Starts vol's dead bricks and waits until each answers."""
-    c.cli("volume", "start", vol, "force")
-    end = time.time() + 20
-    while time.time() < end:
-        if all(pid and port_open(HOST, port) for _, _, port, pid in c.brick_status(vol)):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"bricks of {vol} not back")
 
 
 def fresh_read(c, rel):

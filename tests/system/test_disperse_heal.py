@@ -20,40 +20,16 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster, kill_pid, port_open
-from test_disperse import check_fragments
+from cairn_cluster import Cluster, kill_pid
+from test_disperse import brick_pid, check_fragments, restart
+from test_disperse import read_back as ec_read_back
 
 HOST = "127.0.0.131"
 
 
-def brick_pid(c, vol, path):
-    for _, p, _, pid in c.brick_status(vol):
-        if p == path:
-            return pid
-    raise AssertionError(f"no brick {path}")
-
-
-def restart(c, vol):
-    c.cli("volume", "start", vol, "force")
-    end = time.time() + 20
-    while time.time() < end:
-        if all(pid and port_open(HOST, port) for _, _, port, pid in c.brick_status(vol)):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"bricks of {vol} not back")
-
-
 def read_back(path, timeout=10):
     """The file's bytes, once the mount reaches k bricks."""
-    end = time.time() + timeout
-    while True:
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except OSError as e:
-            if e.errno not in (errno.ENOTCONN, errno.EIO) or time.time() > end:
-                raise
-            time.sleep(0.2)
+    return ec_read_back(path, timeout, retry=(errno.ENOTCONN, errno.EIO))
 
 
 def entries(c, vol):
