@@ -46,7 +46,7 @@ needs_brickd = pytest.mark.skipif(not have_brickd(),
 
 @pytest.fixture(scope="module")
 def c5():
-    c = Cluster(host=HOST, prefix="st-cli-")
+    c = Cluster(host=HOST, prefix="st-cli-", spare_inodes=None)
     try:
         c.start()
         yield c
@@ -57,7 +57,7 @@ def c5():
 @pytest.fixture
 def c6():
     """A cairnd of the test's own, for restarts and damage."""
-    c = Cluster(host=HOST2, prefix="st-cli6-")
+    c = Cluster(host=HOST2, prefix="st-cli6-", spare_inodes=None)
     try:
         c.start()
         yield c
@@ -333,7 +333,7 @@ def test_create_brick_where_cairnd_may_not_write():
     """A cairnd run by a user other than root cannot make a brick in a
     directory of root: refused, saying so; one in its own directory is
     made."""
-    c = Cluster(host=HOST2, prefix="st-cli-user-", uid=1000)
+    c = Cluster(host=HOST2, prefix="st-cli-user-", uid=1000, spare_inodes=None)
     try:
         c.start()
         rootdir, = mkdirs(c, "root-owned")
@@ -373,7 +373,7 @@ def test_create_root_partition(c5):
 
 def test_localhost_names_this_server():
     """A cairnd listening on 127.0.0.1 takes bricks named localhost."""
-    c = Cluster(host="127.0.0.1", port=25202, prefix="st-cli1-")
+    c = Cluster(host="127.0.0.1", port=25202, prefix="st-cli1-", spare_inodes=None)
     try:
         c.start()
         b, = mkdirs(c, "lh")
