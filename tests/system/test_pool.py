@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from cairn_cluster import Cluster, alive, bin_dir, exe, kill_pid, pids_with_arg
+from cairn_cluster import (TEST_SPARE_INODES, Cluster, alive, bin_dir, exe, kill_pid,
+                           pids_with_arg)
 from wire import crc32c, parse_tlv, tlv
 
 HOSTS = ["127.0.0.41", "127.0.0.42", "127.0.0.43"]
@@ -333,7 +334,9 @@ def test_layout_changes_are_notified(pool):
         for m in conns:  # every server tells its subscribers
             d = m.notification(timeout=5)
             assert d["name"] == "nt" and d["gen"] > gens[0]
-            assert d["options"] == {"client.lease-cache-timeout": "5"}
+            # the options set: this test's and the harness's (cairn_cluster)
+            assert d["options"] == {"client.lease-cache-timeout": "5",
+                                    "storage.spare-inodes": str(TEST_SPARE_INODES)}
         c.cli("volume", "stop", "nt")
         d = conns[0].notification(timeout=5)
         assert d["text"] == "Volume nt is not started" and "bricks" in d and not d["bricks"]
