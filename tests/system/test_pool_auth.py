@@ -124,10 +124,17 @@ def pool():
             n.close()
 
 
-def info_everywhere(nodes):
-    texts = [n.cli("volume", "info", "pa").stdout for n in nodes]
-    assert texts[0] == texts[1]
-    return texts[0]
+def info_everywhere(nodes, timeout=5):
+    """volume info on every server, once all agree: a change committed
+    through one server reaches the others as they apply the pool's log
+    (as test_pool.py's same_everywhere waits for)."""
+    end = time.time() + timeout
+    while True:
+        texts = [n.cli("volume", "info", "pa").stdout for n in nodes]
+        if texts[0] == texts[1] or time.time() > end:
+            assert texts[0] == texts[1]
+            return texts[0]
+        time.sleep(0.2)
 
 
 def test_secret_kept_apart(pool):
