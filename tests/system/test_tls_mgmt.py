@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -63,6 +64,18 @@ def output(r):
     return r.stdout + r.stderr
 
 
+def eventually(node, args, want, timeout=5):
+    """Whether want shows in node's answer to args within timeout: a change
+    made through one server reaches the others as they apply the pool's
+    log."""
+    end = time.time() + timeout
+    while True:
+        text = node.cli(*args).stdout
+        if want in text or time.time() > end:
+            return want in text
+        time.sleep(0.2)
+
+
 def test_cli_and_mount_need_tls(certs):
     root = node_root("solo")
     try:
@@ -112,10 +125,10 @@ def test_pool_over_tls(certs):
             os.makedirs(b)
         nodes[0].cli("volume", "create", "pv", "replica", "2",
                      *[f"{h}:{b}" for h, b in zip(POOL, bricks)], "force")
-        assert "pv" in nodes[1].cli("volume", "list").stdout
+        assert eventually(nodes[1], ("volume", "list"), "pv")
         # a volume command given to the second server reaches the pool
         nodes[1].cli("volume", "set", "pv", "network.ping-timeout", "9")
-        assert "network.ping-timeout: 9" in nodes[0].cli("volume", "info", "pv").stdout
+        assert eventually(nodes[0], ("volume", "info", "pv"), "network.ping-timeout: 9")
         # a server without TLS cannot join
         r = plain.cli("peer", "probe", POOL[0], check=False)
         assert r.returncode != 0 and "Protocol not supported" in output(r), output(r)
