@@ -32,6 +32,9 @@
 /* One mount per process: the settings are the process's. */
 static pthread_mutex_t sq_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct squash sq = {.anonuid = 65534, .anongid = 65534};
+/* Whether sq squashes anyone: read without the lock by every request, so
+ * a mount without squash pays one load, not a lock. */
+static int sq_on;
 
 static struct squash settings(void)
 {
@@ -49,6 +52,7 @@ void cf_squash_configure(struct cf *cf, const struct opt_set *opts)
     pthread_mutex_lock(&sq_lock);
     int changed = memcmp(&s, &sq, sizeof(s)) != 0;
     sq = s;
+    __atomic_store_n(&sq_on, s.root || s.all, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&sq_lock);
     if (changed)
         log_info("squash: root-squash %s, all-squash %s, anonymous user %u:%u",
@@ -69,6 +73,8 @@ int cf_squash_ids(fuse_req_t req, uid_t *uid, gid_t *gid)
  * as itself (or is squashed to root), and the kernel's check was the one. */
 static int squashed(fuse_req_t req, struct squash_cred *cr)
 {
+    if (!__atomic_load_n(&sq_on, __ATOMIC_ACQUIRE))
+        return 0;
     struct squash s = settings();
     if (!s.root && !s.all)
         return 0;

@@ -97,23 +97,34 @@ static int commit_list(struct mgmt *m, struct mgmt_vol *nv, int start, char *err
     return rc;
 }
 
+/* A copy of v with *list (n bricks; taken, *list set to NULL) as its
+ * bricks, or NULL with err. */
+static struct mgmt_vol *with_bricks(const struct mgmt_vol *v, struct mgmt_brick **list, int n,
+                                    char *err, size_t errlen)
+{
+    struct mgmt_vol *nv = mgmt_vol_dup(v);
+    if (!nv) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    free(nv->bricks);
+    nv->bricks = *list;
+    nv->n_bricks = n;
+    *list = NULL;
+    return nv;
+}
+
 /* Commits v with *list (n bricks; taken, *list set to NULL) as its new
  * shape: replica (0: none) and arbiter. start as commit_list's. 0 or
  * -errno with err. */
 static int commit_shape(struct mgmt *m, const struct mgmt_vol *v, struct mgmt_brick **list, int n,
                         int replica, int arbiter, int start, char *err, size_t errlen)
 {
-    struct mgmt_vol *nv = mgmt_vol_dup(v);
-    if (!nv) {
-        snprintf(err, errlen, "out of memory");
+    struct mgmt_vol *nv = with_bricks(v, list, n, err, errlen);
+    if (!nv)
         return -ENOMEM;
-    }
-    free(nv->bricks);
-    nv->bricks = *list;
-    nv->n_bricks = n;
     nv->replica = replica;
     nv->arbiter = arbiter;
-    *list = NULL;
     int rc = commit_list(m, nv, start, err, errlen);
     mgmt_vol_free(nv);
     return rc;
@@ -125,18 +136,12 @@ static int commit_shape(struct mgmt *m, const struct mgmt_vol *v, struct mgmt_br
 static int commit_sets(struct mgmt *m, const struct mgmt_vol *v, struct mgmt_brick **list, int n,
                        struct cl_place **place, char *err, size_t errlen)
 {
-    struct mgmt_vol *nv = mgmt_vol_dup(v);
-    if (!nv) {
-        snprintf(err, errlen, "out of memory");
+    struct mgmt_vol *nv = with_bricks(v, list, n, err, errlen);
+    if (!nv)
         return -ENOMEM;
-    }
-    free(nv->bricks);
-    nv->bricks = *list;
-    nv->n_bricks = n;
     free(nv->place_prev);
     nv->place_prev = nv->place;
     nv->place = *place;
-    *list = NULL;
     *place = NULL;
     int rc = commit_list(m, nv, 1, err, errlen);
     mgmt_vol_free(nv);

@@ -84,6 +84,24 @@ int mgmt_elastic_replace(const struct mgmt_vol *vols, const struct mgmt_vol *v,
     return 0;
 }
 
+/* Refuses new bricks that are in a volume already (or inside one) or
+ * named twice. 0 or -EEXIST with err. */
+static int check_new_bricks(const struct mgmt_vol *vols, const struct mgmt_brick *nb, int n,
+                            char *err, size_t errlen)
+{
+    for (int k = 0; k < n; k++) {
+        if (taken_by(vols, nb[k].host, nb[k].path))
+            FAIL(-EEXIST,
+                 "Brick: %s:%s not available. Brick may be containing or be contained by an "
+                 "existing brick.",
+                 nb[k].host, nb[k].path);
+        for (int j = 0; j < k; j++)
+            if (strcmp(nb[j].host, nb[k].host) == 0 && strcmp(nb[j].path, nb[k].path) == 0)
+                FAIL(-EEXIST, "Found duplicate exports %s:%s", nb[k].host, nb[k].path);
+    }
+    return 0;
+}
+
 int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, int replica,
                        int arbiter, const struct mgmt_brick *nb, int n, struct mgmt_brick **out,
                        int *n_out, char *err, size_t errlen)
@@ -112,16 +130,9 @@ int mgmt_elastic_raise(const struct mgmt_vol *vols, const struct mgmt_vol *v, in
     int per = replica - cur;
     if (n != sets * per)
         FAIL(-EINVAL, "Incorrect number of bricks supplied %d with count %d", n, replica);
-    for (int k = 0; k < n; k++) {
-        if (taken_by(vols, nb[k].host, nb[k].path))
-            FAIL(-EEXIST,
-                 "Brick: %s:%s not available. Brick may be containing or be contained by an "
-                 "existing brick.",
-                 nb[k].host, nb[k].path);
-        for (int j = 0; j < k; j++)
-            if (strcmp(nb[j].host, nb[k].host) == 0 && strcmp(nb[j].path, nb[k].path) == 0)
-                FAIL(-EEXIST, "Found duplicate exports %s:%s", nb[k].host, nb[k].path);
-    }
+    int rc = check_new_bricks(vols, nb, n, err, errlen);
+    if (rc < 0)
+        return rc;
     struct mgmt_brick *b = calloc((size_t)(sets * replica), sizeof(*b));
     if (!b)
         FAIL(-ENOMEM, "out of memory");
@@ -160,17 +171,10 @@ int mgmt_elastic_grow(const struct mgmt_vol *vols, const struct mgmt_vol *v,
              "Incorrect number of bricks supplied %d for volume %s: a multiple of its replica "
              "count %d (whole sets)",
              n, v->name, set);
-    for (int k = 0; k < n; k++) {
-        if (taken_by(vols, nb[k].host, nb[k].path))
-            FAIL(-EEXIST,
-                 "Brick: %s:%s not available. Brick may be containing or be contained by an "
-                 "existing brick.",
-                 nb[k].host, nb[k].path);
-        for (int j = 0; j < k; j++)
-            if (strcmp(nb[j].host, nb[k].host) == 0 && strcmp(nb[j].path, nb[k].path) == 0)
-                FAIL(-EEXIST, "Found duplicate exports %s:%s", nb[k].host, nb[k].path);
-    }
-    int rc = mgmt_place_grow(v->place, n / set, place);
+    int rc = check_new_bricks(vols, nb, n, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = mgmt_place_grow(v->place, n / set, place);
     if (rc == -E2BIG)
         FAIL(rc, "Volume %s would have more than %d distribute sets", v->name, CL_DHT_MAX);
     if (rc < 0)
